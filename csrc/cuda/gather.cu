@@ -1,0 +1,221 @@
+// CUDA gather (WholeGraph-style): a group of threads sized to the row (a
+// sub-warp for narrow rows, a warp for wide ones) copies one output row with
+// the widest aligned vector loads (16 B when possible). Each table is a list
+// of base pointers (shards), so the same kernel reads device memory, pinned
+// host memory through its UVA pointer, and peer-GPU memory. Several tables
+// that share one index are served by one launch (blockIdx.y = table).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <cuda_runtime.h>
+
+#include "../gather_common.h"
+
+namespace pyg_accel {
+namespace {
+
+constexpr int kMaxShards = 8;
+constexpr int kMaxTables = 8;
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;  // rows in flight per thread group
+
+struct TableArgs {
+  const char* shard_ptr[kMaxShards];
+  int64_t row_begin[kMaxShards + 1];
+  char* out;
+  int64_t num_rows;
+  int64_t vecs_per_row;  // row bytes / vec_bytes
+  int32_t num_shards;
+  int32_t vec_bytes;     // 16, 8, 4, 2 or 1
+  int32_t group_log2;    // threads per row = 1 << group_log2
+};
+
+struct GatherArgs {
+  TableArgs table[kMaxTables];
+};
+
+template <typename vec_t>
+__device__ __forceinline__ vec_t zero_vec() {
+  vec_t v;
+  memset(&v, 0, sizeof(vec_t));
+  return v;
+}
+
+template <typename vec_t, typename index_t>
+__device__ __forceinline__ void gather_one_table(const TableArgs& t, const index_t* __restrict__ index,
+                                                 int64_t n) {
+  const int group = 1 << t.group_log2;
+  const int lane = threadIdx.x & (group - 1);
+  const int64_t num_groups = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> t.group_log2;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> t.group_log2;
+  vec_t* out = reinterpret_cast<vec_t*>(t.out);
+
+  for (int64_t base = first; base < n; base += num_groups * kUnroll) {
+    // Resolve kUnroll rows first so their loads are in flight together.
+    const vec_t* src[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * num_groups;
+      src[u] = nullptr;
+      if (i < n) {
+        const int64_t row = static_cast<int64_t>(index[i]);
+        // Out-of-range rows are never read (the Python wrapper rejects them
+        // before launch unless the caller opted out); they come back zeroed.
+        if (row >= 0 && row < t.num_rows) {
+          int s = 0;
+          while (s + 1 < t.num_shards && row >= t.row_begin[s + 1]) ++s;
+          src[u] = reinterpret_cast<const vec_t*>(t.shard_ptr[s]) + (row - t.row_begin[s]) * t.vecs_per_row;
+        }
+      }
+    }
+    for (int64_t c = lane; c < t.vecs_per_row; c += group) {
+      vec_t v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = src[u] != nullptr ? __ldg(src[u] + c) : zero_vec<vec_t>();
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t i = base + u * num_groups;
+        if (i < n) __stcs(out + i * t.vecs_per_row + c, v[u]);
+      }
+    }
+  }
+}
+
+template <typename index_t>
+__global__ void __launch_bounds__(kThreads) gather_kernel(const __grid_constant__ GatherArgs args,
+                                                          const index_t* __restrict__ index, int64_t n) {
+  const TableArgs& t = args.table[blockIdx.y];
+  switch (t.vec_bytes) {  // uniform across the block: one table per blockIdx.y
+    case 16: gather_one_table<uint4>(t, index, n); break;
+    case 8: gather_one_table<uint2>(t, index, n); break;
+    case 4: gather_one_table<unsigned int>(t, index, n); break;
+    case 2: gather_one_table<unsigned short>(t, index, n); break;
+    default: gather_one_table<unsigned char>(t, index, n); break;
+  }
+}
+
+// The address the GPU reads a shard through: its own pointer for memory on
+// this GPU or a peer (peer access enabled here), the UVA alias for pinned host memory.
+const char* device_pointer(const at::Tensor& shard, int device) {
+  if (shard.device().is_cpu()) {
+    TORCH_CHECK(shard.is_pinned(), "gather: a CPU table read by a CUDA index must be in pinned memory "
+                                   "(tensor.pin_memory()); got pageable memory");
+    void* dptr = nullptr;
+    C10_CUDA_CHECK(cudaHostGetDevicePointer(&dptr, shard.data_ptr(), 0));
+    return static_cast<const char*>(dptr);
+  }
+  TORCH_CHECK(shard.device().is_cuda(), "gather: unsupported table device ", shard.device());
+  const int peer = shard.device().index();
+  if (peer != device) {
+    int can_access = 0;
+    C10_CUDA_CHECK(cudaDeviceCanAccessPeer(&can_access, device, peer));
+    TORCH_CHECK(can_access, "gather: cuda:", device, " cannot read cuda:", peer, " peer-to-peer");
+    cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+    } else {
+      C10_CUDA_CHECK(err);
+    }
+  }
+  return static_cast<const char*>(shard.data_ptr());
+}
+
+int pick_vec_bytes(int64_t row_bytes, const std::vector<uintptr_t>& addresses) {
+  for (int v : {16, 8, 4, 2}) {
+    bool ok = row_bytes % v == 0;
+    for (uintptr_t a : addresses) ok = ok && (a % v == 0);
+    if (ok) return v;
+  }
+  return 1;
+}
+
+TableArgs describe_launch(const ShardedTable& table, const at::Tensor& out, int device) {
+  TORCH_CHECK(static_cast<int>(table.shards.size()) <= kMaxShards, "gather: at most ", kMaxShards,
+              " shards per table, got ", table.shards.size());
+  TableArgs a{};
+  std::vector<uintptr_t> addresses{reinterpret_cast<uintptr_t>(out.data_ptr())};
+  for (size_t s = 0; s < table.shards.size(); ++s) {
+    a.shard_ptr[s] = device_pointer(table.shards[s], device);
+    addresses.push_back(reinterpret_cast<uintptr_t>(a.shard_ptr[s]));
+  }
+  for (size_t s = 0; s < table.row_begin.size(); ++s) a.row_begin[s] = table.row_begin[s];
+  a.num_shards = static_cast<int32_t>(table.shards.size());
+  a.num_rows = table.num_rows;
+  a.out = static_cast<char*>(out.data_ptr());
+  a.vec_bytes = pick_vec_bytes(table.row_bytes, addresses);
+  a.vecs_per_row = table.row_bytes / a.vec_bytes;
+  int group_log2 = 0;
+  while (group_log2 < 5 && (int64_t{1} << group_log2) < a.vecs_per_row) ++group_log2;
+  a.group_log2 = group_log2;
+  return a;
+}
+
+// Gathers every table at `index` with one kernel launch.
+std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, const at::Tensor& index) {
+  check_index(index);
+  TORCH_CHECK(index.is_cuda(), "gather: the CUDA kernel needs a CUDA index");
+  TORCH_CHECK(tables.size() <= static_cast<size_t>(kMaxTables), "multi_gather: at most ", kMaxTables,
+              " tables per launch, got ", tables.size());
+  const c10::cuda::CUDAGuard guard(index.device());
+  const int device = index.device().index();
+  const at::Tensor idx = index.contiguous();
+  const int64_t n = idx.numel();
+
+  std::vector<at::Tensor> outs;
+  GatherArgs args{};
+  int launch_tables = 0;
+  int64_t max_group = 1;
+  for (const ShardedTable& t : tables) {
+    outs.push_back(alloc_rows(t, n, index.device()));
+    if (n == 0 || t.row_bytes == 0) continue;
+    args.table[launch_tables] = describe_launch(t, outs.back(), device);
+    max_group = std::max<int64_t>(max_group, int64_t{1} << args.table[launch_tables].group_log2);
+    ++launch_tables;
+  }
+  if (launch_tables == 0) return outs;
+
+  const int64_t groups_per_block = kThreads / max_group;
+  const int64_t wanted = (n + groups_per_block * kUnroll - 1) / (groups_per_block * kUnroll);
+  const int64_t cap = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
+                      (2048 / kThreads);
+  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, cap))), launch_tables);
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "gather_cuda", [&] {
+    gather_kernel<index_t><<<grid, kThreads, 0, stream>>>(args, idx.data_ptr<index_t>(), n);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return outs;
+}
+
+at::Tensor gather_cuda(const at::Tensor& table, const at::Tensor& index) {
+  return gather_tables({describe_table({table}, "gather: table")}, index)[0];
+}
+
+std::vector<at::Tensor> multi_gather_cuda(at::TensorList tables, const at::Tensor& index) {
+  std::vector<ShardedTable> described;
+  for (const at::Tensor& t : tables) described.push_back(describe_table({t}, "multi_gather: table"));
+  std::vector<at::Tensor> outs;
+  // Launch in batches of kMaxTables (one launch for the usual handful).
+  for (size_t b = 0; b < described.size(); b += kMaxTables) {
+    std::vector<ShardedTable> batch(described.begin() + b,
+                                    described.begin() + std::min(described.size(), b + kMaxTables));
+    for (at::Tensor& o : gather_tables(batch, index)) outs.push_back(std::move(o));
+  }
+  return outs;
+}
+
+at::Tensor sharded_gather_cuda(at::TensorList shards, const at::Tensor& index) {
+  return gather_tables({describe_table(shards.vec(), "sharded_gather: shards")}, index)[0];
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
+  m.impl("gather", &gather_cuda);
+  m.impl("multi_gather", &multi_gather_cuda);
+  m.impl("sharded_gather", &sharded_gather_cuda);
+}
+
+}  // namespace pyg_accel

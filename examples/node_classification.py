@@ -1,0 +1,189 @@
+"""Node classification through pyg_accel's stores (the README's main example).
+
+Trains a GNN on the embedded default graph (or a synthetic OGB-like graph, or real OGB
+data under --root) with its features and topology held in pyg_accel's FeatureStore /
+GraphStore: on the GPU when one is present, else on the CPU.
+
+    python examples/node_classification.py                           # embedded default
+    python examples/node_classification.py --dataset synthetic-products --epochs 20
+    python examples/node_classification.py --dataset ogbn-products --root /data/ogb
+    python examples/node_classification.py --mode neighbor            # PyG's NeighborLoader on our stores
+
+--mode full (default) trains on the whole graph read from the stores. --mode neighbor
+drives torch_geometric.loader.NeighborLoader((feature_store, graph_store), ...); until
+pyg_accel's GPU sampler lands it needs PyG's CPU sampler (pyg-lib or torch-sparse).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import TensorAttr
+from torch_geometric.nn.models import GAT, GCN, GraphSAGE
+from tqdm import tqdm
+
+import pyg_accel
+from pyg_accel.data import from_data
+from pyg_accel.datasets import load_dataset
+
+MODELS = {'sage': GraphSAGE, 'gcn': GCN, 'gat': GAT}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--dataset', default='default', help="'default', 'synthetic-<preset>' or 'ogbn-…'")
+    p.add_argument('--root', default='data/ogb', help='folder holding OGB datasets (never downloaded)')
+    p.add_argument('--scale', type=float, default=1.0, help='size factor for synthetic presets')
+    p.add_argument('--model', choices=sorted(MODELS), default='sage')
+    p.add_argument('--hidden', type=int, default=128)
+    p.add_argument('--layers', type=int, default=2)
+    p.add_argument('--dropout', type=float, default=0.3)
+    p.add_argument('--lr', type=float, default=0.01)
+    p.add_argument('--epochs', type=int, default=40)
+    p.add_argument('--mode', choices=['full', 'neighbor'], default='full')
+    p.add_argument('--num-neighbors', default='15,10', help='fanout per hop for --mode neighbor')
+    p.add_argument('--batch-size', type=int, default=1024)
+    p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
+    p.add_argument('--location', default=None, help="store location: 'cuda', 'pinned' or 'cpu' (default: the device)")
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--out', default='runs/node_classification', help='folder for the metrics JSON and plot')
+    return p.parse_args(argv)
+
+
+def build_model(args, num_features: int, num_classes: int) -> torch.nn.Module:
+    kwargs = {'heads': 4} if args.model == 'gat' else {}
+    return MODELS[args.model](num_features, args.hidden, args.layers, num_classes, dropout=args.dropout, **kwargs)
+
+
+@torch.no_grad()
+def accuracy(logits: torch.Tensor, y: torch.Tensor, split: Dict[str, torch.Tensor]) -> Dict[str, float]:
+    pred = logits.argmax(-1)
+    return {k: float((pred[idx] == y[idx]).float().mean()) if idx.numel() else float('nan')
+            for k, idx in split.items()}
+
+
+def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
+    """Whole-graph training with x, y and edge_index read from the stores."""
+    x = fs.get_tensor(group_name=None, attr_name='x', index=None).to(device)
+    y = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
+    row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
+    edge_index = torch.stack([row, col]).to(device)
+    split = {k: v.to(device) for k, v in split.items()}
+    history = []
+    for epoch in bar:
+        start = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x, edge_index)[split['train']], y[split['train']])
+        loss.backward()
+        opt.step()
+        model.eval()
+        acc = accuracy(model(x, edge_index), y, split)
+        history.append(_record(epoch, float(loss), acc, start, device, bar))
+    return history
+
+
+def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args) -> List[dict]:
+    """Mini-batches from torch_geometric.loader.NeighborLoader driving our stores."""
+    import torch_geometric.typing as pyg_typing
+    from torch_geometric.loader import NeighborLoader
+    if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
+        raise SystemExit("--mode neighbor needs PyG's CPU sampler (pip install torch-sparse) until "
+                         "pyg_accel's GPU sampler lands; use --mode full")
+    fanout = [int(v) for v in args.num_neighbors.split(',')]
+    loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'].cpu(),
+                            batch_size=args.batch_size, shuffle=True)
+    x_all = fs.get_tensor(group_name=None, attr_name='x', index=None)
+    y_all = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
+    row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
+    edge_index = torch.stack([row, col]).to(device)
+    history = []
+    for epoch in bar:
+        start = time.perf_counter()
+        model.train()
+        total = 0.0
+        for batch in loader:
+            batch = batch.to(device)
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * batch.batch_size
+        model.eval()
+        with torch.no_grad():  # full-graph inference for evaluation
+            logits = model(x_all.to(device), edge_index)
+        acc = accuracy(logits, y_all, {k: v.to(device) for k, v in split.items()})
+        history.append(_record(epoch, total / split['train'].numel(), acc, start, device, bar))
+    return history
+
+
+def _record(epoch, loss, acc, start, device, bar) -> dict:
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+    row = {'epoch': epoch, 'loss': loss, **{f'{k}_acc': v for k, v in acc.items()},
+           'seconds': time.perf_counter() - start}
+    bar.set_postfix(loss=f'{loss:.3f}', valid=f"{acc['valid']:.3f}", test=f"{acc['test']:.3f}")
+    tqdm.write(f"epoch {epoch:3d}  loss {loss:.4f}  train {acc['train']:.4f}  valid {acc['valid']:.4f}  "
+               f"test {acc['test']:.4f}  ({row['seconds'] * 1e3:.0f} ms)")
+    return row
+
+
+def save_results(history: List[dict], args, out: Path, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / 'metrics.json').write_text(json.dumps({'args': vars(args), 'summary': summary, 'history': history},
+                                                 indent=2))
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    epochs = [h['epoch'] for h in history]
+    ax1.plot(epochs, [h['loss'] for h in history])
+    ax1.set(xlabel='epoch', ylabel='training loss', title='loss')
+    for key in ('train', 'valid', 'test'):
+        ax2.plot(epochs, [h[f'{key}_acc'] for h in history], label=key)
+    ax2.set(xlabel='epoch', ylabel='accuracy', title=f'{args.model} on {args.dataset}')
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(out / 'curves.png', dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto' else args.device)
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
+    load_s = time.perf_counter() - start
+    fs, gs = from_data(dataset.data, location=args.location or ('cuda' if device.type == 'cuda' else 'cpu'))
+    print(f'{dataset}\ndevice {device}; stores: {fs.location}; loaded in {load_s:.1f} s')
+
+    model = build_model(args, dataset.num_features, dataset.num_classes).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
+    train = train_full if args.mode == 'full' else \
+        lambda *a: train_neighbor(*a, args)  # noqa: E731
+    history = train(model, opt, fs, gs, dataset.split, device, args.epochs, bar)
+
+    best = max(history, key=lambda h: h['valid_acc'])
+    summary = {'dataset': dataset.name, 'device': str(device), 'best_epoch': best['epoch'],
+               'valid_acc': best['valid_acc'], 'test_acc': best['test_acc'],
+               'median_epoch_s': sorted(h['seconds'] for h in history)[len(history) // 2]}
+    print(f"best valid {best['valid_acc']:.4f} at epoch {best['epoch']}: test {best['test_acc']:.4f}; "
+          f"median epoch {summary['median_epoch_s'] * 1e3:.0f} ms")
+    save_results(history, args, Path(args.out), summary)
+    print(f'metrics and curves in {args.out}/')
+    return summary
+
+
+if __name__ == '__main__':
+    main()

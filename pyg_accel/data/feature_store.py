@@ -1,0 +1,183 @@
+"""A PyG ``FeatureStore`` whose batched reads are one gather launch per index.
+
+Tensors live in one storage tier (:mod:`pyg_accel.data.location`): GPU memory, pinned
+host memory read by the GPU, or CPU memory. Keys are PyG's ``(group_name, attr_name)``:
+``group_name`` is ``None`` for homogeneous graphs and a node-type string for
+heterogeneous ones.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+import torch_geometric.data
+from torch import Tensor
+from torch_geometric.data import TensorAttr
+
+from ..ops import gather, multi_gather
+from .location import Location, LocationLike, resolve_location
+
+__all__ = ['FeatureStore']
+
+Key = Tuple[Optional[object], str]
+
+
+def _as_tensor(value: object, what: str) -> Tensor:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    if isinstance(value, Tensor):
+        return value
+    raise TypeError(f'{what}: expected a torch.Tensor or numpy.ndarray, got {type(value).__name__}')
+
+
+def _index_tensor(index: object, num_rows: int) -> Tensor:
+    """A 1-D int64/int32 tensor of row ids from a tensor, array, boolean mask or list."""
+    index = _as_tensor(np.asarray(index) if isinstance(index, (list, tuple)) else index, 'index')
+    if index.dtype == torch.bool:
+        if index.dim() != 1 or index.numel() != num_rows:
+            raise IndexError(f'a boolean mask index must have shape [{num_rows}], got {tuple(index.shape)}')
+        return index.nonzero().view(-1)
+    return index
+
+
+class FeatureStore(torch_geometric.data.FeatureStore):
+    r"""Node (and edge) features for PyG's loaders, held on the GPU, in pinned host
+    memory, or on the CPU.
+
+    Args:
+        location: ``'auto'`` (default), ``'cuda'``, ``'cuda:N'``, ``'pinned'`` or ``'cpu'``.
+        device: the GPU for ``'cuda'`` / ``'pinned'`` (default: the current one).
+
+    Reads with a tensor index (a CPU or CUDA int32/int64 tensor, e.g. a sampler's
+    ``node``) return tensors on :attr:`device`; ``multi_get_tensor`` serves all
+    attributes that share one index with a single kernel launch.
+
+    Example::
+
+        fs = FeatureStore('cuda')
+        fs[None, 'x', None] = data.x          # [N, F]
+        fs[None, 'y', None] = data.y          # [N]
+        x, y = fs.multi_get_tensor([TensorAttr(None, 'x', idx), TensorAttr(None, 'y', idx)])
+    """
+
+    def __init__(self, location: LocationLike = 'auto', device=None) -> None:
+        super().__init__()
+        self.location: Location = resolve_location(location, device)
+        self._tensors: Dict[Key, Tensor] = {}
+
+    @property
+    def device(self) -> torch.device:
+        """Where reads with an index land."""
+        return self.location.device
+
+    @staticmethod
+    def _key(attr: TensorAttr) -> Key:
+        return (attr.group_name, attr.attr_name)
+
+    def _stored(self, attr: TensorAttr) -> Tensor:
+        key = self._key(attr)
+        if key not in self._tensors:
+            known = ', '.join(f'{g!r}/{a!r}' for g, a in self._tensors) or 'none'
+            raise KeyError(f"FeatureStore: no tensor for group {attr.group_name!r}, attribute "
+                           f"{attr.attr_name!r} (stored: {known})")
+        return self._tensors[key]
+
+    # Writes ##################################################################
+
+    def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
+        tensor = _as_tensor(tensor, 'FeatureStore.put_tensor')
+        if attr.index is None:
+            if tensor.dim() < 1:
+                raise ValueError('FeatureStore.put_tensor: expected a tensor with a row dimension, got a 0-d tensor')
+            self._tensors[self._key(attr)] = self.location.place(tensor)
+            return True
+        stored = self._stored(attr)  # a partial write updates rows of an existing tensor
+        rows = self._row_ids(attr.index, stored)
+        if tensor.dtype != stored.dtype:
+            raise TypeError(f'FeatureStore.put_tensor: dtype mismatch for {attr.attr_name!r}: the store '
+                            f'holds {stored.dtype}, got {tensor.dtype}')
+        if tuple(tensor.shape) != (rows.numel(), *stored.shape[1:]):
+            raise ValueError(f'FeatureStore.put_tensor: expected shape {(rows.numel(), *stored.shape[1:])} '
+                             f'for {rows.numel()} rows of {attr.attr_name!r}, got {tuple(tensor.shape)}')
+        stored[rows.to(stored.device)] = tensor.to(stored.device)
+        return True
+
+    def _row_ids(self, index: object, stored: Tensor) -> Tensor:
+        """Validated int64 row ids (on the CPU) from a slice, int, mask or id tensor."""
+        n = stored.shape[0]
+        if isinstance(index, slice):
+            return torch.arange(n)[index]
+        if isinstance(index, int):
+            if not -n <= index < n:
+                raise IndexError(f'FeatureStore: row {index} is out of range for {n} rows')
+            return torch.tensor([index % n])
+        ids = _index_tensor(index, n)
+        if ids.dtype not in (torch.int32, torch.int64) or ids.dim() != 1:
+            raise TypeError(f'FeatureStore: index must be a 1-D integer tensor, got {ids.dtype} '
+                            f'of shape {tuple(ids.shape)}')
+        ids = ids.cpu().long()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise IndexError(f'FeatureStore: index out of range for {n} rows '
+                             f'(min {int(ids.min())}, max {int(ids.max())})')
+        return ids
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        if attr.index is not None:
+            raise ValueError('FeatureStore.remove_tensor removes whole tensors; leave index=None')
+        return self._tensors.pop(self._key(attr), None) is not None
+
+    # Reads ###################################################################
+
+    def _get_tensor(self, attr: TensorAttr) -> Tensor:
+        stored = self._stored(attr)
+        index = attr.index
+        if index is None:
+            return stored
+        if isinstance(index, slice):
+            return stored[index].to(self.device, non_blocking=True)
+        if isinstance(index, int):
+            return stored[self._row_ids(index, stored)].to(self.device, non_blocking=True)
+        return gather(stored, self._gather_index(index, stored.shape[0]))
+
+    def _gather_index(self, index: object, num_rows: int) -> Tensor:
+        ids = _index_tensor(index, num_rows)
+        if self.location.kind == 'cpu':
+            return ids.cpu()
+        return ids.to(self.device, non_blocking=True)
+
+    def _multi_get_tensor(self, attrs: List[TensorAttr]) -> List[Tensor]:
+        """All attributes that share one index tensor are read with one launch."""
+        out: List[Optional[Tensor]] = [None] * len(attrs)
+        groups: Dict[int, List[int]] = {}
+        for i, attr in enumerate(attrs):
+            if isinstance(attr.index, (Tensor, np.ndarray)):
+                groups.setdefault(id(attr.index), []).append(i)
+            else:
+                out[i] = self._get_tensor(attr)
+        for members in groups.values():
+            tables = [self._stored(attrs[i]) for i in members]
+            index = self._gather_index(attrs[members[0]].index, min(t.shape[0] for t in tables))
+            for i, tensor in zip(members, multi_gather(tables, index)):
+                out[i] = tensor
+        return out
+
+    def _get_tensor_size(self, attr: TensorAttr) -> Tuple[int, ...]:
+        stored = self._stored(attr)
+        if attr.index is None:
+            return tuple(stored.shape)
+        if isinstance(attr.index, int):
+            return tuple(stored.shape[1:])
+        return (self._row_ids(attr.index, stored).numel(), *stored.shape[1:])
+
+    def get_all_tensor_attrs(self) -> List[TensorAttr]:
+        # Fresh objects every call: PyG's loader sets `.index` on them.
+        return [self._tensor_attr_cls.cast(group, name) for group, name in self._tensors]
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+    def __repr__(self) -> str:
+        items = ', '.join(f'{g!r}/{a}: {tuple(t.shape)} {str(t.dtype).replace("torch.", "")}'
+                          for (g, a), t in self._tensors.items())
+        return f'{type(self).__name__}(location={self.location}, {items})'

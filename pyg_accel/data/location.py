@@ -1,0 +1,82 @@
+"""Storage tiers: where a store keeps its tensors, and where reads land.
+
+* ``'cuda'`` (alias ``'device'``, or ``'cuda:N'``): GPU memory; reads run on that GPU.
+* ``'pinned'``: page-locked host memory that the GPU reads directly (UVA, zero-copy);
+  reads run on the GPU and return GPU tensors. For data larger than the GPU.
+* ``'cpu'``: ordinary host memory; reads run on the CPU.
+* ``'auto'``: ``'cuda'`` when a GPU is visible, else ``'cpu'``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+
+__all__ = ['Location', 'resolve_location']
+
+LocationLike = Union[str, torch.device, 'Location']
+
+
+@dataclass(frozen=True)
+class Location:
+    """A resolved storage tier: ``kind`` in {'cuda', 'pinned', 'cpu'} and ``device``, the
+    device that reads land on (the GPU for 'cuda' and 'pinned')."""
+    kind: str
+    device: torch.device
+
+    @property
+    def storage_device(self) -> torch.device:
+        """Where the stored bytes live ('pinned' memory is host memory)."""
+        return torch.device('cpu') if self.kind != 'cuda' else self.device
+
+    def place(self, tensor: Tensor) -> Tensor:
+        """``tensor`` moved into this tier (no copy when it is there already)."""
+        if self.kind == 'cuda':
+            return tensor.to(self.device)
+        if self.kind == 'pinned':
+            tensor = tensor.cpu()
+            return tensor if tensor.is_pinned() else tensor.pin_memory()
+        return tensor.cpu()
+
+    def __str__(self) -> str:
+        return self.kind if self.kind != 'cuda' else str(self.device)
+
+
+def _cuda_device(device: Optional[Union[int, str, torch.device]]) -> torch.device:
+    if not torch.cuda.is_available():
+        raise RuntimeError("pyg_accel: location 'cuda'/'pinned' needs a CUDA GPU and none is visible; "
+                           "use location='cpu' (or 'auto')")
+    if device is None:
+        return torch.device('cuda', torch.cuda.current_device())
+    device = torch.device(device) if not isinstance(device, int) else torch.device('cuda', device)
+    if device.type != 'cuda':
+        raise ValueError(f"pyg_accel: expected a CUDA device, got '{device}'")
+    return torch.device('cuda', device.index if device.index is not None else torch.cuda.current_device())
+
+
+def resolve_location(location: LocationLike = 'auto',
+                     device: Optional[Union[int, str, torch.device]] = None) -> Location:
+    """Turns ``'auto' | 'cuda' | 'cuda:N' | 'device' | 'pinned' | 'cpu'`` (or a
+    :class:`torch.device`) into a :class:`Location`."""
+    if isinstance(location, Location):
+        return location
+    if isinstance(location, torch.device):
+        location = str(location)
+    if not isinstance(location, str):
+        raise TypeError(f'pyg_accel: location must be a string, got {type(location).__name__}')
+    name = location.lower()
+    if name == 'auto':
+        name = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if name == 'device':
+        name = 'cuda'
+    if name.startswith('cuda'):
+        if ':' in name:
+            device = name
+        return Location('cuda', _cuda_device(device))
+    if name == 'pinned':
+        return Location('pinned', _cuda_device(device))
+    if name == 'cpu':
+        return Location('cpu', torch.device('cpu'))
+    raise ValueError(f"pyg_accel: unknown location '{location}'; expected 'auto', 'cuda', 'pinned' or 'cpu'")

@@ -1,0 +1,39 @@
+"""Datasets: OGB node-property data from its on-disk format, synthetic OGB-like graphs,
+and the embedded default graph.
+
+:func:`load_dataset` takes one name for all of them::
+
+    load_dataset('default')                   # embedded, 10k nodes
+    load_dataset('synthetic-products')        # 2.45 M nodes, 61.9 M edges (see PRESETS)
+    load_dataset('synthetic-papers100M', scale=0.1, device='cuda')
+    load_dataset('ogbn-products', root='data/ogb')
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Union
+
+import torch
+
+from .base import NodeDataset
+from .default import load_default
+from .ogb import load_ogb_node_dataset, save_ogb_node_dataset
+from .synthetic import PRESETS, SyntheticSpec, synthetic_dataset, synthetic_graph
+
+__all__ = ['NodeDataset', 'load_dataset', 'load_default', 'load_ogb_node_dataset', 'save_ogb_node_dataset',
+           'synthetic_graph', 'synthetic_dataset', 'SyntheticSpec', 'PRESETS']
+
+
+def load_dataset(name: str = 'default', root: Union[str, Path] = 'data/ogb', scale: float = 1.0, seed: int = 0,
+                 device: Union[str, torch.device] = 'cpu') -> NodeDataset:
+    """``'default'``, ``'synthetic-<preset>'`` or an OGB name (``'ogbn-…'``, read from
+    ``root``). Synthetic graphs are generated on ``device`` (a GPU is much faster) and
+    everything is returned on ``device``."""
+    if name == 'default':
+        return load_default().to(device)
+    if name.startswith('synthetic-'):
+        return synthetic_dataset(name[len('synthetic-'):], scale=scale, seed=seed, device=device)
+    if name.startswith('ogbn-'):
+        return load_ogb_node_dataset(name, root).to(device)
+    raise ValueError(f"unknown dataset '{name}': use 'default', 'synthetic-<{'|'.join(PRESETS)}>' "
+                     "or an OGB node dataset name such as 'ogbn-products'")

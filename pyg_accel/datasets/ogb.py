@@ -1,0 +1,173 @@
+"""OGB node-property datasets read from OGB's own on-disk format, offline.
+
+The files are read with the ``ogb`` package's own readers (``pip install
+pyg_accel[ogb]``), using its ``master.csv`` for each dataset's layout; nothing is
+downloaded. :func:`save_ogb_node_dataset` writes a :class:`NodeDataset` in the same
+format (tests use it; it also exports synthetic graphs for other tools).
+
+Layout under ``root`` (``ogbn-products`` shown; ``papers100M`` is binary ``.npz``)::
+
+    root/ogbn_products/raw/{edge,node-feat,node-label,num-node-list,num-edge-list}.csv.gz
+    root/ogbn_products/split/sales_ranking/{train,valid,test}.csv.gz
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, Union
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from .base import NodeDataset, check_split
+
+__all__ = ['load_ogb_node_dataset', 'save_ogb_node_dataset', 'ogb_meta']
+
+_CACHE_NAME = 'pyg_accel_processed.pt'
+
+
+def _require_ogb():
+    try:
+        import ogb  # noqa: F401
+        from ogb.io import read_graph_raw
+    except ImportError as exc:
+        raise ImportError("reading OGB datasets needs the 'ogb' package: pip install 'pyg_accel[ogb]'") from exc
+    return read_graph_raw
+
+
+def ogb_meta(name: str) -> Dict[str, str]:
+    """OGB's ``master.csv`` entry for ``name`` (e.g. ``'ogbn-products'``)."""
+    _require_ogb()
+    import ogb.nodeproppred
+    import pandas as pd
+    master = pd.read_csv(Path(ogb.nodeproppred.__file__).parent / 'master.csv', index_col=0,
+                         keep_default_na=False)
+    if name not in master:
+        raise ValueError(f"unknown OGB node dataset '{name}'; known: {sorted(master.keys())}")
+    return {k: str(v) for k, v in master[name].items()}
+
+
+def _dataset_dir(name: str, root: Union[str, Path]) -> Path:
+    return Path(root).expanduser() / name.replace('-', '_')
+
+
+def _raw_files(meta: Dict[str, str]):
+    if meta['binary'] == 'True':
+        return ['data.npz', 'node-label.npz']
+    return ['edge.csv.gz', 'num-node-list.csv.gz', 'num-edge-list.csv.gz', 'node-label.csv.gz']
+
+
+def _missing_message(name: str, root: Path, folder: Path, meta: Dict[str, str], missing) -> str:
+    return (f"OGB dataset '{name}' was not found: {', '.join(missing)} missing under {folder}. "
+            f"This package never downloads. Get {meta['url']} on a machine with network access, "
+            f"unzip it into {root} (so that {folder / 'raw'} and {folder / 'split'} exist), "
+            f"and pass --root {root}.")
+
+
+def _labels(raw: Path, meta: Dict[str, str]) -> torch.Tensor:
+    if meta['binary'] == 'True':
+        y = np.load(raw / 'node-label.npz')['node_label']
+    else:
+        import pandas as pd
+        y = pd.read_csv(raw / 'node-label.csv.gz', compression='gzip', header=None).values
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    out = np.full(y.shape, -1, dtype=np.int64)  # unlabelled (NaN in papers100M) -> -1
+    ok = ~np.isnan(y)
+    out[ok] = y[ok].astype(np.int64)
+    return torch.from_numpy(out)
+
+
+def _split(folder: Path, meta: Dict[str, str]) -> Dict[str, torch.Tensor]:
+    import pandas as pd
+    path = folder / 'split' / meta['split']
+    out = {}
+    for key in ('train', 'valid', 'test'):
+        file = path / f'{key}.csv.gz'
+        if not file.is_file():
+            raise FileNotFoundError(f'OGB split file {file} is missing')
+        out[key] = torch.from_numpy(pd.read_csv(file, compression='gzip', header=None).values.T[0].astype(np.int64))
+    return out
+
+
+def load_ogb_node_dataset(name: str, root: Union[str, Path] = 'data/ogb', cache: bool = True) -> NodeDataset:
+    """Loads ``name`` (``'ogbn-arxiv'``, ``'ogbn-products'``, ``'ogbn-papers100M'``, ...)
+    from OGB's files under ``root``.
+
+    The parsed tensors are cached next to the raw files (``processed/``) so later loads
+    skip the CSV parsing.
+
+    Raises:
+        FileNotFoundError: with instructions, when the files are not there.
+    """
+    read_graph_raw = _require_ogb()
+    meta = ogb_meta(name)
+    if meta['is hetero'] == 'True':
+        raise ValueError(f"'{name}' is heterogeneous; only homogeneous OGB node datasets are supported")
+    root = Path(root).expanduser()
+    folder = _dataset_dir(name, root)
+    raw = folder / 'raw'
+    missing = [f for f in _raw_files(meta) if not (raw / f).is_file()]
+    if missing:
+        raise FileNotFoundError(_missing_message(name, root, folder, meta, missing))
+
+    cached = folder / 'processed' / _CACHE_NAME
+    newest_raw = max(os.path.getmtime(raw / f) for f in _raw_files(meta))
+    if cache and cached.is_file() and os.path.getmtime(cached) >= newest_raw:
+        blob = torch.load(cached, weights_only=True)
+        data = Data(x=blob['x'], y=blob['y'], edge_index=blob['edge_index'], num_nodes=int(blob['num_nodes']))
+        return NodeDataset(name, data, blob['split'], int(blob['num_classes']))
+
+    if meta['binary'] == 'True':
+        graph = read_graph_raw.read_binary_graph_raw(str(raw), add_inverse_edge=False)[0]
+    else:
+        # Additional node/edge files (e.g. arxiv's node_year) are not needed for training.
+        graph = read_graph_raw.read_csv_graph_raw(str(raw), add_inverse_edge=meta['add_inverse_edge'] == 'True')[0]
+    num_nodes = int(graph['num_nodes'])
+    x = torch.from_numpy(np.ascontiguousarray(graph['node_feat'])).float() if graph['node_feat'] is not None \
+        else torch.ones(num_nodes, 1)
+    data = Data(x=x, y=_labels(raw, meta), edge_index=torch.from_numpy(graph['edge_index']).long(),
+                num_nodes=num_nodes)
+    split = check_split(_split(folder, meta), num_nodes)
+    dataset = NodeDataset(name, data, split, int(meta['num classes']))
+    if cache:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({'x': data.x, 'y': data.y, 'edge_index': data.edge_index, 'num_nodes': num_nodes,
+                    'split': split, 'num_classes': dataset.num_classes}, cached)
+    return dataset
+
+
+def save_ogb_node_dataset(dataset: NodeDataset, name: str, root: Union[str, Path]) -> Path:
+    """Writes ``dataset`` in OGB's raw format for ``name`` (CSV or binary, as OGB ships
+    that dataset). Where OGB adds inverse edges on load, ``edge_index`` is written as
+    given and will come back with its inverse edges added. Returns the dataset folder."""
+    meta = ogb_meta(name)
+    import pandas as pd
+    folder = _dataset_dir(name, root)
+    raw, split_dir = folder / 'raw', folder / 'split' / meta['split']
+    raw.mkdir(parents=True, exist_ok=True)
+    split_dir.mkdir(parents=True, exist_ok=True)
+    data = dataset.data
+    edge_index = data.edge_index.cpu().numpy().astype(np.int64)
+    x = data.x.cpu().numpy().astype(np.float32)
+    y = data.y.cpu().numpy().reshape(-1, 1)
+
+    def csv(array, path):
+        pd.DataFrame(array).to_csv(path, header=False, index=False, compression='gzip')
+
+    if meta['binary'] == 'True':
+        np.savez_compressed(raw / 'data.npz', edge_index=edge_index, node_feat=x,
+                            num_nodes_list=np.array([data.num_nodes]), num_edges_list=np.array([edge_index.shape[1]]))
+        labels = y.astype(np.float32)
+        labels[y < 0] = np.nan
+        np.savez_compressed(raw / 'node-label.npz', node_label=labels)
+    else:
+        csv(edge_index.T, raw / 'edge.csv.gz')
+        csv(x, raw / 'node-feat.csv.gz')
+        csv(y, raw / 'node-label.csv.gz')
+        csv(np.array([[data.num_nodes]]), raw / 'num-node-list.csv.gz')
+        csv(np.array([[edge_index.shape[1]]]), raw / 'num-edge-list.csv.gz')
+    for key, ids in dataset.split.items():
+        csv(ids.cpu().numpy().reshape(-1, 1), split_dir / f'{key}.csv.gz')
+    (folder / f"RELEASE_v{meta['version']}.txt").write_text('written by pyg_accel.datasets.save_ogb_node_dataset\n')
+    return folder

@@ -1,0 +1,34 @@
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICES = ['cpu'] + (['cuda'] if HAS_CUDA else [])
+
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason='needs a CUDA GPU')
+requires_two_gpus = pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason='needs 2 GPUs')
+
+
+def pytest_configure(config):
+    torch.manual_seed(0)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> torch.device:
+    return torch.device(request.param)
+
+
+def locations():
+    """Storage tiers testable on this machine."""
+    return ['cpu'] + (['cuda', 'pinned'] if HAS_CUDA else [])
+
+
+def poison_cuda_allocator(num_bytes: int = 64 << 20) -> None:
+    """Fills the caching allocator's free blocks with 0xFF bytes (NaN for floats), so
+    a kernel output that reuses them and leaves an element unwritten fails an exact
+    comparison."""
+    if HAS_CUDA:  # large blocks (> 1 MB) and the small-block pool
+        blocks = [torch.empty(num_bytes, dtype=torch.uint8, device='cuda')]
+        blocks += [torch.empty(1 << 20, dtype=torch.uint8, device='cuda') for _ in range(32)]
+        for b in blocks:
+            b.fill_(0xFF)
+        del blocks

@@ -1,0 +1,117 @@
+"""pyg_accel._build: cache keys, toolchain errors, failed builds, concurrent first use."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import pyg_accel
+from pyg_accel import _build
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def csrc_copy(tmp_path):
+    src = tmp_path / 'csrc'
+    shutil.copytree(_build.build_config().source_dir, src)
+    return src
+
+
+def test_info_reports_the_build():
+    facts = pyg_accel.info(verbose=False)
+    assert facts['loaded'] and facts['torch'] == torch.__version__
+    assert facts['cuda_ops_built'] == (torch.cuda.is_available() and torch.version.cuda is not None
+                                       and _build._cuda_home() is not None)
+    assert Path(facts['library']).is_file()
+    if not facts['cuda_ops_built']:
+        assert facts['why_no_cuda_ops']
+
+
+def test_cache_key_tracks_sources_and_torch(csrc_copy, tmp_path, monkeypatch):
+    key = _build.build_config(csrc_copy, tmp_path).key
+    assert _build.build_config(csrc_copy, tmp_path).key == key  # stable
+    (csrc_copy / 'README.txt').write_text('not a source file')
+    assert _build.build_config(csrc_copy, tmp_path).key == key
+    kernel = csrc_copy / 'cpu' / 'gather.cpp'
+    kernel.write_text(kernel.read_text() + '\n// edited\n')
+    edited = _build.build_config(csrc_copy, tmp_path).key
+    assert edited != key
+    header = csrc_copy / 'gather_common.h'
+    header.write_text(header.read_text() + '\n// edited\n')
+    assert _build.build_config(csrc_copy, tmp_path).key != edited
+    monkeypatch.setattr(torch, '__version__', '0.0.1')
+    assert _build.build_config(csrc_copy, tmp_path).key not in (key, edited)
+
+
+def test_cache_key_tracks_cuda_arch(csrc_copy, tmp_path, monkeypatch):
+    if torch.version.cuda is None or _build._cuda_home() is None:
+        pytest.skip('needs a CUDA build of torch and nvcc')
+    monkeypatch.setenv('PYG_ACCEL_BUILD_CUDA', '1')
+    monkeypatch.setenv('TORCH_CUDA_ARCH_LIST', '8.0')
+    a = _build.build_config(csrc_copy, tmp_path)
+    monkeypatch.setenv('TORCH_CUDA_ARCH_LIST', '9.0')
+    b = _build.build_config(csrc_copy, tmp_path)
+    assert a.with_cuda and a.key != b.key
+
+
+def test_missing_toolchain_says_what_to_install(tmp_path, monkeypatch):
+    config = _build.build_config(cache_root=tmp_path)
+    monkeypatch.setenv('CXX', 'no-such-compiler-xyz')
+    with pytest.raises(_build.BuildError, match='no C\\+\\+ compiler found.*apt-get install g\\+\\+'):
+        _build.compile_library(config)
+    monkeypatch.delenv('CXX')
+    import torch.utils.cpp_extension as ext
+    monkeypatch.setattr(ext, 'is_ninja_available', lambda: False)
+    with pytest.raises(_build.BuildError, match='pip install ninja'):
+        _build.compile_library(config)
+
+
+def test_failed_build_is_summarised(csrc_copy, tmp_path):
+    broken = csrc_copy / 'cpu' / 'gather.cpp'
+    broken.write_text(broken.read_text().replace('namespace pyg_accel {', 'namespace pyg_accel { this is not C++;', 1))
+    config = _build.build_config(csrc_copy, tmp_path / 'cache')
+    with pytest.raises(_build.BuildError) as info:
+        _build.compile_library(config)
+    message = str(info.value)
+    assert 'failed' in message and 'error' in message and 'build-error.log' in message
+    assert (config.build_dir / 'build-error.log').is_file()
+
+
+def test_missing_sources_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(_build, '__file__', str(tmp_path / 'pkg' / '_build.py'))
+    with pytest.raises(_build.BuildError, match='were not found'):
+        _build._source_dir()
+
+
+def test_concurrent_first_use_builds_once(tmp_path):
+    """Two processes import and use the ops at once on an empty cache: both succeed,
+    one library is built."""
+    script = textwrap.dedent('''
+        import torch
+        from pyg_accel.ops import gather
+        t = torch.arange(12.).view(6, 2)
+        assert torch.equal(gather(t, torch.tensor([5, 0])), t[[5, 0]])
+        print('ok')
+    ''')
+    env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
+    procs = [subprocess.Popen([sys.executable, '-c', script], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=900) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err
+        assert out.strip().endswith('ok')
+    built = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(built) == 1 and len(list(built[0].glob('*.so'))) == 1
+    assert sum('compiling' in err for _, err in outputs) == 1
+
+
+def test_prebuild_command():
+    out = subprocess.run([sys.executable, '-m', 'pyg_accel.build'], capture_output=True, text=True, cwd=REPO,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert 'cuda_ops_built' in out.stdout and 'build_dir' in out.stdout

@@ -1,0 +1,132 @@
+"""Synthetic graphs, the embedded default and OGB-format loading (offline)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pyg_accel.datasets import (PRESETS, SyntheticSpec, load_dataset, load_default, load_ogb_node_dataset,
+                                save_ogb_node_dataset, synthetic_dataset, synthetic_graph)
+
+
+def degrees(data):
+    return torch.bincount(data.edge_index[1], minlength=data.num_nodes)
+
+
+def test_synthetic_is_reproducible_and_seeded():
+    a, b = synthetic_dataset('tiny', seed=3), synthetic_dataset('tiny', seed=3)
+    assert torch.equal(a.data.edge_index, b.data.edge_index) and torch.equal(a.data.x, b.data.x)
+    c = synthetic_dataset('tiny', seed=4)
+    assert not torch.equal(a.data.y, c.data.y)
+
+
+def test_synthetic_structure():
+    d = synthetic_dataset('small')
+    spec = PRESETS['small']
+    data = d.data
+    assert data.num_nodes == spec.num_nodes and data.x.shape == (spec.num_nodes, spec.num_features)
+    assert abs(data.num_edges - spec.num_edges) <= spec.num_edges * 0.01
+    row, col = data.edge_index
+    assert not bool((row == col).any())  # no self-loops
+    keys = col * data.num_nodes + row
+    assert bool((keys[1:] > keys[:-1]).all())  # coalesced: sorted, no duplicates
+    assert torch.equal((row * data.num_nodes + col).sort().values, keys)  # undirected
+    deg = degrees(data).float()
+    assert deg.max() > 20 * deg.mean()  # heavy tail
+    homophily = (data.y[row] == data.y[col]).float().mean()
+    assert 0.5 < homophily < 0.95
+    assert int(data.y.min()) >= 0 and int(data.y.max()) < d.num_classes
+    ids = torch.cat(list(d.split.values()))
+    assert ids.unique().numel() == ids.numel()  # disjoint splits
+    assert d.split['train'].numel() == round(spec.split[0] * spec.num_nodes)
+
+
+def test_synthetic_scale_and_errors():
+    d = synthetic_dataset('arxiv', scale=0.01)
+    assert d.data.num_nodes == int(169_343 * 0.01) and d.name == 'synthetic-arxiv@0.01'
+    with pytest.raises(KeyError, match='unknown synthetic preset'):
+        synthetic_dataset('huge')
+    with pytest.raises(ValueError, match='invalid spec'):
+        synthetic_graph(SyntheticSpec(1, 10, 4, 2))
+
+
+def _fit(model_kind, d, epochs=60):
+    from torch_geometric.nn import SAGEConv
+    torch.manual_seed(0)
+    x, y, ei, train = d.data.x, d.data.y, d.data.edge_index, d.split['train']
+    if model_kind == 'gnn':
+        convs = torch.nn.ModuleList([SAGEConv(x.shape[1], 32), SAGEConv(32, d.num_classes)])
+        forward = lambda: convs[1](F.relu(convs[0](x, ei)), ei)  # noqa: E731
+        params = convs.parameters()
+    else:
+        mlp = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 32), torch.nn.ReLU(), torch.nn.Linear(32, d.num_classes))
+        forward = lambda: mlp(x)  # noqa: E731
+        params = mlp.parameters()
+    opt = torch.optim.Adam(params, lr=0.01)
+    for _ in range(epochs):
+        opt.zero_grad()
+        F.cross_entropy(forward()[train], y[train]).backward()
+        opt.step()
+    with torch.no_grad():
+        test = d.split['test']
+        return float((forward()[test].argmax(-1) == y[test]).float().mean())
+
+
+def test_gnn_learns_synthetic_task_better_than_mlp():
+    d = synthetic_graph(SyntheticSpec(3000, 40_000, 32, 5), seed=1)
+    gnn, mlp = _fit('gnn', d), _fit('mlp', d)
+    assert gnn > mlp + 0.1 and gnn > 0.6
+
+
+def test_embedded_default():
+    d = load_default()
+    assert d.data.num_nodes == 10_000 and d.num_features == 32 and d.num_classes == 8
+    row, col = d.data.edge_index
+    assert torch.equal((row * 10_000 + col).sort().values, (col * 10_000 + row).sort().values)
+    assert sum(v.numel() for v in d.split.values()) == 10_000
+    assert load_dataset('default').data.num_edges == d.data.num_edges
+
+
+def test_load_dataset_names():
+    assert load_dataset('synthetic-tiny').data.num_nodes == 1000
+    with pytest.raises(ValueError, match='unknown dataset'):
+        load_dataset('cora')
+
+
+# OGB format ##################################################################
+
+ogb = pytest.importorskip('ogb', reason="the 'ogb' extra is not installed")
+
+
+@pytest.mark.parametrize('name', ['ogbn-arxiv', 'ogbn-products', 'ogbn-papers100M'])
+def test_ogb_round_trip(tmp_path, name):
+    d = synthetic_dataset('tiny', seed=2)
+    data = d.data
+    if name == 'ogbn-products':  # OGB stores one direction and adds the inverse on load
+        row, col = data.edge_index
+        data = data.clone()
+        data.edge_index = data.edge_index[:, row < col]
+    if name == 'ogbn-papers100M':  # mostly unlabelled
+        data = data.clone()
+        data.y = data.y.clone()
+        data.y[::3] = -1
+    d = type(d)(d.name, data, d.split, d.num_classes)
+    save_ogb_node_dataset(d, name, tmp_path)
+    loaded = load_ogb_node_dataset(name, tmp_path)
+    expected = data.edge_index
+    if name == 'ogbn-products':  # OGB interleaves each edge with its inverse
+        expected = torch.stack([expected, expected.flip(0)], dim=2).reshape(2, -1)
+    assert torch.equal(loaded.data.edge_index, expected)
+    assert torch.allclose(loaded.data.x, data.x, atol=1e-6)
+    assert torch.equal(loaded.data.y, data.y)
+    for key in ('train', 'valid', 'test'):
+        assert torch.equal(loaded.split[key], d.split[key])
+    assert (tmp_path / name.replace('-', '_') / 'processed').is_dir()
+    again = load_ogb_node_dataset(name, tmp_path)  # from the processed cache
+    assert torch.equal(again.data.edge_index, loaded.data.edge_index) and torch.equal(again.data.y, loaded.data.y)
+    assert load_dataset(name, root=tmp_path).num_classes == again.num_classes
+
+
+def test_ogb_missing_files_message(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r'never downloads.*products.zip.*--root'):
+        load_ogb_node_dataset('ogbn-products', tmp_path)
+    with pytest.raises(ValueError, match='unknown OGB node dataset'):
+        load_ogb_node_dataset('ogbn-nothing', tmp_path)

@@ -1,0 +1,74 @@
+"""PyG's own loaders on our stores (PyG's CPU sampler needs pyg-lib or torch-sparse)."""
+import pytest
+import torch
+import torch_geometric.typing as pyg_typing
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.loader import NeighborLoader
+
+from pyg_accel.data import from_data
+
+from conftest import HAS_CUDA
+
+WITH_CPU_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
+requires_cpu_sampler = pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="PyG's CPU sampler needs torch-sparse")
+# PyG's CPU sampler reads host memory: our 'cpu' and 'pinned' tiers.
+SAMPLER_LOCATIONS = ['cpu'] + (['pinned'] if HAS_CUDA else [])
+
+
+def random_data(n=200, e=1500, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return Data(x=torch.randn(n, 8, generator=g), y=torch.randint(0, 4, (n,), generator=g),
+                edge_index=torch.randint(0, n, (2, e), generator=g), num_nodes=n)
+
+
+def test_neighbor_loader_accepts_our_stores_and_reads_the_held_csc():
+    data = random_data()
+    fs, gs = from_data(data, 'cpu')
+    loader = NeighborLoader((fs, gs), num_neighbors=[5, 5], input_nodes=torch.arange(50), batch_size=10)
+    sampler = loader.node_sampler
+    row, colptr, perm = gs.csc()
+    assert sampler.num_nodes == 200
+    assert sampler.colptr is colptr and sampler.row is row and sampler.perm is perm  # no copy of the graph
+
+
+@requires_cpu_sampler
+@pytest.mark.parametrize('location', SAMPLER_LOCATIONS)
+def test_neighbor_loader_end_to_end_matches_data_loader(location):
+    data = random_data()
+    fs, gs = from_data(data, location)
+    kwargs = dict(num_neighbors=[-1, -1], batch_size=16, input_nodes=torch.arange(64))
+    ours = NeighborLoader((fs, gs), **kwargs)
+    ref = NeighborLoader(data, **kwargs)
+    for batch, expected in zip(ours, ref):
+        assert batch.batch_size == expected.batch_size
+        assert batch.num_nodes == expected.num_nodes and batch.num_edges == expected.num_edges
+        assert torch.equal(batch.n_id[:batch.batch_size], expected.n_id[:expected.batch_size])  # seeds first
+        assert torch.equal(batch.n_id.sort().values, expected.n_id.sort().values)
+        assert torch.equal(batch.x.cpu(), data.x[batch.n_id]) and torch.equal(batch.y.cpu(), data.y[batch.n_id])
+        # Edge ids are the input's: the sampled edges are exactly those edges.
+        assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
+
+
+@requires_cpu_sampler
+def test_heterogeneous_neighbor_loader_end_to_end():
+    data = HeteroData()
+    data['paper'].x = torch.randn(60, 4)
+    data['paper'].y = torch.randint(0, 3, (60,))
+    data['author'].x = torch.randn(30, 2)
+    data['author', 'writes', 'paper'].edge_index = torch.stack([torch.randint(0, 30, (200,)),
+                                                                torch.randint(0, 60, (200,))])
+    data['paper', 'written_by', 'author'].edge_index = data['author', 'writes', 'paper'].edge_index.flip(0)
+    fs, gs = from_data(data, 'cpu')
+    loader = NeighborLoader((fs, gs), num_neighbors=[-1, -1], batch_size=8, input_nodes=('paper', torch.arange(24)))
+    seen = 0
+    for batch in loader:
+        assert batch['paper'].batch_size == 8
+        assert torch.equal(batch['paper'].x, data['paper'].x[batch['paper'].n_id])
+        assert torch.equal(batch['author'].x, data['author'].x[batch['author'].n_id])
+        ei = batch['author', 'writes', 'paper'].edge_index
+        src, dst = batch['author'].n_id[ei[0]], batch['paper'].n_id[ei[1]]
+        full = data['author', 'writes', 'paper'].edge_index
+        edges = set(zip(full[0].tolist(), full[1].tolist()))
+        assert all((s, d) in edges for s, d in zip(src.tolist(), dst.tolist()))
+        seen += 1
+    assert seen == 3
