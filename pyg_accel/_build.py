@@ -37,6 +37,10 @@ __all__ = ['BuildError', 'BuildConfig', 'build_config', 'compile_library', 'load
            'on_load', 'describe']
 
 _LIB_NAME = 'pyg_accel_ops'
+# -fopenmp: ATen's parallel_for is inline OpenMP; without it the CPU kernels run serially.
+CXX_FLAGS = ('-O3', '-fopenmp')
+LD_FLAGS = ('-fopenmp',)
+CUDA_FLAGS = ('-O3', '-lineinfo')
 
 
 class BuildError(RuntimeError):
@@ -54,8 +58,8 @@ class BuildConfig:
     cache_root: Path
     key: str
     reason_no_cuda: Optional[str] = None
-    extra_cflags: List[str] = field(default_factory=lambda: ['-O3'])
-    extra_cuda_cflags: List[str] = field(default_factory=lambda: ['-O3', '-lineinfo'])
+    extra_cflags: List[str] = field(default_factory=lambda: list(CXX_FLAGS))
+    extra_cuda_cflags: List[str] = field(default_factory=lambda: list(CUDA_FLAGS))
 
     @property
     def name(self) -> str:
@@ -142,7 +146,8 @@ def build_config(source_dir: Optional[Path] = None, cache_root: Optional[Path] =
     arch = _arch_list(with_cuda)
     headers = [p for p in src.rglob('*') if p.suffix in ('.h', '.cuh')]
     hashed = cpu_sources + headers + (cuda_sources if with_cuda else [])
-    key = _hash_sources(hashed, src, [torch.__version__, str(torch.version.cuda), str(with_cuda), str(arch)])
+    key = _hash_sources(hashed, src, [torch.__version__, str(torch.version.cuda), str(with_cuda), str(arch),
+                                      *CXX_FLAGS, *LD_FLAGS, *CUDA_FLAGS])
     return BuildConfig(source_dir=src, cpu_sources=cpu_sources, cuda_sources=cuda_sources,
                        with_cuda=with_cuda, cuda_arch_list=arch, cache_root=Path(cache_root or _cache_root()), key=key,
                        reason_no_cuda=reason)
@@ -226,6 +231,7 @@ def compile_library(config: BuildConfig) -> None:
             load(name=config.name,
                  sources=[str(p) for p in config.cpu_sources + (config.cuda_sources if config.with_cuda else [])],
                  extra_cflags=list(config.extra_cflags), extra_cuda_cflags=list(config.extra_cuda_cflags),
+                 extra_ldflags=list(LD_FLAGS),
                  extra_include_paths=[str(config.source_dir)], build_directory=str(config.build_dir),
                  with_cuda=config.with_cuda, is_python_module=False, verbose=verbose)
         except (RuntimeError, OSError, ImportError) as exc:

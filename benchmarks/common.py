@@ -1,0 +1,101 @@
+"""Shared helpers for the side-by-side benchmarks: timing, ceilings, tables, JSON, plots."""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Dict, List, Sequence
+
+import torch
+
+
+def median_time(fn: Callable[[], object], device: torch.device, reps: int = 20, warmup: int = 3) -> float:
+    """Median seconds of ``fn()``: CUDA events on a GPU, synchronised wall clock else."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+    else:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def wall_time(fn: Callable[[], object], reps: int = 5, warmup: int = 1) -> float:
+    """Median wall-clock seconds, synchronising every GPU before and after each run
+    (for paths that mix host and device work)."""
+    def sync():
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def copy_bandwidth(device: torch.device, num_bytes: int = 2 << 30) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus written."""
+    src = torch.empty(num_bytes // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    seconds = median_time(lambda: dst.copy_(src), device)
+    del src, dst
+    return 2 * num_bytes / seconds
+
+
+def pinned_h2d_bandwidth(num_bytes: int = 1 << 30) -> float:
+    """Pinned host-to-device copy bandwidth in bytes/s."""
+    src = torch.empty(num_bytes // 4, dtype=torch.float32).pin_memory()
+    dst = torch.empty(num_bytes // 4, dtype=torch.float32, device='cuda')
+    seconds = median_time(lambda: dst.copy_(src, non_blocking=True), torch.device('cuda'))
+    return num_bytes / seconds
+
+
+def environment() -> Dict[str, object]:
+    return {
+        'date': datetime.now(timezone.utc).isoformat(timespec='seconds'),
+        'gpu': torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        'torch': torch.__version__,
+        'cuda': torch.version.cuda,
+        'cpu_threads': torch.get_num_threads(),
+        'host': platform.node(),
+    }
+
+
+def print_table(rows: List[Dict[str, object]], columns: Sequence[str], title: str) -> str:
+    def fmt(v):
+        if isinstance(v, float):
+            return f'{v:.3g}' if abs(v) < 1000 else f'{v:,.0f}'
+        return str(v)
+    cells = [[fmt(r.get(c, '')) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = [title, '| ' + ' | '.join(c.ljust(w) for c, w in zip(columns, widths)) + ' |',
+             '|' + '|'.join('-' * (w + 2) for w in widths) + '|']
+    lines += ['| ' + ' | '.join(v.rjust(w) for v, w in zip(row, widths)) + ' |' for row in cells]
+    text = '\n'.join(lines)
+    print(text, flush=True)
+    return text
+
+
+def save_json(path: Path, payload: Dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2))
+    print(f'wrote {path}')

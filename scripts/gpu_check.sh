@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Build, CUDA tests, example and benchmarks on a GPU machine, in one command.
+#
+#   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench]   (default: all four)
+#
+# Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
+# repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds the
+# torch-sparse / torch-scatter wheels (see ../shared/gpu-wheels), they are installed for
+# the stock-PyG baselines and the PyG-loader tests.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:-${OUT:-gpu-out}}
+shift || true
+STAGES=${*:-build tests example bench}
+mkdir -p "$OUT_DIR"
+export PYTHONUNBUFFERED=1
+export PYG_ACCEL_CACHE_DIR=${PYG_ACCEL_CACHE_DIR:-$PWD/.build-cache}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if [ -d .gpu-wheels ] && ls .gpu-wheels/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-deps --no-index --target /tmp/pyg-baseline .gpu-wheels/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/pyg-baseline
+fi
+status=0
+run() {  # run NAME CMD...: tee the output to OUT_DIR/NAME.log, remember failures
+  local name=$1; shift
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  "$@" 2>&1 | tee "$OUT_DIR/$name.log"
+  local rc=${PIPESTATUS[0]}
+  echo "=== $name: exit $rc after $((SECONDS - t0)) s"
+  [ "$rc" -eq 0 ] || status=1
+}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+for stage in $STAGES; do
+  case $stage in
+    build) run build python3 -m pyg_accel.build ;;
+    tests) run tests python3 -m pytest tests -q -rs -p no:cacheprovider ;;
+    example) run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example" ;;
+    bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
+    *) echo "unknown stage $stage"; status=1 ;;
+  esac
+done
+exit $status
