@@ -122,6 +122,17 @@ const char* device_pointer(const at::Tensor& shard, int device) {
   return static_cast<const char*>(shard.data_ptr());
 }
 
+// Blocks of `kernel` that fit on the whole GPU at once.
+template <typename Kernel>
+int64_t resident_blocks(Kernel kernel) {
+  static const int per_sm = [&] {
+    int blocks = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0));
+    return std::max(blocks, 1);
+  }();
+  return static_cast<int64_t>(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+}
+
 int pick_vec_bytes(int64_t row_bytes, const std::vector<uintptr_t>& addresses) {
   for (int v : {16, 8, 4, 2}) {
     bool ok = row_bytes % v == 0;
@@ -176,13 +187,14 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
   }
   if (launch_tables == 0) return outs;
 
+  // A grid-stride kernel: launch at most what can be resident at once (no partial
+  // second wave), fewer blocks when there are fewer rows than that.
   const int64_t groups_per_block = kThreads / max_group;
   const int64_t wanted = (n + groups_per_block * kUnroll - 1) / (groups_per_block * kUnroll);
-  const int64_t cap = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
-                      (2048 / kThreads);
-  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, cap))), launch_tables);
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "gather_cuda", [&] {
+    const int64_t resident = resident_blocks(gather_kernel<index_t>);
+    const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, resident))), launch_tables);
     gather_kernel<index_t><<<grid, kThreads, 0, stream>>>(args, idx.data_ptr<index_t>(), n);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
