@@ -103,7 +103,7 @@ def test_gather_cpu_index_cuda_table_lands_on_gpu():
 @pytest.mark.parametrize('width', [16, 100, 128, 1024])
 def test_gather_pinned_host_table_read_by_gpu(width):
     table = torch.randn(5000, width).pin_memory()
-    index = torch.randint(0, 5000, (3000,), device='cuda')
+    index = torch.randint(0, 5000, (20_000,), device="cuda")  # above the sort threshold too
     poison_cuda_allocator()
     out = gather(table, index)
     assert out.is_cuda
@@ -114,7 +114,7 @@ def test_gather_pinned_host_table_read_by_gpu(width):
 def test_sharded_gather_across_device_and_pinned_memory():
     shards = [torch.randn(100, 16, device='cuda'), torch.randn(50, 16).pin_memory(), torch.randn(30, 16, device='cuda')]
     full = torch.cat([s.cuda() for s in shards])
-    index = torch.randint(0, 180, (1000,), device='cuda')
+    index = torch.randint(0, 180, (40_000,), device='cuda')
     assert torch.equal(sharded_gather(shards, index), full[index])
 
 

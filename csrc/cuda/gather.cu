@@ -19,7 +19,9 @@ namespace {
 constexpr int kMaxShards = 8;
 constexpr int kMaxTables = 8;
 constexpr int kThreads = 256;
+constexpr int kMinBlocksPerSM = 5;  // caps registers at 51: 40 resident warps per SM
 constexpr int kUnroll = 4;  // rows in flight per thread group
+constexpr int64_t kSortThreshold = 1 << 14;  // sort larger host-memory gathers
 
 struct TableArgs {
   const char* shard_ptr[kMaxShards];
@@ -43,31 +45,48 @@ __device__ __forceinline__ vec_t zero_vec() {
   return v;
 }
 
+template <typename index_t>
+__device__ __forceinline__ void load_ids(int64_t (&rows)[kUnroll], const index_t* __restrict__ index,
+                                         int64_t base, int64_t stride, int64_t n) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t i = base + u * stride;
+    rows[u] = i < n ? static_cast<int64_t>(__ldg(index + i)) : -1;
+  }
+}
+
+// Output row i of table t is row index[i] of the logical table (written at
+// out_pos[i] instead of i when out_pos is given).
 template <typename vec_t, typename index_t>
 __device__ __forceinline__ void gather_one_table(const TableArgs& t, const index_t* __restrict__ index,
-                                                 int64_t n) {
+                                                 const int64_t* __restrict__ out_pos, int64_t n) {
   const int group = 1 << t.group_log2;
   const int lane = threadIdx.x & (group - 1);
   const int64_t num_groups = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> t.group_log2;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> t.group_log2;
+  const int64_t step = num_groups * kUnroll;
   vec_t* out = reinterpret_cast<vec_t*>(t.out);
 
-  for (int64_t base = first; base < n; base += num_groups * kUnroll) {
+  int64_t next[kUnroll];
+  load_ids(next, index, first, num_groups, n);
+  for (int64_t base = first; base < n; base += step) {
+    int64_t rows[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) rows[u] = next[u];
+    load_ids(next, index, base + step, num_groups, n);  // prefetch: overlaps this iteration's rows
+
     // Resolve kUnroll rows first so their loads are in flight together.
     const vec_t* src[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + u * num_groups;
+      const int64_t row = rows[u];
       src[u] = nullptr;
-      if (i < n) {
-        const int64_t row = static_cast<int64_t>(index[i]);
-        // Out-of-range rows are never read (the Python wrapper rejects them
-        // before launch unless the caller opted out); they come back zeroed.
-        if (row >= 0 && row < t.num_rows) {
-          int s = 0;
-          while (s + 1 < t.num_shards && row >= t.row_begin[s + 1]) ++s;
-          src[u] = reinterpret_cast<const vec_t*>(t.shard_ptr[s]) + (row - t.row_begin[s]) * t.vecs_per_row;
-        }
+      // Out-of-range rows are never read (the Python wrapper rejects them before
+      // launch unless the caller opted out); they come back zeroed.
+      if (row >= 0 && row < t.num_rows) {
+        int s = 0;
+        while (s + 1 < t.num_shards && row >= t.row_begin[s + 1]) ++s;
+        src[u] = reinterpret_cast<const vec_t*>(t.shard_ptr[s]) + (row - t.row_begin[s]) * t.vecs_per_row;
       }
     }
     for (int64_t c = lane; c < t.vecs_per_row; c += group) {
@@ -77,22 +96,26 @@ __device__ __forceinline__ void gather_one_table(const TableArgs& t, const index
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t i = base + u * num_groups;
-        if (i < n) __stcs(out + i * t.vecs_per_row + c, v[u]);
+        if (i < n) {
+          const int64_t pos = out_pos != nullptr ? __ldg(out_pos + i) : i;
+          __stcs(out + pos * t.vecs_per_row + c, v[u]);
+        }
       }
     }
   }
 }
 
 template <typename index_t>
-__global__ void __launch_bounds__(kThreads) gather_kernel(const __grid_constant__ GatherArgs args,
-                                                          const index_t* __restrict__ index, int64_t n) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) gather_kernel(const __grid_constant__ GatherArgs args,
+                                                          const index_t* __restrict__ index,
+                                                          const int64_t* __restrict__ out_pos, int64_t n) {
   const TableArgs& t = args.table[blockIdx.y];
   switch (t.vec_bytes) {  // uniform across the block: one table per blockIdx.y
-    case 16: gather_one_table<uint4>(t, index, n); break;
-    case 8: gather_one_table<uint2>(t, index, n); break;
-    case 4: gather_one_table<unsigned int>(t, index, n); break;
-    case 2: gather_one_table<unsigned short>(t, index, n); break;
-    default: gather_one_table<unsigned char>(t, index, n); break;
+    case 16: gather_one_table<uint4>(t, index, out_pos, n); break;
+    case 8: gather_one_table<uint2>(t, index, out_pos, n); break;
+    case 4: gather_one_table<unsigned int>(t, index, out_pos, n); break;
+    case 2: gather_one_table<unsigned short>(t, index, out_pos, n); break;
+    default: gather_one_table<unsigned char>(t, index, out_pos, n); break;
   }
 }
 
@@ -120,6 +143,13 @@ const char* device_pointer(const at::Tensor& shard, int device) {
     }
   }
   return static_cast<const char*>(shard.data_ptr());
+}
+
+bool reads_host_memory(const std::vector<ShardedTable>& tables) {
+  for (const ShardedTable& t : tables)
+    for (const at::Tensor& s : t.shards)
+      if (s.device().is_cpu()) return true;
+  return false;
 }
 
 // Blocks of `kernel` that fit on the whole GPU at once.
@@ -171,7 +201,7 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
               " tables per launch, got ", tables.size());
   const c10::cuda::CUDAGuard guard(index.device());
   const int device = index.device().index();
-  const at::Tensor idx = index.contiguous();
+  at::Tensor idx = index.contiguous();
   const int64_t n = idx.numel();
 
   std::vector<at::Tensor> outs;
@@ -187,6 +217,16 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
   }
   if (launch_tables == 0) return outs;
 
+  // Reads of host memory: visit the rows in ascending order (writing each to its
+  // own output slot) so that concurrent reads share GPU page-table walks.
+  at::Tensor out_pos;
+  if (n >= kSortThreshold && reads_host_memory(tables)) {
+    auto sorted = at::sort(idx);
+    idx = std::get<0>(sorted).contiguous();
+    out_pos = std::get<1>(sorted).contiguous();
+  }
+  const int64_t* out_pos_ptr = out_pos.defined() ? out_pos.data_ptr<int64_t>() : nullptr;
+
   // A grid-stride kernel: launch at most what can be resident at once (no partial
   // second wave), fewer blocks when there are fewer rows than that.
   const int64_t groups_per_block = kThreads / max_group;
@@ -195,7 +235,7 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
   AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "gather_cuda", [&] {
     const int64_t resident = resident_blocks(gather_kernel<index_t>);
     const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, resident))), launch_tables);
-    gather_kernel<index_t><<<grid, kThreads, 0, stream>>>(args, idx.data_ptr<index_t>(), n);
+    gather_kernel<index_t><<<grid, kThreads, 0, stream>>>(args, idx.data_ptr<index_t>(), out_pos_ptr, n);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return outs;
