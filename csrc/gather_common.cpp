@@ -2,7 +2,19 @@
 
 #include <c10/util/Exception.h>
 
+#include <string>
+
 namespace pyg_accel {
+namespace {
+
+// "[a, b]" without streaming integers (see describe_table).
+std::string shape_str(at::IntArrayRef dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+}  // namespace
 
 ShardedTable describe_table(const std::vector<at::Tensor>& shards, const char* what) {
   TORCH_CHECK(!shards.empty(), what, ": expected at least one tensor");
@@ -18,9 +30,11 @@ ShardedTable describe_table(const std::vector<at::Tensor>& shards, const char* w
   for (const at::Tensor& s : shards) {
     TORCH_CHECK(s.scalar_type() == t.dtype, what, ": all shards must share one dtype, got ",
                 t.dtype, " and ", s.scalar_type());
+    // Shapes are formatted with std::to_string: streaming an IntArrayRef into the
+    // message crashed when called from the nvcc-compiled CUDA entry points (H100, torch 2.11).
     TORCH_CHECK(s.dim() == first.dim() && s.sizes().slice(1) == first.sizes().slice(1), what,
-                ": all shards must share the row shape ", first.sizes().slice(1), ", got ",
-                s.sizes().slice(1));
+                ": all shards must share the row shape ", shape_str(first.sizes().slice(1)), ", got ",
+                shape_str(s.sizes().slice(1)));
     TORCH_CHECK(s.is_contiguous(), what, ": expected contiguous tensors");
     t.shards.push_back(s);
     t.num_rows += s.size(0);

@@ -16,6 +16,8 @@ Environment variables:
 * ``TORCH_CUDA_ARCH_LIST``: architectures to compile for (default: those of the visible
   GPUs).
 * ``PYG_ACCEL_VERBOSE_BUILD=1``: print the compiler's output.
+* ``PYG_ACCEL_CUDA_FLAGS``: extra nvcc flags (part of the cache key), for kernel tuning
+  experiments such as ``-DPYG_ACCEL_GATHER_UNROLL=8``.
 """
 from __future__ import annotations
 
@@ -135,6 +137,11 @@ def _hash_sources(files: List[Path], root: Path, extra: List[str]) -> str:
     return h.hexdigest()[:16]
 
 
+def _extra_cuda_flags() -> List[str]:
+    """Developer knob: PYG_ACCEL_CUDA_FLAGS adds nvcc flags (e.g. -D tuning macros)."""
+    return os.environ.get('PYG_ACCEL_CUDA_FLAGS', '').split()
+
+
 def build_config(source_dir: Optional[Path] = None, cache_root: Optional[Path] = None) -> BuildConfig:
     """Describes the build for this machine (cheap; compiles nothing). ``source_dir`` and
     ``cache_root`` override the package's ``csrc/`` and the cache folder."""
@@ -147,10 +154,10 @@ def build_config(source_dir: Optional[Path] = None, cache_root: Optional[Path] =
     headers = [p for p in src.rglob('*') if p.suffix in ('.h', '.cuh')]
     hashed = cpu_sources + headers + (cuda_sources if with_cuda else [])
     key = _hash_sources(hashed, src, [torch.__version__, str(torch.version.cuda), str(with_cuda), str(arch),
-                                      *CXX_FLAGS, *LD_FLAGS, *CUDA_FLAGS])
+                                      *CXX_FLAGS, *LD_FLAGS, *CUDA_FLAGS, *_extra_cuda_flags()])
     return BuildConfig(source_dir=src, cpu_sources=cpu_sources, cuda_sources=cuda_sources,
                        with_cuda=with_cuda, cuda_arch_list=arch, cache_root=Path(cache_root or _cache_root()), key=key,
-                       reason_no_cuda=reason)
+                       reason_no_cuda=reason, extra_cuda_cflags=[*CUDA_FLAGS, *_extra_cuda_flags()])
 
 
 @contextlib.contextmanager

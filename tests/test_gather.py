@@ -166,13 +166,25 @@ def test_gather_rejects_bad_table(device):
         gather(torch.tensor(1.0, device=device), index)
     with pytest.raises(TypeError, match='torch.Tensor'):
         gather([[1.0]], index)
-    with pytest.raises(RuntimeError, match='share one dtype'):
+    with pytest.raises(TypeError, match='share one dtype'):
         sharded_gather([torch.randn(2, 3, device=device), torch.randn(2, 3, device=device).double()], index)
-    with pytest.raises(RuntimeError, match='row shape'):
+    with pytest.raises(ValueError, match=r'row shape \(3,\), got \(4,\)'):
         sharded_gather([torch.randn(2, 3, device=device), torch.randn(2, 4, device=device)], index)
     with pytest.raises(IndexError, match='out of range'):
         multi_gather([torch.randn(5, 2, device=device), torch.randn(2, 2, device=device)],
                      torch.tensor([4], device=device))
+
+
+def test_kernels_validate_shards_themselves(device):
+    """The C++ entry points check what the Python wrapper checks (direct torch.ops calls)."""
+    import pyg_accel.ops._library as lib
+    index = torch.tensor([0], device=device)
+    with pytest.raises(RuntimeError, match='share one dtype'):
+        lib.ops().sharded_gather([torch.randn(2, 3, device=device), torch.randn(2, 3, device=device).double()], index)
+    with pytest.raises(RuntimeError, match=r'row shape \[3\], got \[4\]'):
+        lib.ops().sharded_gather([torch.randn(2, 3, device=device), torch.randn(2, 4, device=device)], index)
+    with pytest.raises(RuntimeError, match='1-D'):
+        lib.ops().gather(torch.randn(2, 3, device=device), index.view(1, 1))
 
 
 @requires_cuda

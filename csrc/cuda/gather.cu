@@ -18,9 +18,21 @@ namespace {
 
 constexpr int kMaxShards = 8;
 constexpr int kMaxTables = 8;
+// Tuning knobs, overridable at build time through PYG_ACCEL_CUDA_FLAGS (-D...) for
+// experiments; the defaults are the measured best on H100 (docs/benchmarks.md).
+#ifndef PYG_ACCEL_GATHER_UNROLL
+#define PYG_ACCEL_GATHER_UNROLL 4
+#endif
+#ifndef PYG_ACCEL_GATHER_MIN_BLOCKS
+#define PYG_ACCEL_GATHER_MIN_BLOCKS 5
+#endif
+#ifndef PYG_ACCEL_GATHER_L2_256B
+#define PYG_ACCEL_GATHER_L2_256B 0
+#endif
+
 constexpr int kThreads = 256;
-constexpr int kMinBlocksPerSM = 5;  // caps registers at 51: 40 resident warps per SM
-constexpr int kUnroll = 4;  // rows in flight per thread group
+constexpr int kMinBlocksPerSM = PYG_ACCEL_GATHER_MIN_BLOCKS;  // 5 caps registers at 51
+constexpr int kUnroll = PYG_ACCEL_GATHER_UNROLL;              // rows in flight per thread group
 constexpr int64_t kSortThreshold = 1 << 14;  // sort larger host-memory gathers
 
 struct TableArgs {
@@ -44,6 +56,23 @@ __device__ __forceinline__ vec_t zero_vec() {
   memset(&v, 0, sizeof(vec_t));
   return v;
 }
+
+// Read-only row loads; 16-byte loads may ask L2 to fetch 256-byte blocks.
+template <typename vec_t>
+__device__ __forceinline__ vec_t load_vec(const vec_t* p) {
+  return __ldg(p);
+}
+
+#if PYG_ACCEL_GATHER_L2_256B
+template <>
+__device__ __forceinline__ uint4 load_vec<uint4>(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+#endif
 
 template <typename index_t>
 __device__ __forceinline__ void load_ids(int64_t (&rows)[kUnroll], const index_t* __restrict__ index,
@@ -92,7 +121,7 @@ __device__ __forceinline__ void gather_one_table(const TableArgs& t, const index
     for (int64_t c = lane; c < t.vecs_per_row; c += group) {
       vec_t v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = src[u] != nullptr ? __ldg(src[u] + c) : zero_vec<vec_t>();
+      for (int u = 0; u < kUnroll; ++u) v[u] = src[u] != nullptr ? load_vec(src[u] + c) : zero_vec<vec_t>();
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t i = base + u * num_groups;

@@ -124,6 +124,14 @@ def sharded_gather(shards: Sequence[Tensor], index: Tensor, *, check_bounds: boo
     shards = list(shards)
     if not shards:
         raise ValueError('sharded_gather: expected at least one shard')
+    for shard in shards[1:]:
+        if isinstance(shard, Tensor) and isinstance(shards[0], Tensor):
+            if shard.dtype != shards[0].dtype:
+                raise TypeError(f'sharded_gather: all shards must share one dtype, got {shards[0].dtype} '
+                                f'and {shard.dtype}')
+            if shard.shape[1:] != shards[0].shape[1:]:
+                raise ValueError(f'sharded_gather: all shards must share the row shape '
+                                 f'{tuple(shards[0].shape[1:])}, got {tuple(shard.shape[1:])}')
     total = sum(_rows(s) for s in shards)
     shards, index = _prepare(shards, index, 'sharded_gather: shard', check_bounds, [total])
     return ops().sharded_gather(shards, index)
