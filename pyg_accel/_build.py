@@ -228,6 +228,9 @@ def compile_library(config: BuildConfig) -> None:
     config.build_dir.mkdir(parents=True, exist_ok=True)
     old_arch = os.environ.get('TORCH_CUDA_ARCH_LIST')
     with _file_lock(config.cache_root / f'{config.name}.lock'):
+        # torch's own build baton: a process killed mid-build leaves it behind and every
+        # later load() would wait on it forever. Under our lock nobody else is building.
+        (config.build_dir / 'lock').unlink(missing_ok=True)
         if not config.library_path.exists():
             what = 'C++ and CUDA' if config.with_cuda else 'C++'
             print(f'pyg_accel: compiling the {what} ops into {config.build_dir} (first use; about a minute)...',

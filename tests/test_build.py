@@ -115,3 +115,16 @@ def test_prebuild_command():
                          timeout=900)
     assert out.returncode == 0, out.stderr
     assert 'cuda_ops_built' in out.stdout and 'build_dir' in out.stdout
+
+
+def test_stale_build_baton_does_not_hang(tmp_path):
+    """A process killed mid-build leaves torch's 'lock' file; the next build must not wait on it."""
+    env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
+    code = 'from pyg_accel import _build; print(_build.build_config().build_dir)'
+    build_dir = Path(subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
+                                    check=True).stdout.strip())
+    build_dir.mkdir(parents=True)
+    (build_dir / 'lock').write_text('')
+    out = subprocess.run([sys.executable, '-m', 'pyg_accel.build'], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
