@@ -30,8 +30,9 @@ ShardedTable describe_table(const std::vector<at::Tensor>& shards, const char* w
   for (const at::Tensor& s : shards) {
     TORCH_CHECK(s.scalar_type() == t.dtype, what, ": all shards must share one dtype, got ",
                 t.dtype, " and ", s.scalar_type());
-    // Shapes are formatted with std::to_string: streaming an IntArrayRef into the
-    // message crashed when called from the nvcc-compiled CUDA entry points (H100, torch 2.11).
+    // Numbers in messages go through std::to_string: streaming an integer into a
+    // TORCH_CHECK message crashed (SIGSEGV in ostream::_M_insert<long>) when reached from
+    // the nvcc-compiled CUDA entry points (H100 machine, torch 2.11). Do so everywhere.
     TORCH_CHECK(s.dim() == first.dim() && s.sizes().slice(1) == first.sizes().slice(1), what,
                 ": all shards must share the row shape ", shape_str(first.sizes().slice(1)), ", got ",
                 shape_str(s.sizes().slice(1)));
@@ -44,7 +45,7 @@ ShardedTable describe_table(const std::vector<at::Tensor>& shards, const char* w
 }
 
 void check_index(const at::Tensor& index) {
-  TORCH_CHECK(index.dim() == 1, "gather: index must be 1-D, got shape ", index.sizes());
+  TORCH_CHECK(index.dim() == 1, "gather: index must be 1-D, got shape ", shape_str(index.sizes()));
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "gather: index must be int64 or int32, got ", index.scalar_type());
 }

@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <string>
 
 #include "../gather_common.h"
 
@@ -23,8 +24,8 @@ void gather_rows(const ShardedTable& table, const at::Tensor& index, at::Tensor&
     size_t shard = 0;
     for (int64_t i = begin; i < end; ++i) {
       const int64_t row = static_cast<int64_t>(idx[i]);
-      TORCH_CHECK(row >= 0 && row < table.num_rows, "gather: index ", row,
-                  " is out of range for a table of ", table.num_rows, " rows");
+      TORCH_CHECK(row >= 0 && row < table.num_rows, "gather: index ", std::to_string(row),
+                  " is out of range for a table of ", std::to_string(table.num_rows), " rows");
       if (row < table.row_begin[shard] || row >= table.row_begin[shard + 1]) {
         shard = std::upper_bound(table.row_begin.begin(), table.row_begin.end(), row) -
                 table.row_begin.begin() - 1;
@@ -37,7 +38,7 @@ void gather_rows(const ShardedTable& table, const at::Tensor& index, at::Tensor&
 
 at::Tensor gather_table(const ShardedTable& table, const at::Tensor& index) {
   for (const at::Tensor& s : table.shards)
-    TORCH_CHECK(s.device().is_cpu(), "gather: a CPU index needs CPU tables, got one on ", s.device());
+    TORCH_CHECK(s.device().is_cpu(), "gather: a CPU index needs CPU tables, got one on ", s.device().str());
   at::Tensor out = alloc_rows(table, index.numel(), at::kCPU);
   if (index.numel() == 0 || table.row_bytes == 0) return out;
   AT_DISPATCH_INDEX_TYPES(index.scalar_type(), "gather_cpu", [&] {

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "../gather_common.h"
 
 namespace pyg_accel {
@@ -27,7 +29,7 @@ constexpr int kMaxTables = 8;
 #define PYG_ACCEL_GATHER_MIN_BLOCKS 5
 #endif
 #ifndef PYG_ACCEL_GATHER_L2_256B
-#define PYG_ACCEL_GATHER_L2_256B 0
+#define PYG_ACCEL_GATHER_L2_256B 1
 #endif
 
 constexpr int kThreads = 256;
@@ -158,12 +160,13 @@ const char* device_pointer(const at::Tensor& shard, int device) {
     C10_CUDA_CHECK(cudaHostGetDevicePointer(&dptr, shard.data_ptr(), 0));
     return static_cast<const char*>(dptr);
   }
-  TORCH_CHECK(shard.device().is_cuda(), "gather: unsupported table device ", shard.device());
+  TORCH_CHECK(shard.device().is_cuda(), "gather: unsupported table device ", shard.device().str());
   const int peer = shard.device().index();
   if (peer != device) {
     int can_access = 0;
     C10_CUDA_CHECK(cudaDeviceCanAccessPeer(&can_access, device, peer));
-    TORCH_CHECK(can_access, "gather: cuda:", device, " cannot read cuda:", peer, " peer-to-peer");
+    TORCH_CHECK(can_access, "gather: cuda:", std::to_string(device), " cannot read cuda:", std::to_string(peer),
+                " peer-to-peer");
     cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
     if (err == cudaErrorPeerAccessAlreadyEnabled) {
       (void)cudaGetLastError();
@@ -202,8 +205,8 @@ int pick_vec_bytes(int64_t row_bytes, const std::vector<uintptr_t>& addresses) {
 }
 
 TableArgs describe_launch(const ShardedTable& table, const at::Tensor& out, int device) {
-  TORCH_CHECK(static_cast<int>(table.shards.size()) <= kMaxShards, "gather: at most ", kMaxShards,
-              " shards per table, got ", table.shards.size());
+  TORCH_CHECK(static_cast<int>(table.shards.size()) <= kMaxShards, "gather: at most ",
+              std::to_string(kMaxShards), " shards per table, got ", std::to_string(table.shards.size()));
   TableArgs a{};
   std::vector<uintptr_t> addresses{reinterpret_cast<uintptr_t>(out.data_ptr())};
   for (size_t s = 0; s < table.shards.size(); ++s) {
@@ -226,8 +229,8 @@ TableArgs describe_launch(const ShardedTable& table, const at::Tensor& out, int 
 std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, const at::Tensor& index) {
   check_index(index);
   TORCH_CHECK(index.is_cuda(), "gather: the CUDA kernel needs a CUDA index");
-  TORCH_CHECK(tables.size() <= static_cast<size_t>(kMaxTables), "multi_gather: at most ", kMaxTables,
-              " tables per launch, got ", tables.size());
+  TORCH_CHECK(tables.size() <= static_cast<size_t>(kMaxTables), "multi_gather: at most ",
+              std::to_string(kMaxTables), " tables per launch, got ", std::to_string(tables.size()));
   const c10::cuda::CUDAGuard guard(index.device());
   const int device = index.device().index();
   at::Tensor idx = index.contiguous();

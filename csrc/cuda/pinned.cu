@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 
+#include <string>
+
 namespace pyg_accel {
 namespace {
 
@@ -19,10 +21,10 @@ constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
 uintptr_t round_up(uintptr_t value, uintptr_t step) { return (value + step - 1) / step * step; }
 
 at::Tensor huge_pinned_empty(int64_t nbytes) {
-  TORCH_CHECK(nbytes >= 0, "huge_pinned_empty: nbytes must be non-negative, got ", nbytes);
+  TORCH_CHECK(nbytes >= 0, "huge_pinned_empty: nbytes must be non-negative, got ", std::to_string(nbytes));
   const size_t size = round_up(static_cast<uintptr_t>(std::max<int64_t>(nbytes, 1)), kHugePage);
   void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  TORCH_CHECK(raw != MAP_FAILED, "huge_pinned_empty: mmap of ", size, " bytes failed");
+  TORCH_CHECK(raw != MAP_FAILED, "huge_pinned_empty: mmap of ", std::to_string(size), " bytes failed");
   void* aligned = reinterpret_cast<void*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
   (void)madvise(aligned, size, MADV_HUGEPAGE);  // best effort: THP may be disabled
   const cudaError_t err = cudaHostRegister(aligned, size, cudaHostRegisterDefault);
