@@ -12,7 +12,4 @@ TORCH_LIBRARY(pyg_accel, m) {
   // One logical table whose rows are split, in order, across `shards`
   // (device, pinned host or peer-GPU memory); one launch over all of them.
   m.def("sharded_gather(Tensor[] shards, Tensor index) -> Tensor");
-  // [nbytes] uint8 CPU tensor in pinned host memory, 2 MB aligned and advised for
-  // transparent huge pages (CUDA builds only).
-  m.def("huge_pinned_empty(int nbytes) -> Tensor");
 }

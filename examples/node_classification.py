@@ -84,7 +84,7 @@ def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
         opt.step()
         model.eval()
         acc = accuracy(model(x, edge_index), y, split)
-        history.append(_record(epoch, float(loss), acc, start, device, bar))
+        history.append(_record(epoch, float(loss.detach()), acc, start, device, bar))
     return history
 
 
