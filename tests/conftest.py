@@ -1,5 +1,6 @@
 import pytest
 import torch
+from torch_geometric.data import HeteroData
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ['cpu'] + (['cuda'] if HAS_CUDA else [])
@@ -32,3 +33,14 @@ def poison_cuda_allocator(num_bytes: int = 64 << 20) -> None:
         for b in blocks:
             b.fill_(0xFF)
         del blocks
+
+
+def paper_author_graph(num_papers: int, num_authors: int, num_writes: int) -> HeteroData:
+    """A small heterogeneous graph: papers (x, y), authors (x), author-writes-paper edges."""
+    data = HeteroData()
+    data['paper'].x = torch.randn(num_papers, 4)
+    data['paper'].y = torch.randint(0, 3, (num_papers,))
+    data['author'].x = torch.randn(num_authors, 2)
+    data['author', 'writes', 'paper'].edge_index = torch.stack([torch.randint(0, num_authors, (num_writes,)),
+                                                                torch.randint(0, num_papers, (num_writes,))])
+    return data

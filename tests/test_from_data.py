@@ -1,11 +1,11 @@
 """pyg_accel.data.from_data on Data and HeteroData."""
 import pytest
 import torch
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 
 from pyg_accel.data import from_data
 
-from conftest import locations
+from conftest import locations, paper_author_graph
 
 
 @pytest.mark.parametrize('location', locations())
@@ -39,12 +39,7 @@ def test_from_data_without_edges_and_warnings():
 
 
 def test_from_data_heterogeneous():
-    data = HeteroData()
-    data['paper'].x = torch.randn(20, 4)
-    data['paper'].y = torch.randint(0, 3, (20,))
-    data['author'].x = torch.randn(10, 2)
-    data['author', 'writes', 'paper'].edge_index = torch.stack([torch.randint(0, 10, (40,)),
-                                                                torch.randint(0, 20, (40,))])
+    data = paper_author_graph(20, 10, 40)
     data['paper', 'cites', 'paper'].edge_index = torch.randint(0, 20, (2, 60))
     fs, gs = from_data(data, 'cpu')
     assert {(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()} == \

@@ -2,12 +2,12 @@
 import pytest
 import torch
 import torch_geometric.typing as pyg_typing
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
 from pyg_accel.data import from_data
 
-from conftest import HAS_CUDA
+from conftest import HAS_CUDA, paper_author_graph
 
 WITH_CPU_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 requires_cpu_sampler = pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="PyG's CPU sampler needs torch-sparse")
@@ -51,12 +51,7 @@ def test_neighbor_loader_end_to_end_matches_data_loader(location):
 
 @requires_cpu_sampler
 def test_heterogeneous_neighbor_loader_end_to_end():
-    data = HeteroData()
-    data['paper'].x = torch.randn(60, 4)
-    data['paper'].y = torch.randint(0, 3, (60,))
-    data['author'].x = torch.randn(30, 2)
-    data['author', 'writes', 'paper'].edge_index = torch.stack([torch.randint(0, 30, (200,)),
-                                                                torch.randint(0, 60, (200,))])
+    data = paper_author_graph(60, 30, 200)
     data['paper', 'written_by', 'author'].edge_index = data['author', 'writes', 'paper'].edge_index.flip(0)
     fs, gs = from_data(data, 'cpu')
     loader = NeighborLoader((fs, gs), num_neighbors=[-1, -1], batch_size=8, input_nodes=('paper', torch.arange(24)))

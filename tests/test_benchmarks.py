@@ -1,0 +1,13 @@
+"""The benchmark scripts run (a small CPU-sized pass; timings are not asserted)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
+import gather as gather_bench  # noqa: E402
+
+
+def test_gather_benchmark_smoke(tmp_path):
+    result = gather_bench.main(['--quick', '--row-bytes', '64', '400', '--out', str(tmp_path)])
+    assert [r['row_bytes'] for r in result['rows']] == [64, 400]
+    assert all(r['ours_ms'] > 0 and r['index_select_ms'] > 0 for r in result['rows'])
+    assert (tmp_path / 'gather.json').is_file()
