@@ -55,6 +55,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def default_location(mode: str, device: torch.device) -> str:
+    """GPU memory for full-graph training; for PyG's CPU sampler the graph must be in host
+    memory, so 'pinned' (features still gathered by the GPU) on a GPU machine."""
+    if device.type != 'cuda':
+        return 'cpu'
+    return 'cuda' if mode == 'full' else 'pinned'
+
+
 def build_model(args, num_features: int, num_classes: int) -> torch.nn.Module:
     kwargs = {'heads': 4} if args.model == 'gat' else {}
     return MODELS[args.model](num_features, args.hidden, args.layers, num_classes, dropout=args.dropout, **kwargs)
@@ -164,7 +172,7 @@ def main(argv=None) -> dict:
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
     load_s = time.perf_counter() - start
-    fs, gs = from_data(dataset.data, location=args.location or ('cuda' if device.type == 'cuda' else 'cpu'))
+    fs, gs = from_data(dataset.data, location=args.location or default_location(args.mode, device))
     print(f'{dataset}\ndevice {device}; stores: {fs.location}; loaded in {load_s:.1f} s')
 
     model = build_model(args, dataset.num_features, dataset.num_classes).to(device)
