@@ -53,6 +53,9 @@ class FeatureStore(torch_geometric.data.FeatureStore):
     ``node``) return tensors on :attr:`device`; ``multi_get_tensor`` serves all
     attributes that share one index with a single kernel launch.
 
+    A tensor that already lives in the store's tier is kept without a copy (as PyG's own
+    stores do), so a row update through ``put_tensor(..., index=rows)`` writes into it.
+
     Example::
 
         fs = FeatureStore('cuda')
