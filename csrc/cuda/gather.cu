@@ -31,11 +31,18 @@ constexpr int kMaxTables = 8;
 #ifndef PYG_ACCEL_GATHER_L2_256B
 #define PYG_ACCEL_GATHER_L2_256B 1
 #endif
+// 1: rows of 128 B - 4 KB are staged through shared memory with cp.async, double
+// buffered per warp (up to 8 KB in flight per warp without holding registers).
+#ifndef PYG_ACCEL_GATHER_ASYNC
+#define PYG_ACCEL_GATHER_ASYNC 0
+#endif
 
 constexpr int kThreads = 256;
 constexpr int kMinBlocksPerSM = PYG_ACCEL_GATHER_MIN_BLOCKS;  // 5 caps registers at 51
 constexpr int kUnroll = PYG_ACCEL_GATHER_UNROLL;              // rows in flight per thread group
 constexpr int64_t kSortThreshold = 1 << 14;  // sort larger host-memory gathers
+constexpr int kStageVecs = 256;              // cp.async path: 4 KB per warp and stage
+constexpr size_t kAsyncSmemBytes = size_t{kThreads / 32} * 2 * kStageVecs * sizeof(uint4);
 
 struct TableArgs {
   const char* shard_ptr[kMaxShards];
@@ -137,16 +144,114 @@ __device__ __forceinline__ void gather_one_table(const TableArgs& t, const index
 }
 
 template <typename index_t>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) gather_kernel(const __grid_constant__ GatherArgs args,
-                                                          const index_t* __restrict__ index,
-                                                          const int64_t* __restrict__ out_pos, int64_t n) {
-  const TableArgs& t = args.table[blockIdx.y];
+__device__ __forceinline__ void gather_registers(const TableArgs& t, const index_t* __restrict__ index,
+                                                 const int64_t* __restrict__ out_pos, int64_t n) {
   switch (t.vec_bytes) {  // uniform across the block: one table per blockIdx.y
     case 16: gather_one_table<uint4>(t, index, out_pos, n); break;
     case 8: gather_one_table<uint2>(t, index, out_pos, n); break;
     case 4: gather_one_table<unsigned int>(t, index, out_pos, n); break;
     case 2: gather_one_table<unsigned short>(t, index, out_pos, n); break;
     default: gather_one_table<unsigned char>(t, index, out_pos, n); break;
+  }
+}
+
+template <typename index_t>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) gather_kernel(const __grid_constant__ GatherArgs args,
+                                                                           const index_t* __restrict__ index,
+                                                                           const int64_t* __restrict__ out_pos,
+                                                                           int64_t n) {
+  gather_registers(args.table[blockIdx.y], index, out_pos, n);
+}
+
+// cp.async (LDGSTS) helpers, sm_80+.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+__device__ __forceinline__ bool async_eligible(const TableArgs& t) {
+  return t.vec_bytes == 16 && t.vecs_per_row >= 8 && t.vecs_per_row <= kStageVecs;
+}
+
+// One warp moves batches of up to 32 rows (one id per lane) through a double buffer
+// in shared memory: batch b+1 is in flight while batch b is written out.
+template <typename index_t>
+__device__ void gather_table_async(const TableArgs& t, const index_t* __restrict__ index,
+                                   const int64_t* __restrict__ out_pos, int64_t n, uint4* buffers) {
+  const int lane = threadIdx.x & 31;
+  const int vpr = static_cast<int>(t.vecs_per_row);
+  const int rows = min(32, kStageVecs / vpr);  // rows per batch
+  const int stage_vecs = rows * vpr;
+  const int64_t num_batches = (n + rows - 1) / rows;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t num_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  uint4* out = reinterpret_cast<uint4*>(t.out);
+
+  auto issue = [&](int64_t batch, uint4* buf) {
+    const int64_t first = batch * rows;
+    const uint4* mine = nullptr;  // lane r resolves row r of the batch
+    if (lane < rows && first + lane < n) {
+      const int64_t row = static_cast<int64_t>(__ldg(index + first + lane));
+      if (row >= 0 && row < t.num_rows) {
+        int s = 0;
+        while (s + 1 < t.num_shards && row >= t.row_begin[s + 1]) ++s;
+        mine = reinterpret_cast<const uint4*>(t.shard_ptr[s]) + (row - t.row_begin[s]) * vpr;
+      }
+    }
+    for (int k0 = 0; k0 < stage_vecs; k0 += 32) {  // every lane shuffles, so no early exit
+      const int k = k0 + lane;
+      const int r = k < stage_vecs ? k / vpr : 0;
+      const uint4* src = reinterpret_cast<const uint4*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine), r));
+      if (k < stage_vecs) {
+        if (src != nullptr) {
+          cp_async_16(buf + k, src + (k - r * vpr));
+        } else {
+          buf[k] = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+
+  int stage = 0;
+  if (warp < num_batches) issue(warp, buffers);
+  for (int64_t batch = warp; batch < num_batches; batch += num_warps) {
+    uint4* buf = buffers + stage * kStageVecs;
+    const int64_t next = batch + num_warps;
+    if (next < num_batches) {
+      issue(next, buffers + (stage ^ 1) * kStageVecs);
+    } else {
+      cp_async_commit();  // an empty group keeps wait_group 1 meaning "all but the newest"
+    }
+    cp_async_wait_one();
+    __syncwarp();
+    const int64_t first = batch * rows;
+    for (int k = lane; k < stage_vecs; k += 32) {
+      const int r = k / vpr;
+      const int64_t i = first + r;
+      if (i < n) {
+        const int64_t pos = out_pos != nullptr ? __ldg(out_pos + i) : i;
+        __stcs(out + pos * vpr + (k - r * vpr), buf[k]);
+      }
+    }
+    __syncwarp();  // the buffer is refilled two batches later
+    stage ^= 1;
+  }
+}
+
+template <typename index_t>
+__global__ void __launch_bounds__(kThreads) gather_kernel_async(const __grid_constant__ GatherArgs args,
+                                                               const index_t* __restrict__ index,
+                                                               const int64_t* __restrict__ out_pos, int64_t n) {
+  extern __shared__ uint4 smem[];
+  const TableArgs& t = args.table[blockIdx.y];
+  if (async_eligible(t)) {
+    gather_table_async(t, index, out_pos, n, smem + (threadIdx.x >> 5) * 2 * kStageVecs);
+  } else {
+    gather_registers(t, index, out_pos, n);
   }
 }
 
@@ -184,12 +289,17 @@ bool reads_host_memory(const std::vector<ShardedTable>& tables) {
   return false;
 }
 
-// Blocks of `kernel` that fit on the whole GPU at once.
-template <typename Kernel>
-int64_t resident_blocks(Kernel kernel) {
+// Blocks of `kernel` that fit on the whole GPU at once (computed once per kernel: the
+// kernel is a template argument so that kernels of the same signature do not share it).
+template <auto kernel>
+int64_t resident_blocks(size_t smem_bytes = 0) {
   static const int per_sm = [&] {
+    if (smem_bytes > 0) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem_bytes)));
+    }
     int blocks = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem_bytes));
     return std::max(blocks, 1);
   }();
   return static_cast<int64_t>(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -265,9 +375,16 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
   const int64_t wanted = (n + groups_per_block * kUnroll - 1) / (groups_per_block * kUnroll);
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "gather_cuda", [&] {
-    const int64_t resident = resident_blocks(gather_kernel<index_t>);
-    const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, resident))), launch_tables);
-    gather_kernel<index_t><<<grid, kThreads, 0, stream>>>(args, idx.data_ptr<index_t>(), out_pos_ptr, n);
+    if (PYG_ACCEL_GATHER_ASYNC) {
+      const int64_t resident = resident_blocks<gather_kernel_async<index_t>>(kAsyncSmemBytes);
+      const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, resident))), launch_tables);
+      gather_kernel_async<index_t><<<grid, kThreads, kAsyncSmemBytes, stream>>>(args, idx.data_ptr<index_t>(),
+                                                                                out_pos_ptr, n);
+    } else {
+      const int64_t resident = resident_blocks<gather_kernel<index_t>>();
+      const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, resident))), launch_tables);
+      gather_kernel<index_t><<<grid, kThreads, 0, stream>>>(args, idx.data_ptr<index_t>(), out_pos_ptr, n);
+    }
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return outs;
