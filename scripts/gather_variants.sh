@@ -8,7 +8,7 @@ OUT_DIR=${1:-gpu-out}
 export PYTHONUNBUFFERED=1 PYG_ACCEL_CACHE_DIR=${PYG_ACCEL_CACHE_DIR:-$PWD/.build-cache}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 i=0
-for flags in "" "-DPYG_ACCEL_GATHER_UNROLL=8 -DPYG_ACCEL_GATHER_MIN_BLOCKS=3" "-DPYG_ACCEL_GATHER_L2_256B=1"; do
+for flags in "" "-DPYG_ACCEL_GATHER_ASYNC=1"; do
   echo "=== variant $i: '${flags:-defaults}'"
   PYG_ACCEL_CUDA_FLAGS="$flags" python3 -m pyg_accel.build > /dev/null 2>&1 || { echo "build failed"; continue; }
   PYG_ACCEL_CUDA_FLAGS="$flags" python3 -m pytest tests/test_gather.py -q -x -p no:cacheprovider 2>&1 | tail -1
