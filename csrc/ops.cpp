@@ -12,4 +12,13 @@ TORCH_LIBRARY(pyg_accel, m) {
   // One logical table whose rows are split, in order, across `shards`
   // (device, pinned host or peer-GPU memory); one launch over all of them.
   m.def("sharded_gather(Tensor[] shards, Tensor index) -> Tensor");
+  // Multi-hop uniform neighbour sampling over a CSC graph (colptr [num_dst + 1],
+  // row [E]) from `seed` with PyG's semantics: node = seeds first (input order), then
+  // each hop's new nodes in discovery order; row/col = local ids (row = sampled
+  // neighbour, col = the node it was sampled for); edge = CSC positions; batch = the
+  // seed index of every node (disjoint mode, else empty); per-hop node/edge counts.
+  // `random_seed` keys a counter-based RNG: the same seed gives the same sample.
+  m.def("neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, bool replace, "
+        "bool disjoint, int random_seed) -> (Tensor node, Tensor row, Tensor col, Tensor edge, Tensor batch, "
+        "Tensor num_sampled_nodes, Tensor num_sampled_edges)");
 }

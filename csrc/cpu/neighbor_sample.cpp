@@ -1,0 +1,152 @@
+// CPU multi-hop neighbour sampling with PyG's semantics (see csrc/ops.cpp).
+//
+// Per hop: the number of neighbours of every frontier node is fixed first, then
+// the draws run in parallel (Floyd's algorithm: O(fanout) work per node without
+// replacement, whatever the degree), then one sequential pass deduplicates and
+// relabels in first-seen order so the output is independent of the thread count.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace pyg_accel {
+namespace {
+
+inline uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A uniform integer in [0, bound) that depends only on (key, draw).
+inline int64_t uniform_below(uint64_t key, uint64_t draw, int64_t bound) {
+  const uint64_t r = mix64(key ^ mix64(draw + 0x632BE59BD9B4E019ull));
+  return static_cast<int64_t>((static_cast<unsigned __int128>(r) * static_cast<uint64_t>(bound)) >> 64);
+}
+
+int64_t num_to_draw(int64_t fanout, int64_t degree, bool replace) {
+  if (fanout < 0 || (!replace && degree <= fanout)) return degree;
+  return degree > 0 ? fanout : 0;
+}
+
+// Writes the CSC positions of the neighbours drawn for one frontier node.
+void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t* out) {
+  const int64_t k = num_to_draw(fanout, degree, replace);
+  if (k == degree && (fanout < 0 || !replace)) {
+    for (int64_t j = 0; j < degree; ++j) out[j] = start + j;
+  } else if (replace) {
+    for (int64_t j = 0; j < k; ++j) out[j] = start + uniform_below(key, j, degree);
+  } else if (k <= 64) {  // Floyd's algorithm with a linear-scan set
+    for (int64_t j = degree - k, n = 0; j < degree; ++j, ++n) {
+      int64_t t = uniform_below(key, j, j + 1);
+      if (std::find(out, out + n, start + t) != out + n) t = j;
+      out[n] = start + t;
+    }
+  } else {
+    std::unordered_set<int64_t> chosen;
+    chosen.reserve(2 * k);
+    for (int64_t j = degree - k, n = 0; j < degree; ++j, ++n) {
+      int64_t t = uniform_below(key, j, j + 1);
+      if (!chosen.insert(t).second) {
+        t = j;
+        chosen.insert(t);
+      }
+      out[n] = start + t;
+    }
+  }
+}
+
+using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
+                                 at::IntArrayRef num_neighbors, bool replace, bool disjoint, int64_t random_seed) {
+  TORCH_CHECK(colptr_t.scalar_type() == at::kLong && row_t.scalar_type() == at::kLong &&
+                  seed_t.scalar_type() == at::kLong,
+              "neighbor_sample: colptr, row and seed must be int64");
+  const at::Tensor colptr_c = colptr_t.contiguous(), row_c = row_t.contiguous(), seed_c = seed_t.contiguous();
+  const int64_t* colptr = colptr_c.data_ptr<int64_t>();
+  const int64_t* row = row_c.data_ptr<int64_t>();
+  const int64_t* seeds = seed_c.data_ptr<int64_t>();
+  const int64_t num_dst = colptr_c.numel() - 1;
+  const int64_t num_seeds = seed_c.numel();
+
+  std::vector<int64_t> node, batch, out_row, out_col, out_edge, nodes_per_hop, edges_per_hop;
+  std::unordered_map<int64_t, int64_t> local_of;  // (batch, global id) or global id -> local id
+  local_of.reserve(static_cast<size_t>(num_seeds) * 8);
+  const int64_t key_stride = std::max<int64_t>(num_dst, 1);
+  auto map_key = [&](int64_t b, int64_t v) { return disjoint ? b * key_stride + v : v; };
+
+  std::vector<int64_t> frontier;  // local ids of the nodes to expand next
+  for (int64_t i = 0; i < num_seeds; ++i) {
+    const int64_t v = seeds[i];
+    TORCH_CHECK(v >= 0 && v < num_dst, "neighbor_sample: seed ", std::to_string(v), " is out of range for ",
+                std::to_string(num_dst), " nodes");
+    if (local_of.emplace(map_key(i, v), static_cast<int64_t>(node.size())).second) {
+      frontier.push_back(static_cast<int64_t>(node.size()));
+      node.push_back(v);
+      batch.push_back(i);
+    }
+  }
+  nodes_per_hop.push_back(static_cast<int64_t>(node.size()));
+
+  for (size_t hop = 0; hop < num_neighbors.size(); ++hop) {
+    const int64_t fanout = num_neighbors[hop];
+    const int64_t m = static_cast<int64_t>(frontier.size());
+    std::vector<int64_t> offset(m + 1, 0);
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t v = node[frontier[i]];
+      offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
+    }
+    std::vector<int64_t> drawn(offset[m]);
+    const uint64_t hop_key = mix64(static_cast<uint64_t>(random_seed) ^ mix64(hop + 1));
+    at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t v = node[frontier[i]];
+        draw_neighbors(colptr[v], colptr[v + 1] - colptr[v], fanout, replace,
+                       mix64(hop_key ^ mix64(static_cast<uint64_t>(i))), drawn.data() + offset[i]);
+      }
+    });
+    std::vector<int64_t> next;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t dst_local = frontier[i];
+      const int64_t b = batch[dst_local];
+      for (int64_t p = offset[i]; p < offset[i + 1]; ++p) {
+        const int64_t e = drawn[p];
+        const int64_t u = row[e];
+        TORCH_CHECK(u >= 0 && u < num_dst, "neighbor_sample: row holds node ", std::to_string(u),
+                    ", outside the ", std::to_string(num_dst), " nodes of colptr (homogeneous graphs only)");
+        auto [it, inserted] = local_of.emplace(map_key(b, u), static_cast<int64_t>(node.size()));
+        if (inserted) {
+          next.push_back(it->second);
+          node.push_back(u);
+          batch.push_back(b);
+        }
+        out_row.push_back(it->second);
+        out_col.push_back(dst_local);
+        out_edge.push_back(e);
+      }
+    }
+    nodes_per_hop.push_back(static_cast<int64_t>(next.size()));
+    edges_per_hop.push_back(offset[m]);
+    frontier.swap(next);
+  }
+
+  auto to_tensor = [](const std::vector<int64_t>& v) {
+    return at::tensor(at::ArrayRef<int64_t>(v), at::TensorOptions().dtype(at::kLong));
+  };
+  return {to_tensor(node), to_tensor(out_row), to_tensor(out_col), to_tensor(out_edge),
+          disjoint ? to_tensor(batch) : at::empty({0}, at::kLong), to_tensor(nodes_per_hop), to_tensor(edges_per_hop)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_cpu); }
+
+}  // namespace pyg_accel

@@ -1,0 +1,109 @@
+"""Multi-hop neighbour sampling over a CSC graph (``torch.ops.pyg_accel.neighbor_sample``)."""
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from .. import _build
+from ._library import check_cuda_built, ops
+
+__all__ = ['SampledSubgraph', 'neighbor_sample']
+
+
+class SampledSubgraph(NamedTuple):
+    """What :func:`neighbor_sample` returns (PyG's ``SamplerOutput`` fields).
+
+    Attributes:
+        node: ``[N']`` global ids: the seeds first (input order), then each hop's new nodes.
+        row: ``[E']`` local id of each sampled neighbour (edge source).
+        col: ``[E']`` local id of the node it was sampled for (edge destination).
+        edge: ``[E']`` CSC position of each sampled edge.
+        batch: ``[N']`` seed index of every node (``disjoint=True``), else ``None``.
+        num_sampled_nodes: nodes added per hop, hop 0 being the seeds.
+        num_sampled_edges: edges sampled per hop.
+    """
+    node: Tensor
+    row: Tensor
+    col: Tensor
+    edge: Tensor
+    batch: Optional[Tensor]
+    num_sampled_nodes: List[int]
+    num_sampled_edges: List[int]
+
+
+def _check_graph(colptr: Tensor, row: Tensor) -> None:
+    for name, t in (('colptr', colptr), ('row', row)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f'neighbor_sample: {name} must be a tensor, got {type(t).__name__}')
+        if t.dtype not in (torch.int32, torch.int64) or t.dim() != 1:
+            raise TypeError(f'neighbor_sample: {name} must be a 1-D int64/int32 tensor, got {t.dtype} '
+                            f'of shape {tuple(t.shape)}')
+    if colptr.numel() < 1:
+        raise ValueError('neighbor_sample: colptr must have num_nodes + 1 entries')
+    if colptr.device != row.device:
+        raise ValueError(f'neighbor_sample: colptr and row are on {colptr.device} and {row.device}')
+
+
+def _check_fanouts(num_neighbors: Sequence[int]) -> List[int]:
+    if isinstance(num_neighbors, (int, Tensor)) or not all(isinstance(k, int) and not isinstance(k, bool)
+                                                            for k in num_neighbors):
+        raise TypeError(f'neighbor_sample: num_neighbors must be a list of ints (one per hop), got {num_neighbors!r}')
+    bad = [k for k in num_neighbors if k < -1]
+    if bad:
+        raise ValueError(f'neighbor_sample: fanouts must be >= 0 or -1 (all neighbours), got {bad}')
+    return list(num_neighbors)
+
+
+def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
+                    replace: bool = False, disjoint: bool = False,
+                    random_seed: Optional[int] = None) -> SampledSubgraph:
+    """Samples ``len(num_neighbors)`` hops of in-neighbours of ``seed`` (PyG semantics).
+
+    Args:
+        colptr: ``[N + 1]`` CSC column pointers; row: ``[E]`` source node of each edge.
+        seed: ``[B]`` int64/int32 node ids to start from.
+        num_neighbors: fanout per hop; ``-1`` takes all neighbours.
+        replace: draw with replacement (``fanout`` draws per node with neighbours).
+        disjoint: one tree per seed (a node reached from two seeds appears twice).
+        random_seed: keys the counter-based RNG; the same value gives the same sample.
+            ``None`` draws one from torch's default generator (``torch.manual_seed``
+            makes runs reproducible).
+
+    Without replacement every node gets ``min(fanout, degree)`` distinct neighbours,
+    each with probability ``fanout / degree``; the work is proportional to the fanout.
+    """
+    _check_graph(colptr, row)
+    if not isinstance(seed, Tensor) or seed.dtype not in (torch.int32, torch.int64) or seed.dim() != 1:
+        raise TypeError(f'neighbor_sample: seed must be a 1-D int64/int32 tensor, got '
+                        f'{getattr(seed, "dtype", type(seed).__name__)}')
+    fanouts = _check_fanouts(num_neighbors)
+    device = colptr.device
+    check_cuda_built(device)
+    seed = seed.to(device)
+    num_nodes = colptr.numel() - 1
+    if seed.numel():
+        lo, hi = (int(v) for v in torch.aminmax(seed))
+        if lo < 0 or hi >= num_nodes:
+            raise IndexError(f'neighbor_sample: seed {lo if lo < 0 else hi} is out of range for {num_nodes} nodes')
+    if random_seed is None:
+        random_seed = int(torch.randint(0, 2**62, (1,)))
+    out = ops().neighbor_sample(colptr.long(), row.long(), seed.long(), fanouts, bool(replace), bool(disjoint),
+                                int(random_seed))
+    node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
+    return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
+                           nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
+
+
+def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed):
+    ctx = torch.library.get_ctx()
+    num_nodes, num_edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
+    new = lambda n: colptr.new_empty((n,), dtype=torch.long)  # noqa: E731
+    return (new(num_nodes), new(num_edges), new(num_edges), new(num_edges), new(num_nodes if disjoint else 0),
+            new(len(num_neighbors) + 1), new(len(num_neighbors)))
+
+
+@_build.on_load
+def _register() -> None:
+    torch.library.register_fake('pyg_accel::neighbor_sample')(_fake_neighbor_sample)
