@@ -9,9 +9,9 @@ from typing import Dict
 
 __version__ = '0.1.0'
 
-from . import ops, data, datasets, sampler  # noqa: E402
+from . import ops, data, datasets, sampler, loader  # noqa: E402
 
-__all__ = ['info', 'ops', 'data', 'datasets', 'sampler', '__version__']
+__all__ = ['info', 'ops', 'data', 'datasets', 'sampler', 'loader', '__version__']
 
 
 def info(build: bool = True, verbose: bool = True) -> Dict[str, object]:

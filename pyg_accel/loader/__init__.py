@@ -1,0 +1,44 @@
+"""PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` with pyg_accel's sampler chosen for you.
+
+Same signatures as PyG's; pass ``neighbor_sampler=`` to override. Batches stay on the
+device of the graph. Use ``num_workers=0`` with GPU-resident graphs: CUDA cannot run in
+forked DataLoader workers, so asking for workers then is an error.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch_geometric.loader
+
+from ..sampler import NeighborSampler
+
+__all__ = ['NeighborLoader', 'LinkNeighborLoader']
+
+_SAMPLER_ARGS = ('subgraph_type', 'replace', 'disjoint', 'temporal_strategy', 'time_attr', 'weight_attr')
+
+
+def _our_sampler(data, num_neighbors, kwargs: Dict[str, Any], sampler: Optional[NeighborSampler]):
+    if sampler is None:
+        options = {k: kwargs[k] for k in _SAMPLER_ARGS if k in kwargs}
+        sampler = NeighborSampler(data, num_neighbors, **options)
+    if getattr(sampler, 'device', None) is not None and sampler.device.type == 'cuda' \
+            and kwargs.get('num_workers', 0) > 0:
+        raise ValueError('pyg_accel loaders sample on the GPU: use num_workers=0 (CUDA cannot run in forked '
+                         'DataLoader workers; GPU sampling needs no workers)')
+    return sampler
+
+
+class NeighborLoader(torch_geometric.loader.NeighborLoader):
+    """:class:`torch_geometric.loader.NeighborLoader` driving :class:`pyg_accel.sampler.NeighborSampler`."""
+
+    def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, **kwargs):
+        sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
+        super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
+
+
+class LinkNeighborLoader(torch_geometric.loader.LinkNeighborLoader):
+    """:class:`torch_geometric.loader.LinkNeighborLoader` driving :class:`pyg_accel.sampler.NeighborSampler`."""
+
+    def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, **kwargs):
+        sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
+        super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)

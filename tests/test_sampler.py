@@ -1,0 +1,156 @@
+"""pyg_accel.sampler.NeighborSampler through PyG's loaders and pyg_accel.loader."""
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_geometric.typing as pyg_typing
+from torch_geometric.data import Data
+from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
+
+import pyg_accel.loader
+from pyg_accel.data import from_data
+from pyg_accel.datasets import load_dataset
+from pyg_accel.sampler import NeighborSampler
+
+from conftest import paper_author_graph
+
+WITH_CPU_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
+
+
+@pytest.fixture(scope='module')
+def dataset():
+    return load_dataset('default')
+
+
+@pytest.fixture(scope='module')
+def stores(dataset):
+    return from_data(dataset.data, 'cpu')
+
+
+def check_batch(batch, data, seeds):
+    """Seeds first, features of the right nodes, edges that exist, hop counts consistent."""
+    assert torch.equal(batch.n_id[:batch.batch_size], seeds)
+    assert torch.equal(batch.x.cpu(), data.x[batch.n_id.cpu()]) and torch.equal(batch.y.cpu(), data.y[batch.n_id.cpu()])
+    assert torch.equal(batch.n_id[batch.edge_index].cpu(), data.edge_index[:, batch.e_id.cpu()])
+    assert sum(batch.num_sampled_nodes) == batch.num_nodes and sum(batch.num_sampled_edges) == batch.num_edges
+
+
+def test_neighbor_loader_with_our_sampler(dataset, stores):
+    sampler = NeighborSampler(stores, [5, 3])
+    seeds = dataset.split['train'][:300]
+    loader = NeighborLoader(stores, [5, 3], neighbor_sampler=sampler, input_nodes=seeds, batch_size=100)
+    batches = list(loader)
+    assert len(batches) == 3
+    for i, batch in enumerate(batches):
+        check_batch(batch, dataset.data, seeds[100 * i:100 * (i + 1)])
+        assert len(batch.num_sampled_nodes) == 3
+
+
+def test_node_loader_with_our_sampler(dataset, stores):
+    sampler = NeighborSampler(stores, [4, 4], disjoint=True)
+    seeds = dataset.split['valid'][:64]
+    batch = next(iter(NodeLoader(stores, node_sampler=sampler, input_nodes=seeds, batch_size=64)))
+    check_batch(batch, dataset.data, seeds)
+    assert torch.equal(batch.batch[:64], torch.arange(64))
+
+
+@pytest.mark.parametrize('neg_sampling', ['binary', 'triplet'])
+def test_link_neighbor_loader_with_negatives(dataset, stores, neg_sampling):
+    disjoint = neg_sampling == 'triplet'
+    sampler = NeighborSampler(stores, [5, 5], disjoint=disjoint)
+    edges = dataset.data.edge_index[:, :256]
+    loader = LinkNeighborLoader(stores, [5, 5], neighbor_sampler=sampler, edge_label_index=(None, edges),
+                                batch_size=64, neg_sampling=neg_sampling, shuffle=False)
+    batch = next(iter(loader))
+    assert torch.equal(batch.n_id[batch.edge_index], dataset.data.edge_index[:, batch.e_id])
+    if neg_sampling == 'binary':
+        assert batch.edge_label.sum() == 64 and batch.edge_label_index.shape == (2, 128)
+        pos = batch.n_id[batch.edge_label_index[:, :64]]
+        assert torch.equal(pos, edges[:, :64])
+    else:
+        assert torch.equal(batch.n_id[batch.src_index], edges[0, :64])
+        assert torch.equal(batch.n_id[batch.dst_pos_index], edges[1, :64])
+        assert batch.dst_neg_index.shape == (64,)
+
+
+def test_plain_data_and_our_loader(dataset):
+    seeds = dataset.split['train'][:50]
+    loader = pyg_accel.loader.NeighborLoader(dataset.data, [3, 3], input_nodes=seeds, batch_size=50)
+    assert isinstance(loader.node_sampler, NeighborSampler)
+    check_batch(next(iter(loader)), dataset.data, seeds)
+    link = pyg_accel.loader.LinkNeighborLoader(dataset.data, [3], edge_label_index=dataset.data.edge_index[:, :40],
+                                               batch_size=20, neg_sampling='binary')
+    assert isinstance(link.link_sampler, NeighborSampler) and next(iter(link)).edge_label.numel() == 40
+
+
+def test_bidirectional(stores):
+    sampler = NeighborSampler(stores, [3, 3], subgraph_type='bidirectional')
+    out = sampler._sample(torch.arange(20))
+    pairs = set(zip(out.row.tolist(), out.col.tolist()))
+    assert all((c, r) in pairs for r, c in pairs)
+
+
+def test_seeded_sampler_is_reproducible(stores):
+    a = NeighborSampler(stores, [5, 5], seed=4)._sample(torch.arange(30))
+    b = NeighborSampler(stores, [5, 5], seed=4)._sample(torch.arange(30))
+    assert torch.equal(a.node, b.node) and torch.equal(a.edge, b.edge)
+
+
+def test_unsupported_options_are_clear_errors(stores):
+    with pytest.raises(ValueError, match='induced'):
+        NeighborSampler(stores, [2], subgraph_type='induced')
+    with pytest.raises(ValueError, match='weighted and temporal'):
+        NeighborSampler(stores, [2], weight_attr='edge_weight')
+    with pytest.raises(ValueError, match='weighted and temporal'):
+        NeighborSampler(stores, [2], time_attr='time')
+    with pytest.raises(ValueError, match='heterogeneous'):
+        NeighborSampler(from_data(paper_author_graph(10, 5, 20), 'cpu'), [2])
+    with pytest.raises(ValueError, match="no 'edge_index'"):
+        NeighborSampler(Data(x=torch.randn(3, 1)), [2])
+    with pytest.raises(TypeError, match='Data object or a'):
+        NeighborSampler(torch.zeros(3), [2])
+    with pytest.raises(ValueError, match='temporal'):
+        NeighborSampler(stores, [2])._sample(torch.arange(3), seed_time=torch.zeros(3))
+
+
+@pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")
+def test_matches_stock_pyg_sampler(dataset, stores):
+    seeds = dataset.split['train'][:256]
+    # -1 everywhere is deterministic: the same node and edge sets as PyG's sampler
+    ours = next(iter(NeighborLoader(stores, [-1, -1], neighbor_sampler=NeighborSampler(stores, [-1, -1]),
+                                    input_nodes=seeds, batch_size=256)))
+    ref = next(iter(NeighborLoader(dataset.data, [-1, -1], input_nodes=seeds, batch_size=256)))
+    assert torch.equal(ours.n_id.sort().values, ref.n_id.sort().values)
+    assert torch.equal(ours.e_id.sort().values, ref.e_id.sort().values)
+    # random fanouts: the same node and edge counts on average (torch-sparse's sampler
+    # reports no per-hop counts, so compare totals)
+    torch.manual_seed(0)
+    counts = {'ours': [], 'pyg': []}
+    for name, loader in (('ours', NeighborLoader(stores, [5, 5], neighbor_sampler=NeighborSampler(stores, [5, 5]),
+                                                 input_nodes=dataset.split['train'], batch_size=128)),
+                         ('pyg', NeighborLoader(dataset.data, [5, 5], input_nodes=dataset.split['train'],
+                                                batch_size=128))):
+        for batch in loader:
+            counts[name].append([batch.num_nodes, batch.num_edges])
+    ours_mean = torch.tensor(counts['ours'], dtype=torch.double).mean(0)
+    pyg_mean = torch.tensor(counts['pyg'], dtype=torch.double).mean(0)
+    assert torch.allclose(ours_mean, pyg_mean, rtol=0.03)
+
+
+def test_training_with_our_sampler_lowers_the_loss(dataset, stores):
+    from torch_geometric.nn.models import GraphSAGE
+    torch.manual_seed(0)
+    model = GraphSAGE(dataset.num_features, 32, 2, dataset.num_classes)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    loader = pyg_accel.loader.NeighborLoader(stores, [10, 5], input_nodes=dataset.split['train'], batch_size=256,
+                                             shuffle=True)
+    losses = []
+    for _ in range(3):
+        total = 0.0
+        for batch in loader:
+            opt.zero_grad()
+            loss = F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * batch.batch_size
+        losses.append(total / dataset.split['train'].numel())
+    assert losses[2] < losses[0] * 0.8

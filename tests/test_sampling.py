@@ -1,0 +1,184 @@
+"""pyg_accel.ops.neighbor_sample: structure, statistics, reproducibility, errors."""
+import math
+
+import pytest
+import torch
+
+from pyg_accel.data import GraphStore
+from pyg_accel.ops import neighbor_sample
+
+FANOUTS = [[3], [2, 2], [-1, 2], [4, 0, 3], []]
+
+
+def random_graph(num_nodes=60, num_edges=400, seed=0, device='cpu'):
+    """CSC of a random multigraph with self-loops, duplicate edges and isolated nodes."""
+    g = torch.Generator().manual_seed(seed)
+    row = torch.randint(0, num_nodes, (num_edges,), generator=g)
+    col = torch.randint(0, num_nodes - 5, (num_edges,), generator=g)  # the last 5 have no in-edges
+    row[:10], col[:10] = col[:10], col[:10]  # self-loops
+    row, col = torch.cat([row, row[:20]]), torch.cat([col, col[:20]])  # duplicates
+    store = GraphStore('cpu')
+    store.put_edge_index((row, col), edge_type=None, layout='coo', size=(num_nodes, num_nodes))
+    r, colptr, _ = store.csc()
+    return colptr.to(device), r.to(device)
+
+
+def check_structure(out, colptr, row, seed, fanouts, replace, disjoint):
+    node, r, c, e = out.node.cpu(), out.row.cpu(), out.col.cpu(), out.edge.cpu()
+    colptr, row = colptr.cpu(), row.cpu()
+    deg = colptr[1:] - colptr[:-1]
+    cum_nodes = [0] + torch.tensor(out.num_sampled_nodes).cumsum(0).tolist()
+    cum_edges = [0] + torch.tensor(out.num_sampled_edges).cumsum(0).tolist()
+    assert len(out.num_sampled_nodes) == len(fanouts) + 1 and len(out.num_sampled_edges) == len(fanouts)
+    assert cum_nodes[-1] == node.numel() and cum_edges[-1] == r.numel() == c.numel() == e.numel()
+    if disjoint:
+        assert torch.equal(node[:seed.numel()], seed.cpu()) and torch.equal(out.batch[:seed.numel()].cpu(),
+                                                                            torch.arange(seed.numel()))
+        pairs = out.batch.cpu() * colptr.numel() + node
+        assert pairs.unique().numel() == node.numel()  # no node twice in one tree
+        assert torch.equal(out.batch.cpu()[r], out.batch.cpu()[c])  # edges stay inside their tree
+    else:
+        assert out.batch is None
+        assert torch.equal(node[:out.num_sampled_nodes[0]], torch.unique_consecutive(seed.cpu()))
+        assert node.unique().numel() == node.numel()  # no node twice
+    # every sampled edge exists: its CSC position holds (node[row] -> node[col])
+    col_of_edge = torch.repeat_interleave(torch.arange(deg.numel()), deg)
+    assert torch.equal(node[r], row[e]) and torch.equal(node[c], col_of_edge[e])
+    for hop, fanout in enumerate(fanouts):
+        lo, hi = cum_edges[hop], cum_edges[hop + 1]
+        dst, src = c[lo:hi], r[lo:hi]
+        # edges of hop h leave the nodes discovered at hop h (seeds for h = 0) ...
+        assert bool(((dst >= cum_nodes[hop]) & (dst < cum_nodes[hop + 1])).all())
+        assert bool((src < cum_nodes[hop + 2]).all())  # ... and reach nodes known by hop h + 1
+        frontier = torch.arange(cum_nodes[hop], cum_nodes[hop + 1])
+        got = torch.bincount(dst - cum_nodes[hop], minlength=frontier.numel())
+        d = deg[node[frontier]]
+        want = d if fanout < 0 else (torch.where(d > 0, fanout, 0) if replace else d.clamp(max=fanout))
+        assert torch.equal(got, want)
+        if not replace:  # distinct edges per node
+            keys = dst * (row.numel() + 1) + e[lo:hi]
+            assert keys.unique().numel() == keys.numel()
+    new_by_hop = [set(node[cum_nodes[h + 1]:cum_nodes[h + 2]].tolist()) for h in range(len(fanouts))]
+    for h, new in enumerate(new_by_hop):  # hop order: a hop's new nodes first appear in that hop's edges
+        first_hop_sources = set(node[r[cum_edges[h]:cum_edges[h + 1]]].tolist())
+        assert new <= first_hop_sources
+
+
+@pytest.mark.parametrize('fanouts', FANOUTS)
+@pytest.mark.parametrize('replace', [False, True])
+@pytest.mark.parametrize('disjoint', [False, True])
+@pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
+def test_structure(device, fanouts, replace, disjoint, index_dtype):
+    colptr, row = random_graph(device=device)
+    seed = torch.tensor([3, 7, 0, 59, 12, 55], device=device)  # 55 and 59: no in-edges
+    out = neighbor_sample(colptr.to(index_dtype), row.to(index_dtype), seed.to(index_dtype), fanouts, replace,
+                          disjoint, random_seed=5)
+    check_structure(out, colptr, row, seed, fanouts, replace, disjoint)
+
+
+def test_duplicate_seeds_collapse_unless_disjoint(device):
+    colptr, row = random_graph(device=device)
+    seed = torch.tensor([4, 4, 9], device=device)
+    out = neighbor_sample(colptr, row, seed, [2], random_seed=1)
+    assert out.node[:out.num_sampled_nodes[0]].tolist() == [4, 9]
+    out = neighbor_sample(colptr, row, seed, [2], disjoint=True, random_seed=1)
+    assert out.node[:3].tolist() == [4, 4, 9] and out.num_sampled_nodes[0] == 3
+
+
+def test_reproducible_and_seeded(device):
+    colptr, row = random_graph(500, 5000, device=device)
+    seed = torch.arange(0, 400, 7, device=device)
+    a = neighbor_sample(colptr, row, seed, [5, 5], random_seed=11)
+    b = neighbor_sample(colptr, row, seed, [5, 5], random_seed=11)
+    c = neighbor_sample(colptr, row, seed, [5, 5], random_seed=12)
+    assert torch.equal(a.node, b.node) and torch.equal(a.edge, b.edge)
+    assert not torch.equal(a.edge, c.edge)
+    torch.manual_seed(3)
+    d = neighbor_sample(colptr, row, seed, [5, 5])
+    torch.manual_seed(3)
+    assert torch.equal(d.edge, neighbor_sample(colptr, row, seed, [5, 5]).edge)
+
+
+def test_same_sample_with_any_thread_count():
+    colptr, row = random_graph(2000, 40_000)
+    seed = torch.arange(0, 1990, 3)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        a = neighbor_sample(colptr, row, seed, [10, 10], random_seed=9)
+        torch.set_num_threads(max(2, threads))
+        b = neighbor_sample(colptr, row, seed, [10, 10], random_seed=9)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(a.node, b.node) and torch.equal(a.edge, b.edge)
+
+
+def chi_square_uniform(counts: torch.Tensor) -> float:
+    expected = counts.sum() / counts.numel()
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+def chi_square_bound(dof: int) -> float:
+    """Upper 0.1% point of chi-square (Wilson-Hilferty approximation)."""
+    z = 3.09
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+
+
+@pytest.mark.parametrize('replace', [False, True])
+def test_uniformity_chi_square(device, replace):
+    degree, fanout, trials = 20, 5, 4000
+    colptr = torch.tensor([0, degree] + [degree] * degree, device=device)  # node 0 <- nodes 1..20
+    row = torch.arange(1, degree + 1, device=device)
+    out = neighbor_sample(colptr, row, torch.zeros(trials, dtype=torch.long, device=device), [fanout],
+                          replace=replace, disjoint=True, random_seed=2)
+    counts = torch.bincount(out.edge.cpu(), minlength=degree).double()
+    assert int(counts.sum()) == trials * fanout
+    assert chi_square_uniform(counts) < chi_square_bound(degree - 1)
+    # the same test rejects a biased sampler (first neighbours 20% more likely)
+    biased = counts.clone()
+    biased[:5] *= 1.2
+    biased[5:] *= (counts.sum() - biased[:5].sum()) / counts[5:].sum()
+    assert chi_square_uniform(biased) > chi_square_bound(degree - 1)
+
+
+def test_inclusion_probability_is_fanout_over_degree():
+    """Without replacement each neighbour is kept with probability fanout/degree, for all degrees."""
+    degrees = torch.tensor([1, 3, 8, 50])
+    colptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
+    colptr = torch.cat([colptr, colptr[-1:].expand(int(degrees.sum()))])
+    row = torch.arange(4, 4 + int(degrees.sum()))
+    seeds = torch.arange(4).repeat(3000)
+    out = neighbor_sample(colptr, row, seeds, [4], disjoint=True, random_seed=8)
+    hits = torch.bincount(out.edge, minlength=int(degrees.sum())).double() / 3000
+    starts = colptr[:4]
+    for start, d in zip(starts.tolist(), degrees.tolist()):
+        p = min(4, d) / d
+        assert torch.allclose(hits[start:start + d], torch.full((d,), p, dtype=torch.double), atol=0.05)
+
+
+def test_degenerate_inputs(device):
+    colptr, row = random_graph(device=device)
+    out = neighbor_sample(colptr, row, torch.empty(0, dtype=torch.long, device=device), [3, 3])
+    assert out.node.numel() == 0 and out.num_sampled_nodes == [0, 0, 0] and out.num_sampled_edges == [0, 0]
+    no_edges = torch.zeros(11, dtype=torch.long, device=device)
+    out = neighbor_sample(no_edges, torch.empty(0, dtype=torch.long, device=device),
+                          torch.tensor([1, 2], device=device), [5, 5])
+    assert out.node.tolist() == [1, 2] and out.row.numel() == 0 and out.num_sampled_edges == [0, 0]
+
+
+def test_bad_input(device):
+    colptr, row = random_graph(device=device)
+    with pytest.raises(IndexError, match='out of range'):
+        neighbor_sample(colptr, row, torch.tensor([60], device=device), [2])
+    with pytest.raises(IndexError, match='out of range'):
+        neighbor_sample(colptr, row, torch.tensor([-1], device=device), [2])
+    with pytest.raises(TypeError, match='seed must be'):
+        neighbor_sample(colptr, row, torch.tensor([1.0], device=device), [2])
+    with pytest.raises(TypeError, match='list of ints'):
+        neighbor_sample(colptr, row, torch.tensor([1], device=device), 2)
+    with pytest.raises(TypeError, match='list of ints'):
+        neighbor_sample(colptr, row, torch.tensor([1], device=device), [2.5])
+    with pytest.raises(ValueError, match='-1'):
+        neighbor_sample(colptr, row, torch.tensor([1], device=device), [-2])
+    with pytest.raises(TypeError, match='row must be'):
+        neighbor_sample(colptr, row.float(), torch.tensor([1], device=device), [2])
