@@ -7,11 +7,11 @@ GraphStore: on the GPU when one is present, else on the CPU.
     python examples/node_classification.py                           # embedded default
     python examples/node_classification.py --dataset synthetic-products --epochs 20
     python examples/node_classification.py --dataset ogbn-products --root /data/ogb
-    python examples/node_classification.py --mode neighbor            # PyG's NeighborLoader on our stores
+    python examples/node_classification.py --mode full                # whole-graph training
 
---mode full (default) trains on the whole graph read from the stores. --mode neighbor
-drives torch_geometric.loader.NeighborLoader((feature_store, graph_store), ...); until
-pyg_accel's GPU sampler lands it needs PyG's CPU sampler (pyg-lib or torch-sparse).
+--mode neighbor (default) trains on mini-batches from pyg_accel.loader.NeighborLoader
+(PyG's NeighborLoader driving pyg_accel's sampler over the stores); --mode full trains on
+the whole graph read from the stores.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from tqdm import tqdm
 
-import pyg_accel
 from pyg_accel.data import from_data
+from pyg_accel.loader import NeighborLoader
 from pyg_accel.datasets import load_dataset
 
 MODELS = {'sage': GraphSAGE, 'gcn': GCN, 'gat': GAT}
@@ -45,7 +45,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--dropout', type=float, default=0.3)
     p.add_argument('--lr', type=float, default=0.01)
     p.add_argument('--epochs', type=int, default=40)
-    p.add_argument('--mode', choices=['full', 'neighbor'], default='full')
+    p.add_argument('--mode', choices=['full', 'neighbor'], default='neighbor')
     p.add_argument('--num-neighbors', default='15,10', help='fanout per hop for --mode neighbor')
     p.add_argument('--batch-size', type=int, default=1024)
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
@@ -55,12 +55,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def default_location(mode: str, device: torch.device) -> str:
-    """GPU memory for full-graph training; for PyG's CPU sampler the graph must be in host
-    memory, so 'pinned' (features still gathered by the GPU) on a GPU machine."""
+def default_locations(mode: str, device: torch.device):
+    """(feature location, graph location): the GPU when training there; for mini-batches
+    the graph stays in pinned host memory until pyg_accel's CUDA sampler lands (issue 3),
+    while features are still gathered by the GPU."""
     if device.type != 'cuda':
-        return 'cpu'
-    return 'cuda' if mode == 'full' else 'pinned'
+        return 'cpu', 'cpu'
+    return 'cuda', ('cuda' if mode == 'full' else 'pinned')
 
 
 def build_model(args, num_features: int, num_classes: int) -> torch.nn.Module:
@@ -97,14 +98,9 @@ def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
 
 
 def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args) -> List[dict]:
-    """Mini-batches from torch_geometric.loader.NeighborLoader driving our stores."""
-    import torch_geometric.typing as pyg_typing
-    from torch_geometric.loader import NeighborLoader
-    if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
-        raise SystemExit("--mode neighbor needs PyG's CPU sampler (pip install torch-sparse) until "
-                         "pyg_accel's GPU sampler lands; use --mode full")
+    """Mini-batches from pyg_accel.loader.NeighborLoader (PyG's loader, our sampler)."""
     fanout = [int(v) for v in args.num_neighbors.split(',')]
-    loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'].cpu(),
+    loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'],
                             batch_size=args.batch_size, shuffle=True)
     x_all = fs.get_tensor(group_name=None, attr_name='x', index=None)
     y_all = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
@@ -172,8 +168,10 @@ def main(argv=None) -> dict:
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
     load_s = time.perf_counter() - start
-    fs, gs = from_data(dataset.data, location=args.location or default_location(args.mode, device))
-    print(f'{dataset}\ndevice {device}; stores: {fs.location}; loaded in {load_s:.1f} s')
+    feature_location, graph_location = default_locations(args.mode, device)
+    fs, gs = from_data(dataset.data, location=args.location or feature_location,
+                       graph_location=args.location or graph_location)
+    print(f'{dataset}\ndevice {device}; features: {fs.location}, graph: {gs.location}; loaded in {load_s:.1f} s')
 
     model = build_model(args, dataset.num_features, dataset.num_classes).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)

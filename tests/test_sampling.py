@@ -7,6 +7,8 @@ import torch
 from pyg_accel.data import GraphStore
 from pyg_accel.ops import neighbor_sample
 
+from conftest import HAS_CUDA, cuda_sampling_built
+
 FANOUTS = [[3], [2, 2], [-1, 2], [4, 0, 3], []]
 
 
@@ -68,26 +70,26 @@ def check_structure(out, colptr, row, seed, fanouts, replace, disjoint):
 @pytest.mark.parametrize('replace', [False, True])
 @pytest.mark.parametrize('disjoint', [False, True])
 @pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
-def test_structure(device, fanouts, replace, disjoint, index_dtype):
-    colptr, row = random_graph(device=device)
-    seed = torch.tensor([3, 7, 0, 59, 12, 55], device=device)  # 55 and 59: no in-edges
+def test_structure(sample_device, fanouts, replace, disjoint, index_dtype):
+    colptr, row = random_graph(device=sample_device)
+    seed = torch.tensor([3, 7, 0, 59, 12, 55], device=sample_device)  # 55 and 59: no in-edges
     out = neighbor_sample(colptr.to(index_dtype), row.to(index_dtype), seed.to(index_dtype), fanouts, replace,
                           disjoint, random_seed=5)
     check_structure(out, colptr, row, seed, fanouts, replace, disjoint)
 
 
-def test_duplicate_seeds_collapse_unless_disjoint(device):
-    colptr, row = random_graph(device=device)
-    seed = torch.tensor([4, 4, 9], device=device)
+def test_duplicate_seeds_collapse_unless_disjoint(sample_device):
+    colptr, row = random_graph(device=sample_device)
+    seed = torch.tensor([4, 4, 9], device=sample_device)
     out = neighbor_sample(colptr, row, seed, [2], random_seed=1)
     assert out.node[:out.num_sampled_nodes[0]].tolist() == [4, 9]
     out = neighbor_sample(colptr, row, seed, [2], disjoint=True, random_seed=1)
     assert out.node[:3].tolist() == [4, 4, 9] and out.num_sampled_nodes[0] == 3
 
 
-def test_reproducible_and_seeded(device):
-    colptr, row = random_graph(500, 5000, device=device)
-    seed = torch.arange(0, 400, 7, device=device)
+def test_reproducible_and_seeded(sample_device):
+    colptr, row = random_graph(500, 5000, device=sample_device)
+    seed = torch.arange(0, 400, 7, device=sample_device)
     a = neighbor_sample(colptr, row, seed, [5, 5], random_seed=11)
     b = neighbor_sample(colptr, row, seed, [5, 5], random_seed=11)
     c = neighbor_sample(colptr, row, seed, [5, 5], random_seed=12)
@@ -125,11 +127,11 @@ def chi_square_bound(dof: int) -> float:
 
 
 @pytest.mark.parametrize('replace', [False, True])
-def test_uniformity_chi_square(device, replace):
+def test_uniformity_chi_square(sample_device, replace):
     degree, fanout, trials = 20, 5, 4000
-    colptr = torch.tensor([0, degree] + [degree] * degree, device=device)  # node 0 <- nodes 1..20
-    row = torch.arange(1, degree + 1, device=device)
-    out = neighbor_sample(colptr, row, torch.zeros(trials, dtype=torch.long, device=device), [fanout],
+    colptr = torch.tensor([0, degree] + [degree] * degree, device=sample_device)  # node 0 <- nodes 1..20
+    row = torch.arange(1, degree + 1, device=sample_device)
+    out = neighbor_sample(colptr, row, torch.zeros(trials, dtype=torch.long, device=sample_device), [fanout],
                           replace=replace, disjoint=True, random_seed=2)
     counts = torch.bincount(out.edge.cpu(), minlength=degree).double()
     assert int(counts.sum()) == trials * fanout
@@ -156,29 +158,38 @@ def test_inclusion_probability_is_fanout_over_degree():
         assert torch.allclose(hits[start:start + d], torch.full((d,), p, dtype=torch.double), atol=0.05)
 
 
-def test_degenerate_inputs(device):
-    colptr, row = random_graph(device=device)
-    out = neighbor_sample(colptr, row, torch.empty(0, dtype=torch.long, device=device), [3, 3])
+def test_degenerate_inputs(sample_device):
+    colptr, row = random_graph(device=sample_device)
+    out = neighbor_sample(colptr, row, torch.empty(0, dtype=torch.long, device=sample_device), [3, 3])
     assert out.node.numel() == 0 and out.num_sampled_nodes == [0, 0, 0] and out.num_sampled_edges == [0, 0]
-    no_edges = torch.zeros(11, dtype=torch.long, device=device)
-    out = neighbor_sample(no_edges, torch.empty(0, dtype=torch.long, device=device),
-                          torch.tensor([1, 2], device=device), [5, 5])
+    no_edges = torch.zeros(11, dtype=torch.long, device=sample_device)
+    out = neighbor_sample(no_edges, torch.empty(0, dtype=torch.long, device=sample_device),
+                          torch.tensor([1, 2], device=sample_device), [5, 5])
     assert out.node.tolist() == [1, 2] and out.row.numel() == 0 and out.num_sampled_edges == [0, 0]
 
 
-def test_bad_input(device):
-    colptr, row = random_graph(device=device)
+def test_bad_input(sample_device):
+    colptr, row = random_graph(device=sample_device)
     with pytest.raises(IndexError, match='out of range'):
-        neighbor_sample(colptr, row, torch.tensor([60], device=device), [2])
+        neighbor_sample(colptr, row, torch.tensor([60], device=sample_device), [2])
     with pytest.raises(IndexError, match='out of range'):
-        neighbor_sample(colptr, row, torch.tensor([-1], device=device), [2])
+        neighbor_sample(colptr, row, torch.tensor([-1], device=sample_device), [2])
     with pytest.raises(TypeError, match='seed must be'):
-        neighbor_sample(colptr, row, torch.tensor([1.0], device=device), [2])
+        neighbor_sample(colptr, row, torch.tensor([1.0], device=sample_device), [2])
     with pytest.raises(TypeError, match='list of ints'):
-        neighbor_sample(colptr, row, torch.tensor([1], device=device), 2)
+        neighbor_sample(colptr, row, torch.tensor([1], device=sample_device), 2)
     with pytest.raises(TypeError, match='list of ints'):
-        neighbor_sample(colptr, row, torch.tensor([1], device=device), [2.5])
+        neighbor_sample(colptr, row, torch.tensor([1], device=sample_device), [2.5])
     with pytest.raises(ValueError, match='-1'):
-        neighbor_sample(colptr, row, torch.tensor([1], device=device), [-2])
+        neighbor_sample(colptr, row, torch.tensor([1], device=sample_device), [-2])
     with pytest.raises(TypeError, match='row must be'):
-        neighbor_sample(colptr, row.float(), torch.tensor([1], device=device), [2])
+        neighbor_sample(colptr, row.float(), torch.tensor([1], device=sample_device), [2])
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason='needs a CUDA GPU')
+def test_cuda_graph_without_the_cuda_kernel_is_a_clear_error():
+    if cuda_sampling_built():
+        pytest.skip('the CUDA sampling kernel is built')
+    colptr, row = random_graph(device='cuda')
+    with pytest.raises(RuntimeError, match="keep the graph in host memory"):
+        neighbor_sample(colptr, row, torch.tensor([1], device='cuda'), [2])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Tuple, Union
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -38,8 +38,8 @@ def _warn_skipped(store, used) -> None:
         warnings.warn(f'from_data: tensors that are neither node- nor edge-level were not stored: {skipped}')
 
 
-def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto',
-              device=None) -> Tuple[FeatureStore, GraphStore]:
+def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', device=None,
+              graph_location: Optional[LocationLike] = None) -> Tuple[FeatureStore, GraphStore]:
     """Copies ``data`` into a :class:`FeatureStore` and a :class:`GraphStore`.
 
     Node-level tensors (``x``, ``y``, masks, ...) go to the feature store under
@@ -52,13 +52,16 @@ def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto',
         data: the graph.
         location: ``'auto'``, ``'cuda'``, ``'pinned'`` or ``'cpu'`` for both stores.
         device: the GPU for ``'cuda'`` / ``'pinned'``.
+        graph_location: a different location for the graph store (e.g. features on the
+            GPU, graph in pinned memory for a CPU sampler); default: ``location``.
 
     Returns:
         ``(feature_store, graph_store)``, ready for
         ``NeighborLoader((feature_store, graph_store), ...)``.
     """
     location = resolve_location(location, device)
-    fs, gs = FeatureStore(location), GraphStore(location)
+    fs = FeatureStore(location)
+    gs = GraphStore(resolve_location(graph_location, device) if graph_location is not None else location)
     if isinstance(data, HeteroData):
         for node_type in data.node_types:
             _put_node_attrs(fs, data[node_type], node_type)

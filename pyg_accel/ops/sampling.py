@@ -81,6 +81,11 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     fanouts = _check_fanouts(num_neighbors)
     device = colptr.device
     check_cuda_built(device)
+    if device.type == 'cuda' and not torch._C._dispatch_has_kernel_for_dispatch_key('pyg_accel::neighbor_sample',
+                                                                                   'CUDA'):
+        raise RuntimeError("neighbor_sample: pyg_accel's CUDA sampling kernel is not built yet; keep the graph "
+                           "in host memory (GraphStore('cpu') or GraphStore('pinned'), or "
+                           "from_data(..., graph_location='pinned')) so it is sampled on the CPU")
     seed = seed.to(device)
     num_nodes = colptr.numel() - 1
     if seed.numel():
