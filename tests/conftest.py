@@ -48,11 +48,8 @@ def paper_author_graph(num_papers: int, num_authors: int, num_writes: int) -> He
 
 def cuda_sampling_built() -> bool:
     """Whether the CUDA neighbour-sampling kernel is registered (not yet: issue 3)."""
-    if not HAS_CUDA:
-        return False
-    from pyg_accel import _build
-    _build.load_library()
-    return torch._C._dispatch_has_kernel_for_dispatch_key('pyg_accel::neighbor_sample', 'CUDA')
+    from pyg_accel.ops import cuda_sampling_available
+    return HAS_CUDA and cuda_sampling_available()
 
 
 @pytest.fixture(params=DEVICES)

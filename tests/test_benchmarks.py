@@ -11,3 +11,14 @@ def test_gather_benchmark_smoke(tmp_path):
     assert [r['row_bytes'] for r in result['rows']] == [64, 400]
     assert all(r['ours_ms'] > 0 and r['index_select_ms'] > 0 for r in result['rows'])
     assert (tmp_path / 'gather.json').is_file()
+
+
+import sampling as sampling_bench  # noqa: E402
+
+
+def test_sampling_benchmark_smoke(tmp_path):
+    result = sampling_bench.main(['--preset', 'tiny', '--device', 'cpu', '--batch-sizes', '64', '--fanouts', '15-10-5',
+                                  '--batches', '2', '--baseline-batches', '2', '--out', str(tmp_path)])
+    row = result['rows'][0]
+    assert row['ours ms'] > 0 and row['per-hop torch ms'] > 0
+    assert (tmp_path / 'sampling.json').is_file()

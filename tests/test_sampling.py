@@ -193,3 +193,39 @@ def test_cuda_graph_without_the_cuda_kernel_is_a_clear_error():
     colptr, row = random_graph(device='cuda')
     with pytest.raises(RuntimeError, match="keep the graph in host memory"):
         neighbor_sample(colptr, row, torch.tensor([1], device='cuda'), [2])
+
+
+# Against the per-hop PyTorch reference ############################################
+
+from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
+
+
+@pytest.mark.parametrize('fanouts', [[-1], [-1, -1], [-1, 0, -1]])
+def test_equals_reference_when_deterministic(sample_device, fanouts):
+    colptr, row = random_graph(device=sample_device)
+    seed = torch.tensor([3, 7, 0, 59, 12, 55], device=sample_device)
+    ours = neighbor_sample(colptr, row, seed, fanouts, random_seed=0)
+    ref = per_hop_neighbor_sample(colptr, row, seed, fanouts)
+    for a, b in zip(ours[:4], ref[:4]):
+        assert torch.equal(a.cpu(), b.cpu())
+    assert ours.num_sampled_nodes == ref.num_sampled_nodes and ours.num_sampled_edges == ref.num_sampled_edges
+
+
+@pytest.mark.parametrize('replace', [False, True])
+def test_reference_passes_the_structural_checks(replace):
+    colptr, row = random_graph()
+    seed = torch.tensor([3, 7, 0, 59, 12, 55])
+    out = per_hop_neighbor_sample(colptr, row, seed, [3, 2], replace, torch.Generator().manual_seed(0))
+    check_structure(out, colptr, row, seed, [3, 2], replace, False)
+
+
+def test_same_distribution_as_reference(sample_device):
+    """Hop sizes of the fused op and the per-hop reference agree on average."""
+    colptr, row = random_graph(2000, 30_000, device=sample_device)
+    seed = torch.arange(0, 1990, 10, device=sample_device)
+    g = torch.Generator(device=sample_device).manual_seed(0)
+    ours = torch.tensor([neighbor_sample(colptr, row, seed, [5, 5], random_seed=s).num_sampled_nodes
+                         for s in range(40)], dtype=torch.double)
+    ref = torch.tensor([per_hop_neighbor_sample(colptr, row, seed, [5, 5], generator=g).num_sampled_nodes
+                        for _ in range(40)], dtype=torch.double)
+    assert torch.allclose(ours.mean(0), ref.mean(0), rtol=0.02)

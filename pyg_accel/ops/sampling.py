@@ -9,7 +9,7 @@ from torch import Tensor
 from .. import _build
 from ._library import check_cuda_built, ops
 
-__all__ = ['SampledSubgraph', 'neighbor_sample']
+__all__ = ['SampledSubgraph', 'neighbor_sample', 'cuda_sampling_available']
 
 
 class SampledSubgraph(NamedTuple):
@@ -31,6 +31,12 @@ class SampledSubgraph(NamedTuple):
     batch: Optional[Tensor]
     num_sampled_nodes: List[int]
     num_sampled_edges: List[int]
+
+
+def cuda_sampling_available() -> bool:
+    """Whether the CUDA sampling kernel is built (it is not yet: issue 3)."""
+    _build.load_library()
+    return torch._C._dispatch_has_kernel_for_dispatch_key('pyg_accel::neighbor_sample', 'CUDA')
 
 
 def _check_graph(colptr: Tensor, row: Tensor) -> None:
@@ -81,8 +87,7 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     fanouts = _check_fanouts(num_neighbors)
     device = colptr.device
     check_cuda_built(device)
-    if device.type == 'cuda' and not torch._C._dispatch_has_kernel_for_dispatch_key('pyg_accel::neighbor_sample',
-                                                                                   'CUDA'):
+    if device.type == 'cuda' and not cuda_sampling_available():
         raise RuntimeError("neighbor_sample: pyg_accel's CUDA sampling kernel is not built yet; keep the graph "
                            "in host memory (GraphStore('cpu') or GraphStore('pinned'), or "
                            "from_data(..., graph_location='pinned')) so it is sampled on the CPU")

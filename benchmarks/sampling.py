@@ -1,0 +1,130 @@
+"""Sampling benchmark: pyg_accel's neighbour sampler against stock PyG's sampler and a
+per-hop PyTorch implementation, on the same synthetic graph, seeds and fanouts.
+
+For each fanout list and batch size: median time per batch over random seed batches,
+sampled edges per second, and host time per batch (until the call returns, before
+any device sync). Features are excluded: this is sampling (with dedup and relabel) only.
+
+* ours:         pyg_accel.ops.neighbor_sample on the graph's device (--device);
+* per-hop:      pyg_accel.sampler.reference.per_hop_neighbor_sample (PyTorch ops, one
+                round per hop, O(degree) sampling), on the same device;
+* stock PyG:    torch_geometric.sampler.NeighborSampler on CPU data (needs pyg-lib or
+                torch-sparse), through sample_from_nodes.
+
+    python benchmarks/sampling.py --preset products --device cuda --out bench-out
+    python benchmarks/sampling.py --preset small --device cpu          # quick, CPU only
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import environment, print_table, save_json  # noqa: E402
+
+from pyg_accel.data import GraphStore  # noqa: E402
+from pyg_accel.datasets import synthetic_dataset  # noqa: E402
+from pyg_accel.ops import cuda_sampling_available, neighbor_sample  # noqa: E402
+from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
+
+FANOUTS = {'15-10-5': [15, 10, 5], '10-10-10': [10, 10, 10]}
+
+
+def time_batches(fn, batches, device):
+    """Median total and host seconds per call, and the median number of sampled edges."""
+    def sync():
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+    fn(batches[0])  # warm-up
+    totals, hosts, edges = [], [], []
+    for seeds in batches[1:]:
+        sync()
+        t0 = time.perf_counter()
+        out = fn(seeds)
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        hosts.append(t1 - t0)
+        totals.append(t2 - t0)
+        edges.append(out)
+    return statistics.median(totals), statistics.median(hosts), statistics.median(edges)
+
+
+def stock_pyg_sampler(data, fanouts):
+    import torch_geometric.typing as pyg_typing
+    if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
+        return None
+    import warnings
+    from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        sampler = NeighborSampler(data.cpu(), num_neighbors=fanouts)
+    return lambda seeds: sampler.sample_from_nodes(NodeSamplerInput(None, seeds.cpu())).row.numel()
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--preset', default='products')
+    p.add_argument('--scale', type=float, default=1.0)
+    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--batch-sizes', type=int, nargs='*', default=[1024, 4096, 8192])
+    p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
+    p.add_argument('--batches', type=int, default=20, help='timed batches per setting (CPU baselines: fewer)')
+    p.add_argument('--baseline-batches', type=int, default=5)
+    p.add_argument('--out', default='bench-out')
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+
+    t0 = time.perf_counter()
+    dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
+    store = GraphStore('cuda' if device.type == 'cuda' else 'cpu')
+    store.put_edge_index(dataset.data.edge_index, edge_type=None, layout='coo',
+                         size=(dataset.data.num_nodes,) * 2)
+    row, colptr, _ = store.csc()
+    print(f'{dataset} on {device}: generated and converted in {time.perf_counter() - t0:.1f} s', flush=True)
+    cuda_sampler = cuda_sampling_available()
+    train = dataset.split['train']
+    gen = torch.Generator().manual_seed(0)
+
+    rows = []
+    for name in args.fanouts:
+        fanouts = FANOUTS[name]
+        stock = stock_pyg_sampler(dataset.data, fanouts)
+        for batch_size in args.batch_sizes:
+            def seed_batches(count):
+                return [train[torch.randperm(train.numel(), generator=gen)[:batch_size].to(train.device)]
+                        for _ in range(count + 1)]
+            methods = {'per-hop torch': (lambda s: per_hop_neighbor_sample(colptr, row, s, fanouts).row.numel(),
+                                         args.batches)}
+            if device.type == 'cpu' or cuda_sampler:
+                methods['ours'] = (lambda s: neighbor_sample(colptr, row, s, fanouts).row.numel(), args.batches)
+            if stock is not None:
+                methods['stock PyG (CPU)'] = (stock, args.baseline_batches)
+            result = {'fanout': name, 'batch': batch_size}
+            for method, (fn, count) in methods.items():
+                total, host, edges = time_batches(fn, seed_batches(count), device)
+                result[f'{method} ms'] = total * 1e3
+                result[f'{method} host ms'] = host * 1e3
+                result[f'{method} Medges/s'] = edges / total / 1e6
+            for method in methods:
+                if method != 'ours' and 'ours ms' in result:
+                    result[f'ours vs {method}'] = result[f'{method} ms'] / result['ours ms']
+            rows.append(result)
+            print(result, flush=True)
+
+    columns = ['fanout', 'batch'] + [c for c in rows[0] if c not in ('fanout', 'batch')]
+    payload = {'env': environment(), 'args': vars(args), 'device': str(device), 'graph': repr(dataset),
+               'cuda_sampler_built': bool(cuda_sampler), 'rows': rows}
+    payload['table'] = print_table(rows, columns, f'neighbour sampling on {dataset.name} ({device}), '
+                                                  'median ms per batch')
+    save_json(Path(args.out) / 'sampling.json', payload)
+    return payload
+
+
+if __name__ == '__main__':
+    main()
