@@ -18,7 +18,8 @@ TORCH_LIBRARY(pyg_accel, m) {
   // neighbour, col = the node it was sampled for); edge = CSC positions; batch = the
   // seed index of every node (disjoint mode, else empty); per-hop node/edge counts.
   // `random_seed` keys a counter-based RNG: the same seed gives the same sample.
+  // `edge_weight` ([E], CSC order) makes sampling proportional to the weights.
   m.def("neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, bool replace, "
-        "bool disjoint, int random_seed) -> (Tensor node, Tensor row, Tensor col, Tensor edge, Tensor batch, "
-        "Tensor num_sampled_nodes, Tensor num_sampled_edges)");
+        "bool disjoint, int random_seed, Tensor? edge_weight=None) -> (Tensor node, Tensor row, Tensor col, "
+        "Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)");
 }

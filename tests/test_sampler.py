@@ -98,9 +98,9 @@ def test_seeded_sampler_is_reproducible(stores):
 def test_unsupported_options_are_clear_errors(stores):
     with pytest.raises(ValueError, match='induced'):
         NeighborSampler(stores, [2], subgraph_type='induced')
-    with pytest.raises(ValueError, match='weighted and temporal'):
+    with pytest.raises(KeyError, match='no edge feature'):
         NeighborSampler(stores, [2], weight_attr='edge_weight')
-    with pytest.raises(ValueError, match='weighted and temporal'):
+    with pytest.raises(ValueError, match='temporal'):
         NeighborSampler(stores, [2], time_attr='time')
     with pytest.raises(ValueError, match='heterogeneous'):
         NeighborSampler(from_data(paper_author_graph(10, 5, 20), 'cpu'), [2])
@@ -154,3 +154,18 @@ def test_training_with_our_sampler_lowers_the_loss(dataset, stores):
             total += float(loss.detach()) * batch.batch_size
         losses.append(total / dataset.split['train'].numel())
     assert losses[2] < losses[0] * 0.8
+
+
+def test_weighted_sampling_through_the_loader(dataset):
+    data = dataset.data.clone()
+    data.edge_weight = (data.edge_index[0] % 2 == 0).float()  # only even neighbours can be drawn
+    fs, gs = from_data(data, 'cpu')
+    sampler = NeighborSampler((fs, gs), [5, 5], weight_attr='edge_weight')
+    batch = next(iter(NeighborLoader((fs, gs), [5, 5], neighbor_sampler=sampler, input_nodes=dataset.split['train'],
+                                     batch_size=128)))
+    assert batch.num_edges > 0 and bool((batch.n_id[batch.edge_index[0]] % 2 == 0).all())
+    sampler = NeighborSampler(data, [5], weight_attr='edge_weight')  # from a Data object
+    out = sampler._sample(torch.arange(50))
+    assert bool((out.node[out.row] % 2 == 0).all())
+    with pytest.raises(ValueError, match="no edge attribute 'w'"):
+        NeighborSampler(data, [5], weight_attr='w')

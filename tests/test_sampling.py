@@ -229,3 +229,55 @@ def test_same_distribution_as_reference(sample_device):
     ref = torch.tensor([per_hop_neighbor_sample(colptr, row, seed, [5, 5], generator=g).num_sampled_nodes
                         for _ in range(40)], dtype=torch.double)
     assert torch.allclose(ours.mean(0), ref.mean(0), rtol=0.02)
+
+
+# Weighted sampling ###########################################################
+
+def star(weights, device):
+    """Node 0 with in-neighbours 1..len(weights) carrying `weights`."""
+    d = len(weights)
+    colptr = torch.tensor([0, d] + [d] * d, device=device)
+    return colptr, torch.arange(1, d + 1, device=device), torch.tensor(weights, dtype=torch.float, device=device)
+
+
+@pytest.mark.parametrize('replace', [False, True])
+def test_weighted_chi_square(sample_device, replace):
+    weights = [1.0, 2.0, 3.0, 4.0, 0.0, 10.0]
+    colptr, row, w = star(weights, sample_device)
+    trials = 6000
+    # fanout 1: P(pick j) = w_j / sum(w) with or without replacement
+    out = neighbor_sample(colptr, row, torch.zeros(trials, dtype=torch.long, device=sample_device), [1],
+                          replace=replace, disjoint=True, random_seed=4, edge_weight=w)
+    counts = torch.bincount(out.edge.cpu(), minlength=len(weights)).double()
+    assert counts[4] == 0  # zero weight: never drawn
+    expected = torch.tensor(weights, dtype=torch.double) / sum(weights) * trials
+    keep = expected > 0
+    chi2 = float(((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum())
+    assert chi2 < chi_square_bound(int(keep.sum()) - 1)
+    uniform = torch.full_like(expected, trials / len(weights))  # a weight-blind sampler fails it
+    assert float(((uniform[keep] - expected[keep]) ** 2 / expected[keep]).sum()) > chi_square_bound(4)
+
+
+def test_weighted_without_replacement_is_successive_sampling(sample_device):
+    """fanout 2 of weights (1, 1, 2): P(pair) follows draw-one-renormalise-draw-again."""
+    colptr, row, w = star([1.0, 1.0, 2.0], sample_device)
+    trials = 6000
+    out = neighbor_sample(colptr, row, torch.zeros(trials, dtype=torch.long, device=sample_device), [2],
+                          disjoint=True, random_seed=6, edge_weight=w)
+    pairs = out.edge.cpu().view(trials, 2).sort(dim=1).values
+    p01 = 2 * (1 / 4) * (1 / 3)                  # {0, 1}
+    p02 = (1 / 4) * (2 / 3) + (2 / 4) * (1 / 2)  # {0, 2}, the same for {1, 2}
+    freq = [float(((pairs[:, 0] == a) & (pairs[:, 1] == b)).double().mean()) for a, b in ((0, 1), (0, 2), (1, 2))]
+    assert abs(freq[0] - p01) < 0.02 and abs(freq[1] - p02) < 0.025 and abs(freq[2] - p02) < 0.025
+
+
+def test_weighted_counts_and_errors(sample_device):
+    colptr, row, w = star([0.0, 0.0, 1.0, 1.0], sample_device)
+    out = neighbor_sample(colptr, row, torch.tensor([0], device=sample_device), [3], edge_weight=w, random_seed=0)
+    assert sorted(out.edge.tolist()) == [2, 3] and out.num_sampled_edges == [2]  # capped at positive weights
+    out = neighbor_sample(colptr, row, torch.tensor([0], device=sample_device), [3], replace=True, edge_weight=w)
+    assert out.num_sampled_edges == [3] and set(out.edge.tolist()) <= {2, 3}
+    with pytest.raises(TypeError, match='edge_weight must be a float tensor'):
+        neighbor_sample(colptr, row, torch.tensor([0], device=sample_device), [1], edge_weight=w[:2])
+    with pytest.raises(ValueError, match='non-negative'):
+        neighbor_sample(colptr, row, torch.tensor([0], device=sample_device), [1], edge_weight=-w)

@@ -9,6 +9,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -63,10 +65,52 @@ void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace,
   }
 }
 
+// Uniform double in (0, 1] from (key, draw).
+inline double uniform_open(uint64_t key, uint64_t draw) {
+  const uint64_t r = mix64(key ^ mix64(draw + 0x632BE59BD9B4E019ull));
+  return (static_cast<double>(r >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+}
+
+// Weighted draws (probability proportional to weight). Without replacement: the
+// Efraimidis-Spirakis keys u^(1/w), the k largest kept (the same distribution as
+// drawing one at a time and renormalising); with replacement: inverse-CDF draws.
+// Zero-weight edges are never drawn; k is capped at the number of positive weights.
+int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key,
+                      const double* weight, int64_t* out) {
+  std::vector<std::pair<double, int64_t>> keyed;
+  double total = 0.0;
+  for (int64_t j = 0; j < degree; ++j) {
+    const double w = weight[start + j];
+    if (w > 0) {
+      keyed.emplace_back(std::log(uniform_open(key, j)) / w, start + j);  // log(u^(1/w))
+      total += w;
+    }
+  }
+  const int64_t positive = static_cast<int64_t>(keyed.size());
+  if (positive == 0) return 0;
+  if (replace && fanout >= 0) {
+    std::vector<double> cdf(positive);
+    double running = 0.0;
+    for (int64_t j = 0; j < positive; ++j) cdf[j] = (running += weight[keyed[j].second]);
+    for (int64_t j = 0; j < fanout; ++j) {
+      const double target = uniform_open(key, degree + j) * total;
+      const int64_t at = std::lower_bound(cdf.begin(), cdf.end(), target) - cdf.begin();
+      out[j] = keyed[std::min(at, positive - 1)].second;
+    }
+    return fanout;
+  }
+  const int64_t k = fanout < 0 ? positive : std::min(fanout, positive);
+  std::partial_sort(keyed.begin(), keyed.begin() + k, keyed.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (int64_t j = 0; j < k; ++j) out[j] = keyed[j].second;
+  return k;
+}
+
 using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
-                                 at::IntArrayRef num_neighbors, bool replace, bool disjoint, int64_t random_seed) {
+                                 at::IntArrayRef num_neighbors, bool replace, bool disjoint, int64_t random_seed,
+                                 const std::optional<at::Tensor>& edge_weight) {
   TORCH_CHECK(colptr_t.scalar_type() == at::kLong && row_t.scalar_type() == at::kLong &&
                   seed_t.scalar_type() == at::kLong,
               "neighbor_sample: colptr, row and seed must be int64");
@@ -76,6 +120,12 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   const int64_t* seeds = seed_c.data_ptr<int64_t>();
   const int64_t num_dst = colptr_c.numel() - 1;
   const int64_t num_seeds = seed_c.numel();
+  at::Tensor weight_c;
+  if (edge_weight.has_value()) {
+    TORCH_CHECK(edge_weight->numel() == row_c.numel(), "neighbor_sample: edge_weight must have one entry per edge");
+    weight_c = edge_weight->to(at::kDouble).contiguous();
+  }
+  const double* weight = weight_c.defined() ? weight_c.data_ptr<double>() : nullptr;
 
   std::vector<int64_t> node, batch, out_row, out_col, out_edge, nodes_per_hop, edges_per_hop;
   std::unordered_map<int64_t, int64_t> local_of;  // (batch, global id) or global id -> local id
@@ -99,7 +149,9 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   for (size_t hop = 0; hop < num_neighbors.size(); ++hop) {
     const int64_t fanout = num_neighbors[hop];
     const int64_t m = static_cast<int64_t>(frontier.size());
-    std::vector<int64_t> offset(m + 1, 0);
+    // Room for each node's draws (exact for uniform sampling; an upper bound when
+    // zero weights make a weighted node draw fewer).
+    std::vector<int64_t> offset(m + 1, 0), count(m, 0);
     for (int64_t i = 0; i < m; ++i) {
       const int64_t v = node[frontier[i]];
       offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
@@ -109,15 +161,23 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
     at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t v = node[frontier[i]];
-        draw_neighbors(colptr[v], colptr[v + 1] - colptr[v], fanout, replace,
-                       mix64(hop_key ^ mix64(static_cast<uint64_t>(i))), drawn.data() + offset[i]);
+        const int64_t start = colptr[v], degree = colptr[v + 1] - start;
+        const uint64_t key = mix64(hop_key ^ mix64(static_cast<uint64_t>(i)));
+        if (weight != nullptr) {
+          count[i] = draw_weighted(start, degree, fanout, replace, key, weight, drawn.data() + offset[i]);
+        } else {
+          draw_neighbors(start, degree, fanout, replace, key, drawn.data() + offset[i]);
+          count[i] = offset[i + 1] - offset[i];
+        }
       }
     });
+    int64_t hop_edges = 0;
     std::vector<int64_t> next;
     for (int64_t i = 0; i < m; ++i) {
       const int64_t dst_local = frontier[i];
       const int64_t b = batch[dst_local];
-      for (int64_t p = offset[i]; p < offset[i + 1]; ++p) {
+      hop_edges += count[i];
+      for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
         const int64_t e = drawn[p];
         const int64_t u = row[e];
         TORCH_CHECK(u >= 0 && u < num_dst, "neighbor_sample: row holds node ", std::to_string(u),
@@ -134,7 +194,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
       }
     }
     nodes_per_hop.push_back(static_cast<int64_t>(next.size()));
-    edges_per_hop.push_back(offset[m]);
+    edges_per_hop.push_back(hop_edges);
     frontier.swap(next);
   }
 

@@ -63,8 +63,8 @@ def _check_fanouts(num_neighbors: Sequence[int]) -> List[int]:
 
 
 def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
-                    replace: bool = False, disjoint: bool = False,
-                    random_seed: Optional[int] = None) -> SampledSubgraph:
+                    replace: bool = False, disjoint: bool = False, random_seed: Optional[int] = None,
+                    edge_weight: Optional[Tensor] = None) -> SampledSubgraph:
     """Samples ``len(num_neighbors)`` hops of in-neighbours of ``seed`` (PyG semantics).
 
     Args:
@@ -76,6 +76,9 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
         random_seed: keys the counter-based RNG; the same value gives the same sample.
             ``None`` draws one from torch's default generator (``torch.manual_seed``
             makes runs reproducible).
+        edge_weight: ``[E]`` non-negative weights in CSC order: neighbours are drawn with
+            probability proportional to their weight (without replacement: one at a time,
+            renormalising; zero-weight edges are never drawn).
 
     Without replacement every node gets ``min(fanout, degree)`` distinct neighbours,
     each with probability ``fanout / degree``; the work is proportional to the fanout.
@@ -97,16 +100,25 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
         lo, hi = (int(v) for v in torch.aminmax(seed))
         if lo < 0 or hi >= num_nodes:
             raise IndexError(f'neighbor_sample: seed {lo if lo < 0 else hi} is out of range for {num_nodes} nodes')
+    if edge_weight is not None:
+        if not isinstance(edge_weight, Tensor) or not edge_weight.is_floating_point() or \
+                edge_weight.shape != (row.numel(),):
+            raise TypeError(f'neighbor_sample: edge_weight must be a float tensor of shape [{row.numel()}], got '
+                            f'{getattr(edge_weight, "dtype", type(edge_weight).__name__)} '
+                            f'{tuple(getattr(edge_weight, "shape", ()))}')
+        edge_weight = edge_weight.to(device)
+        if edge_weight.numel() and not bool(torch.isfinite(edge_weight).all() & (edge_weight >= 0).all()):
+            raise ValueError('neighbor_sample: edge_weight must be finite and non-negative')
     if random_seed is None:
         random_seed = int(torch.randint(0, 2**62, (1,)))
     out = ops().neighbor_sample(colptr.long(), row.long(), seed.long(), fanouts, bool(replace), bool(disjoint),
-                                int(random_seed))
+                                int(random_seed), edge_weight)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
                            nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
 
 
-def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed):
+def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_weight=None):
     ctx = torch.library.get_ctx()
     num_nodes, num_edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
     new = lambda n: colptr.new_empty((n,), dtype=torch.long)  # noqa: E731

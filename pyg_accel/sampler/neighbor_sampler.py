@@ -28,15 +28,20 @@ from ..ops.sampling import neighbor_sample
 __all__ = ['NeighborSampler']
 
 
-def _homogeneous_csc(data) -> Tuple[Tensor, Tensor, Optional[Tensor], int]:
-    """``(colptr, row, perm, num_nodes)`` of a homogeneous graph from our GraphStore,
-    another PyG GraphStore, or a ``Data`` object."""
+def _homogeneous_csc(data, weight_attr: Optional[str] = None
+                     ) -> Tuple[Tensor, Tensor, Optional[Tensor], int, Optional[Tensor]]:
+    """``(colptr, row, perm, num_nodes, edge_weight)`` of a homogeneous graph from our
+    GraphStore, another PyG GraphStore, or a ``Data`` object."""
     if isinstance(data, Data):
         if data.edge_index is None:
             raise ValueError("NeighborSampler: the Data object has no 'edge_index'")
         store = GraphStore('cuda' if data.edge_index.is_cuda else 'cpu', device=data.edge_index.device
                            if data.edge_index.is_cuda else None)
         store.put_edge_index(data.edge_index, edge_type=None, layout='coo', size=(data.num_nodes, data.num_nodes))
+        if weight_attr is not None:
+            if weight_attr not in data:
+                raise ValueError(f"NeighborSampler: the Data object has no edge attribute '{weight_attr}'")
+            store.put_edge_feature(data[weight_attr], weight_attr)
         data = (None, store)
     if not (isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[1], PyGGraphStore)):
         raise TypeError('NeighborSampler: expected a Data object or a (FeatureStore, GraphStore) pair, '
@@ -57,7 +62,13 @@ def _homogeneous_csc(data) -> Tuple[Tensor, Tensor, Optional[Tensor], int]:
     num_nodes = max(size)
     if colptr.numel() - 1 < num_nodes:  # nodes without in-edges past the last column
         colptr = torch.cat([colptr, colptr[-1:].expand(num_nodes + 1 - colptr.numel())])
-    return colptr, row, perm, num_nodes
+    edge_weight = None
+    if weight_attr is not None:
+        if not isinstance(graph_store, GraphStore):
+            raise ValueError("NeighborSampler: weight_attr needs pyg_accel's GraphStore (put the weights with "
+                             'graph_store.put_edge_feature(weights, name))')
+        edge_weight = graph_store.get_edge_feature(weight_attr)
+    return colptr, row, perm, num_nodes, edge_weight
 
 
 class NeighborSampler(BaseSampler):
@@ -71,6 +82,8 @@ class NeighborSampler(BaseSampler):
             (each sampled edge also reversed); ``'induced'`` is not supported.
         replace: sample with replacement.
         disjoint: one tree per seed; the output carries ``batch``.
+        weight_attr: name of a per-edge weight (``Data`` attribute, or a GraphStore edge
+            feature): neighbours are drawn with probability proportional to it.
         seed: fixes the sampler's random stream (each batch still differs); ``None``
             follows ``torch.manual_seed``.
 
@@ -86,14 +99,14 @@ class NeighborSampler(BaseSampler):
                  replace: bool = False, disjoint: bool = False, temporal_strategy: str = 'uniform',
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None,
                  seed: Optional[int] = None, **kwargs) -> None:
-        if time_attr is not None or weight_attr is not None:
-            raise ValueError("NeighborSampler: weighted and temporal sampling are not supported by pyg_accel's "
-                             'sampler yet (time_attr / weight_attr)')
+        if time_attr is not None:
+            raise ValueError("NeighborSampler: temporal sampling (time_attr) is not supported by pyg_accel's "
+                             'sampler yet')
         self.subgraph_type = SubgraphType(subgraph_type)
         if self.subgraph_type == SubgraphType.induced:
             raise ValueError("NeighborSampler: subgraph_type='induced' is not supported; use 'directional' or "
                              "'bidirectional'")
-        self.colptr, self.row, self.perm, self.num_nodes = _homogeneous_csc(data)
+        self.colptr, self.row, self.perm, self.num_nodes, self.edge_weight = _homogeneous_csc(data, weight_attr)
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
         values = self.num_neighbors.values
         if isinstance(values, dict):
@@ -126,7 +139,7 @@ class NeighborSampler(BaseSampler):
                              'sampler yet')
         random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
         out = neighbor_sample(self.colptr, self.row, seed.to(self.device), self.fanouts, self.replace,
-                              self.disjoint, random_seed)
+                              self.disjoint, random_seed, self.edge_weight)
         result = SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
                                num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
         if self.subgraph_type == SubgraphType.bidirectional:
