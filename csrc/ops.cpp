@@ -19,7 +19,12 @@ TORCH_LIBRARY(pyg_accel, m) {
   // seed index of every node (disjoint mode, else empty); per-hop node/edge counts.
   // `random_seed` keys a counter-based RNG: the same seed gives the same sample.
   // `edge_weight` ([E], CSC order) makes sampling proportional to the weights.
+  // Temporal sampling (disjoint only): a neighbour is eligible in seed i's tree when
+  // node_time[neighbour] <= seed_time[i] and edge_time[edge] <= seed_time[i];
+  // temporal_strategy 'uniform' draws among the eligible, 'last' takes the last
+  // eligible ones in CSC order (the caller sorts each column by time).
   m.def("neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, bool replace, "
-        "bool disjoint, int random_seed, Tensor? edge_weight=None) -> (Tensor node, Tensor row, Tensor col, "
-        "Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)");
+        "bool disjoint, int random_seed, Tensor? edge_weight=None, Tensor? node_time=None, "
+        "Tensor? edge_time=None, Tensor? seed_time=None, str temporal_strategy='uniform') -> (Tensor node, "
+        "Tensor row, Tensor col, Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)");
 }

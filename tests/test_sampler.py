@@ -100,15 +100,19 @@ def test_unsupported_options_are_clear_errors(stores):
         NeighborSampler(stores, [2], subgraph_type='induced')
     with pytest.raises(KeyError, match='no edge feature'):
         NeighborSampler(stores, [2], weight_attr='edge_weight')
-    with pytest.raises(ValueError, match='temporal'):
+    with pytest.raises(KeyError, match="no edge feature 'time'"):
         NeighborSampler(stores, [2], time_attr='time')
+    with pytest.raises(ValueError, match='weighted temporal'):
+        NeighborSampler(stores, [2], time_attr='time', weight_attr='w')
+    with pytest.raises(ValueError, match='temporal_strategy'):
+        NeighborSampler(stores, [2], temporal_strategy='first')
     with pytest.raises(ValueError, match='heterogeneous'):
         NeighborSampler(from_data(paper_author_graph(10, 5, 20), 'cpu'), [2])
     with pytest.raises(ValueError, match="no 'edge_index'"):
         NeighborSampler(Data(x=torch.randn(3, 1)), [2])
     with pytest.raises(TypeError, match='Data object or a'):
         NeighborSampler(torch.zeros(3), [2])
-    with pytest.raises(ValueError, match='temporal'):
+    with pytest.raises(ValueError, match='no time_attr'):
         NeighborSampler(stores, [2])._sample(torch.arange(3), seed_time=torch.zeros(3))
 
 
@@ -169,3 +173,48 @@ def test_weighted_sampling_through_the_loader(dataset):
     assert bool((out.node[out.row] % 2 == 0).all())
     with pytest.raises(ValueError, match="no edge attribute 'w'"):
         NeighborSampler(data, [5], weight_attr='w')
+
+
+@pytest.mark.parametrize('strategy', ['uniform', 'last'])
+def test_temporal_node_time_through_the_loader(dataset, strategy):
+    data = dataset.data.clone()
+    data.time = torch.randint(0, 100, (data.num_nodes,))
+    seeds = dataset.split['train'][:128]
+    seed_time = torch.full((128,), 50)
+    loader = pyg_accel.loader.NeighborLoader(data, [5, 5], input_nodes=seeds, input_time=seed_time, batch_size=64,
+                                             time_attr='time', temporal_strategy=strategy)
+    assert loader.node_sampler.disjoint  # temporal implies disjoint, as in PyG
+    for batch in loader:
+        sampled = batch.n_id[batch.batch_size:]
+        assert bool((data.time[sampled] <= 50).all()) and batch.num_edges > 0
+        assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
+    fs, gs = from_data(data, 'cpu')  # node time read from the FeatureStore
+    sampler = NeighborSampler((fs, gs), [5], time_attr='time', temporal_strategy=strategy)
+    out = sampler._sample(seeds[:10], seed_time=torch.full((10,), 30))
+    assert bool((data.time[out.node[10:]] <= 30).all())
+
+
+def test_temporal_last_takes_the_most_recent(dataset):
+    data = dataset.data.clone()
+    data.time = torch.randperm(data.num_nodes)
+    sampler = NeighborSampler(data, [3], time_attr='time', temporal_strategy='last')
+    seeds = torch.arange(20)
+    limit = data.num_nodes // 2
+    out = sampler._sample(seeds, seed_time=torch.full((20,), limit))
+    row, col = data.edge_index
+    for i in range(20):
+        times = data.time[row[col == i]]
+        eligible = times[times <= limit].sort(descending=True).values[:3]
+        got = data.time[out.node[out.row[out.col == i]]].sort(descending=True).values
+        assert torch.equal(got, eligible)
+
+
+def test_temporal_edge_time(dataset):
+    data = dataset.data.clone()
+    data.edge_time = torch.randint(0, 10, (data.num_edges,))
+    sampler = NeighborSampler(data, [-1], time_attr='edge_time')
+    out = sampler._sample(torch.arange(30), seed_time=torch.full((30,), 4))
+    edge_ids = sampler.edge_permutation[out.edge]
+    assert out.edge.numel() > 0 and bool((data.edge_time[edge_ids] <= 4).all())
+    expected = int(sum(((data.edge_index[1] == i) & (data.edge_time <= 4)).sum() for i in range(30)))
+    assert out.edge.numel() == expected

@@ -281,3 +281,44 @@ def test_weighted_counts_and_errors(sample_device):
         neighbor_sample(colptr, row, torch.tensor([0], device=sample_device), [1], edge_weight=w[:2])
     with pytest.raises(ValueError, match='non-negative'):
         neighbor_sample(colptr, row, torch.tensor([0], device=sample_device), [1], edge_weight=-w)
+
+
+# Temporal sampling ###########################################################
+
+def test_temporal_op_filters_and_strategies(sample_device):
+    colptr = torch.tensor([0, 6] + [6] * 6, device=sample_device)  # node 0 <- 1..6
+    row = torch.arange(1, 7, device=sample_device)
+    node_time = torch.arange(7, device=sample_device)
+    seeds = torch.tensor([0, 0], device=sample_device)
+    out = neighbor_sample(colptr, row, seeds, [2], disjoint=True, node_time=node_time,
+                          seed_time=torch.tensor([3, 6], device=sample_device), temporal_strategy='last')
+    assert out.node.tolist() == [0, 0, 2, 3, 5, 6]
+    out = neighbor_sample(colptr, row, seeds, [-1], disjoint=True, node_time=node_time,
+                          seed_time=torch.tensor([2, 4], device=sample_device))
+    assert sorted(out.node[2:].tolist()) == [1, 1, 2, 2, 3, 4]
+    edge_time = torch.tensor([5, 1, 5, 1, 5, 1], device=sample_device)
+    out = neighbor_sample(colptr, row, seeds[:1], [-1], disjoint=True, edge_time=edge_time,
+                          seed_time=torch.tensor([2], device=sample_device))
+    assert out.node.tolist() == [0, 2, 4, 6]
+    counts = torch.zeros(6)
+    for s in range(300):  # uniform among the eligible (times 1..4 of 6)
+        out = neighbor_sample(colptr, row, seeds[:1], [1], disjoint=True, node_time=node_time,
+                              seed_time=torch.tensor([4], device=sample_device), random_seed=s)
+        counts[out.node[1].item() - 1] += 1
+    assert counts[4:].sum() == 0 and bool((counts[:4] > 40).all())
+
+
+def test_temporal_bad_input(sample_device):
+    colptr, row = random_graph(device=sample_device)
+    seeds = torch.tensor([1, 2], device=sample_device)
+    node_time = torch.zeros(60, dtype=torch.long, device=sample_device)
+    with pytest.raises(ValueError, match='disjoint=True'):
+        neighbor_sample(colptr, row, seeds, [2], node_time=node_time)
+    with pytest.raises(TypeError, match='integer tensor'):
+        neighbor_sample(colptr, row, seeds, [2], disjoint=True, node_time=node_time.float())
+    with pytest.raises(ValueError, match='needs seed_time'):
+        neighbor_sample(colptr, row, seeds, [2], disjoint=True, edge_time=torch.zeros_like(row))
+    with pytest.raises(ValueError, match='without node_time'):
+        neighbor_sample(colptr, row, seeds, [2], seed_time=torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="'uniform' or 'last'"):
+        neighbor_sample(colptr, row, seeds, [2], disjoint=True, node_time=node_time, temporal_strategy='first')

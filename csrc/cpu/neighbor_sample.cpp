@@ -106,11 +106,39 @@ int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replac
   return k;
 }
 
+// Temporal draws: only edges whose neighbour (node_time) and edge (edge_time) are
+// not later than `limit`; 'last' keeps the last eligible ones, 'uniform' draws
+// among them (Floyd without replacement, uniform with).
+int64_t draw_temporal(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last, uint64_t key,
+                      int64_t limit, const int64_t* row, const int64_t* node_time, const int64_t* edge_time,
+                      int64_t* out) {
+  std::vector<int64_t> eligible;
+  for (int64_t e = start; e < start + degree; ++e) {
+    if ((node_time == nullptr || node_time[row[e]] <= limit) && (edge_time == nullptr || edge_time[e] <= limit)) {
+      eligible.push_back(e);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(eligible.size());
+  if (last) {
+    const int64_t k = fanout < 0 ? n : std::min(fanout, n);
+    std::copy(eligible.end() - k, eligible.end(), out);
+    return k;
+  }
+  const int64_t k = num_to_draw(fanout, n, replace);
+  std::vector<int64_t> picked(k);
+  draw_neighbors(0, n, fanout, replace, key, picked.data());
+  for (int64_t j = 0; j < k; ++j) out[j] = eligible[picked[j]];
+  return k;
+}
+
 using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
                                  at::IntArrayRef num_neighbors, bool replace, bool disjoint, int64_t random_seed,
-                                 const std::optional<at::Tensor>& edge_weight) {
+                                 const std::optional<at::Tensor>& edge_weight,
+                                 const std::optional<at::Tensor>& node_time_t,
+                                 const std::optional<at::Tensor>& edge_time_t,
+                                 const std::optional<at::Tensor>& seed_time_t, c10::string_view temporal_strategy) {
   TORCH_CHECK(colptr_t.scalar_type() == at::kLong && row_t.scalar_type() == at::kLong &&
                   seed_t.scalar_type() == at::kLong,
               "neighbor_sample: colptr, row and seed must be int64");
@@ -126,6 +154,25 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
     weight_c = edge_weight->to(at::kDouble).contiguous();
   }
   const double* weight = weight_c.defined() ? weight_c.data_ptr<double>() : nullptr;
+  auto as_long = [](const std::optional<at::Tensor>& t) {
+    return t.has_value() ? t->to(at::kLong).contiguous() : at::Tensor();
+  };
+  const at::Tensor node_time_c = as_long(node_time_t), edge_time_c = as_long(edge_time_t),
+                   seed_time_c = as_long(seed_time_t);
+  const bool temporal = node_time_c.defined() || edge_time_c.defined();
+  TORCH_CHECK(!temporal || (disjoint && seed_time_c.defined() && seed_time_c.numel() == num_seeds),
+              "neighbor_sample: temporal sampling needs disjoint=True and one seed_time per seed");
+  TORCH_CHECK(!temporal || weight == nullptr, "neighbor_sample: weighted temporal sampling is not supported");
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
+              "neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
+  TORCH_CHECK(!edge_time_c.defined() || edge_time_c.numel() == row_c.numel(),
+              "neighbor_sample: edge_time must have one entry per edge");
+  TORCH_CHECK(!node_time_c.defined() || node_time_c.numel() >= num_dst,
+              "neighbor_sample: node_time must have one entry per node");
+  const int64_t* node_time = node_time_c.defined() ? node_time_c.data_ptr<int64_t>() : nullptr;
+  const int64_t* edge_time = edge_time_c.defined() ? edge_time_c.data_ptr<int64_t>() : nullptr;
+  const int64_t* seed_time = seed_time_c.defined() ? seed_time_c.data_ptr<int64_t>() : nullptr;
+  const bool last = temporal_strategy == "last";
 
   std::vector<int64_t> node, batch, out_row, out_col, out_edge, nodes_per_hop, edges_per_hop;
   std::unordered_map<int64_t, int64_t> local_of;  // (batch, global id) or global id -> local id
@@ -163,7 +210,10 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         const int64_t v = node[frontier[i]];
         const int64_t start = colptr[v], degree = colptr[v + 1] - start;
         const uint64_t key = mix64(hop_key ^ mix64(static_cast<uint64_t>(i)));
-        if (weight != nullptr) {
+        if (temporal) {
+          count[i] = draw_temporal(start, degree, fanout, replace, last, key, seed_time[batch[frontier[i]]], row,
+                                   node_time, edge_time, drawn.data() + offset[i]);
+        } else if (weight != nullptr) {
           count[i] = draw_weighted(start, degree, fanout, replace, key, weight, drawn.data() + offset[i]);
         } else {
           draw_neighbors(start, degree, fanout, replace, key, drawn.data() + offset[i]);

@@ -62,9 +62,38 @@ def _check_fanouts(num_neighbors: Sequence[int]) -> List[int]:
     return list(num_neighbors)
 
 
+def _check_times(node_time, edge_time, seed_time, seed, num_nodes, num_edges, disjoint, strategy, edge_weight,
+                 device):
+    """Validated (node_time, edge_time, seed_time) on ``device`` for temporal sampling."""
+    if strategy not in ('uniform', 'last'):
+        raise ValueError(f"neighbor_sample: temporal_strategy must be 'uniform' or 'last', got {strategy!r}")
+    if node_time is None and edge_time is None:
+        if seed_time is not None:
+            raise ValueError('neighbor_sample: seed_time was given without node_time or edge_time')
+        return None, None, None
+    if not disjoint:
+        raise ValueError('neighbor_sample: temporal sampling needs disjoint=True (one tree per seed and time)')
+    if edge_weight is not None:
+        raise ValueError('neighbor_sample: weighted temporal sampling is not supported')
+    for name, t, n in (('node_time', node_time, num_nodes), ('edge_time', edge_time, num_edges),
+                       ('seed_time', seed_time, seed.numel())):
+        if t is not None and (not isinstance(t, Tensor) or t.is_floating_point() or t.dtype == torch.bool
+                              or t.shape != (n,)):
+            raise TypeError(f'neighbor_sample: {name} must be an integer tensor of shape [{n}], got '
+                            f'{getattr(t, "dtype", type(t).__name__)} {tuple(getattr(t, "shape", ()))}')
+    if seed_time is None:
+        if node_time is None:
+            raise ValueError('neighbor_sample: temporal sampling with edge times needs seed_time')
+        seed_time = node_time.to(device)[seed]
+    move = lambda t: None if t is None else t.to(device)  # noqa: E731
+    return move(node_time), move(edge_time), move(seed_time)
+
+
 def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
                     replace: bool = False, disjoint: bool = False, random_seed: Optional[int] = None,
-                    edge_weight: Optional[Tensor] = None) -> SampledSubgraph:
+                    edge_weight: Optional[Tensor] = None, node_time: Optional[Tensor] = None,
+                    edge_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
+                    temporal_strategy: str = 'uniform') -> SampledSubgraph:
     """Samples ``len(num_neighbors)`` hops of in-neighbours of ``seed`` (PyG semantics).
 
     Args:
@@ -79,6 +108,13 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
         edge_weight: ``[E]`` non-negative weights in CSC order: neighbours are drawn with
             probability proportional to their weight (without replacement: one at a time,
             renormalising; zero-weight edges are never drawn).
+        node_time, edge_time: ``[N]`` / ``[E]`` (CSC order) integer times for temporal
+            sampling (needs ``disjoint=True``): in seed ``i``'s tree only neighbours with
+            ``node_time <= seed_time[i]`` over edges with ``edge_time <= seed_time[i]``
+            are drawn.
+        seed_time: ``[B]`` integer time of each seed (default: ``node_time[seed]``).
+        temporal_strategy: ``'uniform'`` draws among the eligible neighbours, ``'last'``
+            takes the last eligible ones in CSC order (sort each column by time).
 
     Without replacement every node gets ``min(fanout, degree)`` distinct neighbours,
     each with probability ``fanout / degree``; the work is proportional to the fanout.
@@ -109,16 +145,19 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
         edge_weight = edge_weight.to(device)
         if edge_weight.numel() and not bool(torch.isfinite(edge_weight).all() & (edge_weight >= 0).all()):
             raise ValueError('neighbor_sample: edge_weight must be finite and non-negative')
+    node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes, row.numel(),
+                                                   disjoint, temporal_strategy, edge_weight, device)
     if random_seed is None:
         random_seed = int(torch.randint(0, 2**62, (1,)))
     out = ops().neighbor_sample(colptr.long(), row.long(), seed.long(), fanouts, bool(replace), bool(disjoint),
-                                int(random_seed), edge_weight)
+                                int(random_seed), edge_weight, node_time, edge_time, seed_time, temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
                            nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
 
 
-def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_weight=None):
+def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_weight=None,
+                          node_time=None, edge_time=None, seed_time=None, temporal_strategy='uniform'):
     ctx = torch.library.get_ctx()
     num_nodes, num_edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
     new = lambda n: colptr.new_empty((n,), dtype=torch.long)  # noqa: E731

@@ -12,6 +12,7 @@ it also takes a plain homogeneous ``Data``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -28,27 +29,59 @@ from ..ops.sampling import neighbor_sample
 __all__ = ['NeighborSampler']
 
 
-def _homogeneous_csc(data, weight_attr: Optional[str] = None
-                     ) -> Tuple[Tensor, Tensor, Optional[Tensor], int, Optional[Tensor]]:
-    """``(colptr, row, perm, num_nodes, edge_weight)`` of a homogeneous graph from our
-    GraphStore, another PyG GraphStore, or a ``Data`` object."""
+@dataclass
+class _Graph:
+    """The homogeneous graph a sampler reads, in CSC order."""
+    colptr: Tensor
+    row: Tensor
+    perm: Optional[Tensor]  # CSC position -> input edge id (None: identity)
+    num_nodes: int
+    edge_weight: Optional[Tensor] = None
+    node_time: Optional[Tensor] = None
+    edge_time: Optional[Tensor] = None
+
+
+def _stores_of(data, edge_attrs: List[str]) -> Tuple[Optional[FeatureStore], PyGGraphStore, Optional[Data]]:
+    """``(feature_store, graph_store, data)``; a ``Data`` object becomes our GraphStore
+    with the named per-edge attributes as edge features."""
     if isinstance(data, Data):
         if data.edge_index is None:
             raise ValueError("NeighborSampler: the Data object has no 'edge_index'")
-        store = GraphStore('cuda' if data.edge_index.is_cuda else 'cpu', device=data.edge_index.device
-                           if data.edge_index.is_cuda else None)
+        cuda = data.edge_index.is_cuda
+        store = GraphStore('cuda' if cuda else 'cpu', device=data.edge_index.device if cuda else None)
         store.put_edge_index(data.edge_index, edge_type=None, layout='coo', size=(data.num_nodes, data.num_nodes))
-        if weight_attr is not None:
-            if weight_attr not in data:
-                raise ValueError(f"NeighborSampler: the Data object has no edge attribute '{weight_attr}'")
-            store.put_edge_feature(data[weight_attr], weight_attr)
-        data = (None, store)
+        for name in edge_attrs:
+            if name in data and data.is_edge_attr(name):
+                store.put_edge_feature(data[name], name)
+        return None, store, data
     if not (isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[1], PyGGraphStore)):
         raise TypeError('NeighborSampler: expected a Data object or a (FeatureStore, GraphStore) pair, '
                         f'got {type(data).__name__}')
     if data[0] is not None and not isinstance(data[0], FeatureStore):
         raise TypeError(f'NeighborSampler: the first element must be a FeatureStore, got {type(data[0]).__name__}')
-    graph_store = data[1]
+    return data[0], data[1], None
+
+
+def _edge_feature(graph_store, name: str, what: str) -> Tensor:
+    if not isinstance(graph_store, GraphStore):
+        raise ValueError(f"NeighborSampler: {what} needs pyg_accel's GraphStore (put it with "
+                         'graph_store.put_edge_feature(tensor, name))')
+    return graph_store.get_edge_feature(name)
+
+
+def _node_time(feature_store, data: Optional[Data], name: str) -> Optional[Tensor]:
+    if data is not None:
+        return data[name] if name in data and data.is_node_attr(name) else None
+    if feature_store is None:
+        return None
+    try:
+        return feature_store.get_tensor(group_name=None, attr_name=name, index=None)
+    except KeyError:
+        return None
+
+
+def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]) -> _Graph:
+    feature_store, graph_store, raw = _stores_of(data, [a for a in (weight_attr, time_attr) if a is not None])
     edge_attrs = graph_store.get_all_edge_attrs()
     if not edge_attrs:
         raise ValueError('NeighborSampler: the graph store holds no edges')
@@ -62,13 +95,30 @@ def _homogeneous_csc(data, weight_attr: Optional[str] = None
     num_nodes = max(size)
     if colptr.numel() - 1 < num_nodes:  # nodes without in-edges past the last column
         colptr = torch.cat([colptr, colptr[-1:].expand(num_nodes + 1 - colptr.numel())])
-    edge_weight = None
+    graph = _Graph(colptr, row, perm, num_nodes)
     if weight_attr is not None:
-        if not isinstance(graph_store, GraphStore):
-            raise ValueError("NeighborSampler: weight_attr needs pyg_accel's GraphStore (put the weights with "
-                             'graph_store.put_edge_feature(weights, name))')
-        edge_weight = graph_store.get_edge_feature(weight_attr)
-    return colptr, row, perm, num_nodes, edge_weight
+        if raw is not None and weight_attr not in raw:
+            raise ValueError(f"NeighborSampler: the Data object has no edge attribute '{weight_attr}'")
+        graph.edge_weight = _edge_feature(graph_store, weight_attr, 'weight_attr')
+    if time_attr is not None:
+        graph.node_time = _node_time(feature_store, raw, time_attr)
+        if graph.node_time is None:
+            if raw is not None and time_attr not in raw:
+                raise ValueError(f"NeighborSampler: the Data object has no attribute '{time_attr}'")
+            graph.edge_time = _edge_feature(graph_store, time_attr, 'time_attr')
+    return graph
+
+
+def _sort_columns_by_time(graph: _Graph) -> _Graph:
+    """Each column's edges in ascending time (for temporal_strategy='last')."""
+    key = graph.edge_time if graph.edge_time is not None else graph.node_time.to(graph.row.device)[graph.row]
+    col = torch.repeat_interleave(torch.arange(graph.colptr.numel() - 1, device=graph.row.device),
+                                  graph.colptr[1:] - graph.colptr[:-1], output_size=graph.row.numel())
+    order = torch.sort(key, stable=True).indices
+    order = order[torch.sort(col[order], stable=True).indices]  # by column, then time
+    perm = order if graph.perm is None else graph.perm[order]
+    edge_time = None if graph.edge_time is None else graph.edge_time[order]
+    return _Graph(graph.colptr, graph.row[order], perm, graph.num_nodes, None, graph.node_time, edge_time)
 
 
 class NeighborSampler(BaseSampler):
@@ -84,6 +134,11 @@ class NeighborSampler(BaseSampler):
         disjoint: one tree per seed; the output carries ``batch``.
         weight_attr: name of a per-edge weight (``Data`` attribute, or a GraphStore edge
             feature): neighbours are drawn with probability proportional to it.
+        time_attr: name of a node time (``Data`` / FeatureStore attribute) or edge time
+            (``Data`` attribute / GraphStore edge feature): temporal sampling, where each
+            seed's tree only reaches neighbours not later than the seed's time (the
+            loader's ``input_time``, else the seed's node time). Implies ``disjoint``.
+        temporal_strategy: ``'uniform'`` or ``'last'`` (the most recent neighbours).
         seed: fixes the sampler's random stream (each batch still differs); ``None``
             follows ``torch.manual_seed``.
 
@@ -99,22 +154,33 @@ class NeighborSampler(BaseSampler):
                  replace: bool = False, disjoint: bool = False, temporal_strategy: str = 'uniform',
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None,
                  seed: Optional[int] = None, **kwargs) -> None:
-        if time_attr is not None:
-            raise ValueError("NeighborSampler: temporal sampling (time_attr) is not supported by pyg_accel's "
-                             'sampler yet')
+        if time_attr is not None and weight_attr is not None:
+            raise ValueError('NeighborSampler: weighted temporal sampling is not supported')
+        if temporal_strategy not in ('uniform', 'last'):
+            raise ValueError(f"NeighborSampler: temporal_strategy must be 'uniform' or 'last', got "
+                             f'{temporal_strategy!r}')
         self.subgraph_type = SubgraphType(subgraph_type)
         if self.subgraph_type == SubgraphType.induced:
             raise ValueError("NeighborSampler: subgraph_type='induced' is not supported; use 'directional' or "
                              "'bidirectional'")
-        self.colptr, self.row, self.perm, self.num_nodes, self.edge_weight = _homogeneous_csc(data, weight_attr)
+        graph = _load_graph(data, weight_attr, time_attr)
+        if time_attr is not None and temporal_strategy == 'last':
+            graph = _sort_columns_by_time(graph)
+        self.colptr, self.row, self.perm, self.num_nodes = graph.colptr, graph.row, graph.perm, graph.num_nodes
+        self.edge_weight, self.node_time, self.edge_time = graph.edge_weight, graph.node_time, graph.edge_time
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
         values = self.num_neighbors.values
         if isinstance(values, dict):
             raise ValueError('NeighborSampler: per-edge-type num_neighbors needs a heterogeneous graph')
         self.fanouts = list(values)
-        self.replace, self.disjoint = bool(replace), bool(disjoint)
+        self.replace = bool(replace)
+        self.disjoint = bool(disjoint) or self.is_temporal  # as PyG: one tree per seed and time
         self.temporal_strategy = temporal_strategy
         self._generator = torch.Generator().manual_seed(seed) if seed is not None else None
+
+    @property
+    def is_temporal(self) -> bool:
+        return self.node_time is not None or self.edge_time is not None
 
     @property
     def device(self) -> torch.device:
@@ -129,17 +195,17 @@ class NeighborSampler(BaseSampler):
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
-        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, None, neg_sampling)
+        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, self.node_time, neg_sampling)
 
     def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None, **kwargs) -> SamplerOutput:
         if isinstance(seed, dict):
             raise ValueError("NeighborSampler: heterogeneous seeds are not supported by pyg_accel's sampler yet")
-        if seed_time is not None:
-            raise ValueError("NeighborSampler: temporal sampling (seed_time) is not supported by pyg_accel's "
-                             'sampler yet')
+        if seed_time is not None and not self.is_temporal:
+            raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
         random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
         out = neighbor_sample(self.colptr, self.row, seed.to(self.device), self.fanouts, self.replace,
-                              self.disjoint, random_seed, self.edge_weight)
+                              self.disjoint, random_seed, self.edge_weight, self.node_time, self.edge_time,
+                              None if seed_time is None else seed_time.to(self.device), self.temporal_strategy)
         result = SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
                                num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
         if self.subgraph_type == SubgraphType.bidirectional:
