@@ -218,3 +218,12 @@ def test_temporal_edge_time(dataset):
     assert out.edge.numel() > 0 and bool((data.edge_time[edge_ids] <= 4).all())
     expected = int(sum(((data.edge_index[1] == i) & (data.edge_time <= 4)).sum() for i in range(30)))
     assert out.edge.numel() == expected
+
+
+def test_workers_are_refused_with_gpu_stores(dataset):
+    from pyg_accel.data import Location
+    fs, gs = from_data(dataset.data, 'cpu')
+    pyg_accel.loader.NeighborLoader((fs, gs), [2], input_nodes=torch.arange(8), batch_size=4, num_workers=1)
+    fs.location = Location('pinned', torch.device('cuda'))  # as a GPU machine's store would be
+    with pytest.raises(ValueError, match='num_workers=0'):
+        pyg_accel.loader.NeighborLoader((fs, gs), [2], input_nodes=torch.arange(8), batch_size=4, num_workers=1)

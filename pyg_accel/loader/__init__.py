@@ -17,14 +17,21 @@ __all__ = ['NeighborLoader', 'LinkNeighborLoader']
 _SAMPLER_ARGS = ('subgraph_type', 'replace', 'disjoint', 'temporal_strategy', 'time_attr', 'weight_attr')
 
 
+def _uses_gpu(data, sampler) -> bool:
+    """Whether batches are sampled or gathered on a GPU (then workers cannot help)."""
+    if getattr(sampler, 'device', None) is not None and sampler.device.type == 'cuda':
+        return True
+    stores = data if isinstance(data, (tuple, list)) else ()
+    return any(getattr(getattr(store, 'location', None), 'kind', 'cpu') in ('cuda', 'pinned') for store in stores)
+
+
 def _our_sampler(data, num_neighbors, kwargs: Dict[str, Any], sampler: Optional[NeighborSampler]):
     if sampler is None:
         options = {k: kwargs[k] for k in _SAMPLER_ARGS if k in kwargs}
         sampler = NeighborSampler(data, num_neighbors, **options)
-    if getattr(sampler, 'device', None) is not None and sampler.device.type == 'cuda' \
-            and kwargs.get('num_workers', 0) > 0:
-        raise ValueError('pyg_accel loaders sample on the GPU: use num_workers=0 (CUDA cannot run in forked '
-                         'DataLoader workers; GPU sampling needs no workers)')
+    if kwargs.get('num_workers', 0) > 0 and _uses_gpu(data, sampler):
+        raise ValueError('pyg_accel loaders sample and gather on the GPU: use num_workers=0 (CUDA cannot run in '
+                         'forked DataLoader workers, and GPU batches need no workers)')
     return sampler
 
 
