@@ -322,3 +322,18 @@ def test_temporal_bad_input(sample_device):
         neighbor_sample(colptr, row, seeds, [2], seed_time=torch.zeros(2, dtype=torch.long))
     with pytest.raises(ValueError, match="'uniform' or 'last'"):
         neighbor_sample(colptr, row, seeds, [2], disjoint=True, node_time=node_time, temporal_strategy='first')
+
+
+@pytest.mark.parametrize('disjoint', [False, True])
+@pytest.mark.parametrize('replace', [False, True])
+def test_cpu_and_cuda_give_the_same_sample(disjoint, replace):
+    """Same RNG, same algorithm, first-seen relabelling: sample-for-sample equal."""
+    if not cuda_sampling_built():
+        pytest.skip('needs the CUDA sampler (PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1 on a GPU)')
+    colptr, row = random_graph(3000, 60_000)
+    seed = torch.randint(0, 2990, (500,))
+    cpu = neighbor_sample(colptr, row, seed, [10, 5, -1], replace, disjoint, random_seed=21)
+    gpu = neighbor_sample(colptr.cuda(), row.cuda(), seed.cuda(), [10, 5, -1], replace, disjoint, random_seed=21)
+    for a, b in zip(cpu[:4], gpu[:4]):
+        assert torch.equal(a, b.cpu())
+    assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges

@@ -1,6 +1,7 @@
 """Multi-hop neighbour sampling over a CSC graph (``torch.ops.pyg_accel.neighbor_sample``)."""
 from __future__ import annotations
 
+import os
 from typing import List, NamedTuple, Optional, Sequence
 
 import torch
@@ -34,7 +35,14 @@ class SampledSubgraph(NamedTuple):
 
 
 def cuda_sampling_available() -> bool:
-    """Whether the CUDA sampling kernel is built (it is not yet: issue 3)."""
+    """Whether CUDA graphs are sampled on the GPU.
+
+    The CUDA kernel (csrc/cuda/neighbor_sample.cu) is compiled but has not run on a GPU
+    yet, so it is used only with ``PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1`` until its
+    tests pass there (issue 3).
+    """
+    if os.environ.get('PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER') != '1':
+        return False
     _build.load_library()
     return torch._C._dispatch_has_kernel_for_dispatch_key('pyg_accel::neighbor_sample', 'CUDA')
 
@@ -127,7 +135,8 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     device = colptr.device
     check_cuda_built(device)
     if device.type == 'cuda' and not cuda_sampling_available():
-        raise RuntimeError("neighbor_sample: pyg_accel's CUDA sampling kernel is not built yet; keep the graph "
+        raise RuntimeError("neighbor_sample: pyg_accel's CUDA sampling kernel is not validated yet "
+                           "(PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1 enables it); keep the graph "
                            "in host memory (GraphStore('cpu') or GraphStore('pinned'), or "
                            "from_data(..., graph_location='pinned')) so it is sampled on the CPU")
     seed = seed.to(device)
@@ -161,8 +170,9 @@ def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, r
     ctx = torch.library.get_ctx()
     num_nodes, num_edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
     new = lambda n: colptr.new_empty((n,), dtype=torch.long)  # noqa: E731
+    counts = lambda n: torch.empty((n,), dtype=torch.long, device='cpu')  # noqa: E731  (host-side counts)
     return (new(num_nodes), new(num_edges), new(num_edges), new(num_edges), new(num_nodes if disjoint else 0),
-            new(len(num_neighbors) + 1), new(len(num_neighbors)))
+            counts(len(num_neighbors) + 1), counts(len(num_neighbors)))
 
 
 @_build.on_load
