@@ -27,4 +27,14 @@ TORCH_LIBRARY(pyg_accel, m) {
         "bool disjoint, int random_seed, Tensor? edge_weight=None, Tensor? node_time=None, "
         "Tensor? edge_time=None, Tensor? seed_time=None, str temporal_strategy='uniform') -> (Tensor node, "
         "Tensor row, Tensor col, Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)");
+  // Heterogeneous version (uniform): node types 0..T-1 with num_nodes[t]; edge type r
+  // goes from src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node
+  // type; num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop
+  // expands, edge type by edge type, the nodes each type gained in the previous hop.
+  // Outputs are per node type (node, batch) and per edge type (row, col, edge), with
+  // counts num_sampled_nodes [T, num_hops + 1] and num_sampled_edges [R, num_hops].
+  m.def("hetero_neighbor_sample(int[] num_nodes, int[] src_type, int[] dst_type, Tensor[] colptr, Tensor[] row, "
+        "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int random_seed) -> "
+        "(Tensor[] node, Tensor[] batch, Tensor[] row, Tensor[] col, Tensor[] edge, Tensor num_sampled_nodes, "
+        "Tensor num_sampled_edges)");
 }

@@ -106,8 +106,8 @@ def test_unsupported_options_are_clear_errors(stores):
         NeighborSampler(stores, [2], time_attr='time', weight_attr='w')
     with pytest.raises(ValueError, match='temporal_strategy'):
         NeighborSampler(stores, [2], temporal_strategy='first')
-    with pytest.raises(ValueError, match='heterogeneous'):
-        NeighborSampler(from_data(paper_author_graph(10, 5, 20), 'cpu'), [2])
+    with pytest.raises(ValueError, match='heterogeneous graphs are not'):
+        NeighborSampler(from_data(paper_author_graph(10, 5, 20), 'cpu'), [2], weight_attr='w')
     with pytest.raises(ValueError, match="no 'edge_index'"):
         NeighborSampler(Data(x=torch.randn(3, 1)), [2])
     with pytest.raises(TypeError, match='Data object or a'):
@@ -227,3 +227,71 @@ def test_workers_are_refused_with_gpu_stores(dataset):
     fs.location = Location('pinned', torch.device('cuda'))  # as a GPU machine's store would be
     with pytest.raises(ValueError, match='num_workers=0'):
         pyg_accel.loader.NeighborLoader((fs, gs), [2], input_nodes=torch.arange(8), batch_size=4, num_workers=1)
+
+
+# Heterogeneous graphs ##########################################################
+
+def hetero_graph():
+    data = paper_author_graph(80, 40, 300)
+    data['paper', 'written_by', 'author'].edge_index = data['author', 'writes', 'paper'].edge_index.flip(0)
+    data['paper', 'cites', 'paper'].edge_index = torch.randint(0, 80, (2, 250))
+    return data
+
+
+def check_hetero_batch(batch, data, seeds, fanouts=None):
+    assert torch.equal(batch['paper'].n_id[:batch['paper'].batch_size], seeds)
+    for node_type in ('paper', 'author'):
+        assert torch.equal(batch[node_type].x, data[node_type].x[batch[node_type].n_id])
+    for edge_type in data.edge_types:
+        src, _, dst = edge_type
+        ei = batch[edge_type].edge_index
+        glob = torch.stack([batch[src].n_id[ei[0]], batch[dst].n_id[ei[1]]])
+        assert torch.equal(glob, data[edge_type].edge_index[:, batch[edge_type].e_id])  # edges exist, ids right
+        if fanouts is not None and ei.numel():  # per-node count: min(fanout, degree) at the first hop
+            deg = torch.bincount(data[edge_type].edge_index[1], minlength=data[dst].num_nodes)
+            hop0 = ei[:, :batch[edge_type].num_sampled_edges[0]]
+            if dst == 'paper':
+                got = torch.bincount(hop0[1], minlength=batch['paper'].batch_size)[:batch['paper'].batch_size]
+                assert torch.equal(got, deg[seeds].clamp(max=fanouts[0]))
+
+
+@pytest.mark.parametrize('remote', [True, False])
+@pytest.mark.parametrize('disjoint', [False, True])
+def test_heterogeneous_sampling_through_the_loader(remote, disjoint):
+    data = hetero_graph()
+    source = from_data(data, 'cpu') if remote else data
+    sampler = NeighborSampler(source, [3, 2], disjoint=disjoint)
+    seeds = torch.arange(24)
+    loader = NeighborLoader(source, [3, 2], neighbor_sampler=sampler, input_nodes=('paper', seeds), batch_size=8)
+    for i, batch in enumerate(loader):
+        check_hetero_batch(batch, data, seeds[8 * i:8 * (i + 1)], fanouts=[3, 2])
+        assert len(batch['paper'].num_sampled_nodes) == 3
+        if disjoint:
+            assert torch.equal(batch['paper'].batch[:8], torch.arange(8))
+
+
+def test_heterogeneous_per_edge_type_fanouts():
+    data = hetero_graph()
+    fs, gs = from_data(data, 'cpu')
+    fanouts = {('author', 'writes', 'paper'): [2, 0], ('paper', 'written_by', 'author'): [1, 1],
+               ('paper', 'cites', 'paper'): [0, 0]}
+    out = NeighborSampler((fs, gs), fanouts)._sample({'paper': torch.arange(10)})
+    assert out.num_sampled_edges[('paper', 'cites', 'paper')] == [0, 0]
+    assert out.num_sampled_edges[('author', 'writes', 'paper')][1] == 0
+    with pytest.raises(ValueError, match='same across all edge types|needs 2 fanouts'):
+        NeighborSampler((fs, gs), {**fanouts, ('paper', 'cites', 'paper'): [1]})._sample({'paper': torch.arange(3)})
+    with pytest.raises(ValueError, match='keyed by node type'):
+        NeighborSampler((fs, gs), [1])._sample(torch.arange(3))
+
+
+@pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")
+def test_heterogeneous_matches_stock_pyg_at_full_fanout():
+    data = hetero_graph()
+    seeds = ('paper', torch.arange(16))
+    ours = next(iter(NeighborLoader(data, [-1, -1], neighbor_sampler=NeighborSampler(data, [-1, -1]),
+                                    input_nodes=seeds, batch_size=16)))
+    ref = next(iter(NeighborLoader(data, [-1, -1], input_nodes=seeds, batch_size=16)))
+    for node_type in ('paper', 'author'):
+        assert torch.equal(ours[node_type].n_id.sort().values, ref[node_type].n_id.sort().values)
+    for edge_type in data.edge_types:
+        assert torch.equal(ours[edge_type].e_id.sort().values, ref[edge_type].e_id.sort().values)

@@ -337,3 +337,36 @@ def test_cpu_and_cuda_give_the_same_sample(disjoint, replace):
     for a, b in zip(cpu[:4], gpu[:4]):
         assert torch.equal(a, b.cpu())
     assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges
+
+
+# Heterogeneous op ############################################################
+
+from pyg_accel.ops import hetero_neighbor_sample  # noqa: E402
+
+
+def test_hetero_op_structure_and_errors():
+    colptr, row = random_graph(60, 400)  # paper <- paper
+    a2p = torch.randint(0, 30, (300,))  # author -> paper edges, grouped by paper
+    p_of = torch.randint(0, 60, (300,)).sort().values
+    a2p_colptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(p_of, minlength=60).cumsum(0)])
+    graphs = {('paper', 'cites', 'paper'): (colptr, row), ('author', 'writes', 'paper'): (a2p_colptr, a2p)}
+    colptrs = {et: g[0] for et, g in graphs.items()}
+    rows = {et: g[1] for et, g in graphs.items()}
+    seed = torch.tensor([5, 9, 11])
+    out = hetero_neighbor_sample(colptrs, rows, {'paper': seed}, {et: [2, 2] for et in graphs},
+                                 {'paper': 60, 'author': 30}, random_seed=3)
+    assert torch.equal(out.node['paper'][:3], seed) and out.num_sampled_nodes['author'][0] == 0
+    for et, (cp, rw) in graphs.items():
+        src, _, dst = et
+        r, c, e = out.row[et], out.col[et], out.edge[et]
+        col_of_edge = torch.repeat_interleave(torch.arange(cp.numel() - 1), cp[1:] - cp[:-1])
+        assert torch.equal(out.node[src][r], rw[e]) and torch.equal(out.node[dst][c], col_of_edge[e])
+        assert sum(out.num_sampled_edges[et]) == e.numel()
+    with pytest.raises(ValueError, match='unknown node types'):
+        hetero_neighbor_sample(colptrs, rows, {'venue': seed}, {et: [2] for et in graphs}, {'paper': 60, 'author': 30})
+    with pytest.raises(ValueError, match='share edge types'):
+        hetero_neighbor_sample(colptrs, rows, {'paper': seed}, {('paper', 'cites', 'paper'): [2]},
+                               {'paper': 60, 'author': 30})
+    with pytest.raises(RuntimeError, match='out of range'):
+        hetero_neighbor_sample(colptrs, rows, {'paper': torch.tensor([60])}, {et: [2] for et in graphs},
+                               {'paper': 60, 'author': 30})

@@ -255,8 +255,118 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
           disjoint ? to_tensor(batch) : at::empty({0}, at::kLong), to_tensor(nodes_per_hop), to_tensor(edges_per_hop)};
 }
 
+using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
+                                std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor>;
+
+HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
+                                        at::TensorList colptr_list, at::TensorList row_list, at::TensorList seed_list,
+                                        at::IntArrayRef num_neighbors, int64_t num_hops, bool replace, bool disjoint,
+                                        int64_t random_seed) {
+  const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
+  TORCH_CHECK(static_cast<int64_t>(dst_type.size()) == R && static_cast<int64_t>(colptr_list.size()) == R &&
+                  static_cast<int64_t>(row_list.size()) == R && static_cast<int64_t>(seed_list.size()) == T &&
+                  static_cast<int64_t>(num_neighbors.size()) == R * num_hops,
+              "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
+  std::vector<at::Tensor> colptrs, rows;
+  for (int64_t r = 0; r < R; ++r) {
+    TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
+                "hetero_neighbor_sample: edge type ", std::to_string(r), " names an unknown node type");
+    colptrs.push_back(colptr_list[r].to(at::kLong).contiguous());
+    rows.push_back(row_list[r].to(at::kLong).contiguous());
+    TORCH_CHECK(colptrs[r].numel() == num_nodes[dst_type[r]] + 1,
+                "hetero_neighbor_sample: colptr of edge type ", std::to_string(r), " must have ",
+                std::to_string(num_nodes[dst_type[r]] + 1), " entries");
+  }
+  std::vector<std::vector<int64_t>> node(T), batch(T), out_row(R), out_col(R), out_edge(R), frontier(T);
+  std::vector<std::unordered_map<int64_t, int64_t>> local_of(T);
+  std::vector<int64_t> nodes_per_hop(T * (num_hops + 1), 0), edges_per_hop(R * std::max<int64_t>(num_hops, 1), 0);
+  int64_t tree = 0;  // seed index across all types (disjoint trees)
+  for (int64_t t = 0; t < T; ++t) {
+    const at::Tensor seeds = seed_list[t].to(at::kLong).contiguous();
+    const int64_t* s = seeds.data_ptr<int64_t>();
+    const int64_t stride = std::max<int64_t>(num_nodes[t], 1);
+    for (int64_t i = 0; i < seeds.numel(); ++i, ++tree) {
+      TORCH_CHECK(s[i] >= 0 && s[i] < num_nodes[t], "hetero_neighbor_sample: seed ", std::to_string(s[i]),
+                  " is out of range for node type ", std::to_string(t));
+      const int64_t key = disjoint ? tree * stride + s[i] : s[i];
+      if (local_of[t].emplace(key, static_cast<int64_t>(node[t].size())).second) {
+        frontier[t].push_back(static_cast<int64_t>(node[t].size()));
+        node[t].push_back(s[i]);
+        batch[t].push_back(tree);
+      }
+    }
+    nodes_per_hop[t * (num_hops + 1)] = static_cast<int64_t>(node[t].size());
+  }
+  for (int64_t hop = 0; hop < num_hops; ++hop) {
+    std::vector<std::vector<int64_t>> next(T);
+    const uint64_t hop_key = mix64(static_cast<uint64_t>(random_seed) ^ mix64(hop + 1));
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t s_t = src_type[r], d_t = dst_type[r], fanout = num_neighbors[r * num_hops + hop];
+      const int64_t* colptr = colptrs[r].data_ptr<int64_t>();
+      const int64_t* row = rows[r].data_ptr<int64_t>();
+      const std::vector<int64_t>& from = frontier[d_t];
+      const int64_t m = static_cast<int64_t>(from.size());
+      std::vector<int64_t> offset(m + 1, 0);
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t v = node[d_t][from[i]];
+        offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
+      }
+      std::vector<int64_t> drawn(offset[m]);
+      const uint64_t type_key = mix64(hop_key ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
+      at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t v = node[d_t][from[i]];
+          draw_neighbors(colptr[v], colptr[v + 1] - colptr[v], fanout, replace,
+                         mix64(type_key ^ mix64(static_cast<uint64_t>(i))), drawn.data() + offset[i]);
+        }
+      });
+      const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t dst_local = from[i];
+        const int64_t b = batch[d_t][dst_local];
+        for (int64_t p = offset[i]; p < offset[i + 1]; ++p) {
+          const int64_t u = row[drawn[p]];
+          TORCH_CHECK(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ", std::to_string(r),
+                      " holds node ", std::to_string(u), ", out of range");
+          auto [it, inserted] = local_of[s_t].emplace(disjoint ? b * stride + u : u,
+                                                      static_cast<int64_t>(node[s_t].size()));
+          if (inserted) {
+            next[s_t].push_back(it->second);
+            node[s_t].push_back(u);
+            batch[s_t].push_back(b);
+          }
+          out_row[r].push_back(it->second);
+          out_col[r].push_back(dst_local);
+          out_edge[r].push_back(drawn[p]);
+        }
+      }
+      edges_per_hop[r * num_hops + hop] = offset[m];
+    }
+    for (int64_t t = 0; t < T; ++t) nodes_per_hop[t * (num_hops + 1) + hop + 1] = static_cast<int64_t>(next[t].size());
+    frontier.swap(next);
+  }
+  auto to_tensor = [](const std::vector<int64_t>& v) {
+    return at::tensor(at::ArrayRef<int64_t>(v), at::TensorOptions().dtype(at::kLong));
+  };
+  std::vector<at::Tensor> node_t, batch_t, row_t, col_t, edge_t;
+  for (int64_t t = 0; t < T; ++t) {
+    node_t.push_back(to_tensor(node[t]));
+    batch_t.push_back(disjoint ? to_tensor(batch[t]) : at::empty({0}, at::kLong));
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    row_t.push_back(to_tensor(out_row[r]));
+    col_t.push_back(to_tensor(out_col[r]));
+    edge_t.push_back(to_tensor(out_edge[r]));
+  }
+  return {node_t, batch_t, row_t, col_t, edge_t, to_tensor(nodes_per_hop).view({T, num_hops + 1}),
+          to_tensor(edges_per_hop).slice(0, 0, R * num_hops).view({R, num_hops})};
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_cpu); }
+TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
+  m.impl("neighbor_sample", &neighbor_sample_cpu);
+  m.impl("hetero_neighbor_sample", &hetero_neighbor_sample_cpu);
+}
 
 }  // namespace pyg_accel

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -10,7 +10,10 @@ from torch import Tensor
 from .. import _build
 from ._library import check_cuda_built, ops
 
-__all__ = ['SampledSubgraph', 'neighbor_sample', 'cuda_sampling_available']
+__all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
+           'cuda_sampling_available']
+
+EdgeType = Tuple[str, str, str]
 
 
 class SampledSubgraph(NamedTuple):
@@ -178,3 +181,73 @@ def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, r
 @_build.on_load
 def _register() -> None:
     torch.library.register_fake('pyg_accel::neighbor_sample')(_fake_neighbor_sample)
+
+
+class HeteroSampledSubgraph(NamedTuple):
+    """What :func:`hetero_neighbor_sample` returns: PyG's ``HeteroSamplerOutput`` fields,
+    keyed by node type (``node``, ``batch``, ``num_sampled_nodes``) or edge type
+    (``row``, ``col``, ``edge``, ``num_sampled_edges``)."""
+    node: Dict[str, Tensor]
+    row: Dict[EdgeType, Tensor]
+    col: Dict[EdgeType, Tensor]
+    edge: Dict[EdgeType, Tensor]
+    batch: Optional[Dict[str, Tensor]]
+    num_sampled_nodes: Dict[str, List[int]]
+    num_sampled_edges: Dict[EdgeType, List[int]]
+
+
+def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[EdgeType, Tensor],
+                           seed_dict: Dict[str, Tensor], num_neighbors: Dict[EdgeType, Sequence[int]],
+                           num_nodes: Dict[str, int], replace: bool = False, disjoint: bool = False,
+                           random_seed: Optional[int] = None) -> HeteroSampledSubgraph:
+    """Multi-hop uniform sampling over a heterogeneous graph (PyG semantics).
+
+    Args:
+        colptr_dict, row_dict: CSC per edge type ``(src, rel, dst)``; ``colptr`` has
+            ``num_nodes[dst] + 1`` entries, ``row`` holds ``src`` ids.
+        seed_dict: seed ids per node type (types without seeds may be left out).
+        num_neighbors: fanouts per hop for every edge type (equal lengths).
+        num_nodes: node count per node type.
+        replace, disjoint, random_seed: as in :func:`neighbor_sample`.
+
+    Each hop expands, edge type by edge type, the nodes that each type gained in the
+    previous hop; node ids are deduplicated per type across hops.
+    """
+    edge_types = list(colptr_dict)
+    if set(row_dict) != set(edge_types) or set(num_neighbors) != set(edge_types):
+        raise ValueError('hetero_neighbor_sample: colptr_dict, row_dict and num_neighbors must share edge types')
+    node_types = list(num_nodes)
+    unknown = [et for et in edge_types if et[0] not in num_nodes or et[-1] not in num_nodes] + \
+        [t for t in seed_dict if t not in num_nodes]
+    if unknown:
+        raise ValueError(f'hetero_neighbor_sample: unknown node types in {unknown} (num_nodes has {node_types})')
+    fanouts = {et: _check_fanouts(num_neighbors[et]) for et in edge_types}
+    num_hops = len(fanouts[edge_types[0]]) if edge_types else 0
+    if any(len(f) != num_hops for f in fanouts.values()):
+        raise ValueError(f'hetero_neighbor_sample: every edge type needs {num_hops} fanouts, got '
+                         f'{ {et: len(f) for et, f in fanouts.items()} }')
+    for et in edge_types:
+        _check_graph(colptr_dict[et], row_dict[et])
+        if colptr_dict[et].is_cuda:
+            raise RuntimeError("hetero_neighbor_sample: the CUDA kernel is not written yet; keep heterogeneous "
+                               "graphs in host memory ('cpu' or 'pinned')")
+    seeds = []
+    for t in node_types:
+        s = seed_dict.get(t, torch.empty(0, dtype=torch.long))
+        if not isinstance(s, Tensor) or s.dtype not in (torch.int32, torch.int64) or s.dim() != 1:
+            raise TypeError(f'hetero_neighbor_sample: seeds of {t!r} must be a 1-D integer tensor')
+        seeds.append(s.cpu().long())
+    if random_seed is None:
+        random_seed = int(torch.randint(0, 2**62, (1,)))
+    type_index = {t: i for i, t in enumerate(node_types)}
+    out = ops().hetero_neighbor_sample(
+        [int(num_nodes[t]) for t in node_types], [type_index[et[0]] for et in edge_types],
+        [type_index[et[-1]] for et in edge_types], [colptr_dict[et] for et in edge_types],
+        [row_dict[et] for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]], num_hops,
+        bool(replace), bool(disjoint), int(random_seed))
+    node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
+    nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
+    return HeteroSampledSubgraph(
+        dict(zip(node_types, node)), dict(zip(edge_types, row)), dict(zip(edge_types, col)),
+        dict(zip(edge_types, edge)), dict(zip(node_types, batch)) if disjoint else None,
+        dict(zip(node_types, nodes_per_hop)), dict(zip(edge_types, edges_per_hop)))

@@ -13,18 +13,21 @@ it also takes a plain homogeneous ``Data``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data, FeatureStore
+from torch_geometric.data import Data, FeatureStore, HeteroData
 from torch_geometric.data import GraphStore as PyGGraphStore
-from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling,
+                                     NodeSamplerInput, SamplerOutput)
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from ..data.graph_store import GraphStore
-from ..ops.sampling import neighbor_sample
+from ..ops.sampling import hetero_neighbor_sample, neighbor_sample
+
+EdgeType = Tuple[str, str, str]
 
 __all__ = ['NeighborSampler']
 
@@ -86,8 +89,7 @@ def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]) -> _
     if not edge_attrs:
         raise ValueError('NeighborSampler: the graph store holds no edges')
     if any(attr.edge_type is not None for attr in edge_attrs):
-        raise ValueError('NeighborSampler: heterogeneous graphs are not supported by pyg_accel\'s sampler yet; '
-                         "use PyG's NeighborSampler for them")
+        raise ValueError('NeighborSampler: expected a homogeneous graph here')
     size = edge_attrs[0].size
     if size is None:
         raise ValueError('NeighborSampler: the EdgeAttr has no size; put the edges with size=(N, N)')
@@ -107,6 +109,49 @@ def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]) -> _
                 raise ValueError(f"NeighborSampler: the Data object has no attribute '{time_attr}'")
             graph.edge_time = _edge_feature(graph_store, time_attr, 'time_attr')
     return graph
+
+
+@dataclass
+class _HeteroGraph:
+    """A heterogeneous graph in CSC order per edge type."""
+    colptr: Dict[EdgeType, Tensor]
+    row: Dict[EdgeType, Tensor]
+    perm: Dict[EdgeType, Optional[Tensor]]
+    num_nodes: Dict[str, int]
+
+
+def _is_hetero(data) -> bool:
+    if isinstance(data, HeteroData):
+        return True
+    if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[1], PyGGraphStore):
+        return any(attr.edge_type is not None for attr in data[1].get_all_edge_attrs())
+    return False
+
+
+def _load_hetero_graph(data) -> _HeteroGraph:
+    if isinstance(data, HeteroData):
+        from ..data.convert import from_data
+        fs, gs = from_data(data, 'cpu')
+    else:
+        fs, gs = data
+    num_nodes: Dict[str, int] = {}
+    for attr in gs.get_all_edge_attrs():
+        if attr.size is None:
+            raise ValueError(f'NeighborSampler: edge type {attr.edge_type} has no size')
+        src, _, dst = attr.edge_type
+        num_nodes[src] = max(num_nodes.get(src, 0), int(attr.size[0]))
+        num_nodes[dst] = max(num_nodes.get(dst, 0), int(attr.size[1]))
+    if fs is not None:  # node types with features but no edges still get seeds
+        for attr in fs.get_all_tensor_attrs():
+            if isinstance(attr.group_name, str):
+                rows = fs.get_tensor_size(attr)[0]
+                num_nodes[attr.group_name] = max(num_nodes.get(attr.group_name, 0), int(rows))
+    rows, colptrs, perms = gs.csc()
+    for et, colptr in colptrs.items():
+        missing = num_nodes[et[-1]] + 1 - colptr.numel()
+        if missing > 0:
+            colptrs[et] = torch.cat([colptr, colptr[-1:].expand(missing)])
+    return _HeteroGraph(colptrs, rows, perms, num_nodes)
 
 
 def _sort_columns_by_time(graph: _Graph) -> _Graph:
@@ -163,16 +208,27 @@ class NeighborSampler(BaseSampler):
         if self.subgraph_type == SubgraphType.induced:
             raise ValueError("NeighborSampler: subgraph_type='induced' is not supported; use 'directional' or "
                              "'bidirectional'")
-        graph = _load_graph(data, weight_attr, time_attr)
-        if time_attr is not None and temporal_strategy == 'last':
-            graph = _sort_columns_by_time(graph)
-        self.colptr, self.row, self.perm, self.num_nodes = graph.colptr, graph.row, graph.perm, graph.num_nodes
-        self.edge_weight, self.node_time, self.edge_time = graph.edge_weight, graph.node_time, graph.edge_time
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
-        values = self.num_neighbors.values
-        if isinstance(values, dict):
-            raise ValueError('NeighborSampler: per-edge-type num_neighbors needs a heterogeneous graph')
-        self.fanouts = list(values)
+        self.hetero: Optional[_HeteroGraph] = None
+        self.edge_weight = self.node_time = self.edge_time = None
+        if _is_hetero(data):
+            if weight_attr is not None or time_attr is not None:
+                raise ValueError('NeighborSampler: weighted and temporal sampling of heterogeneous graphs are not '
+                                 "supported by pyg_accel's sampler yet")
+            self.hetero = _load_hetero_graph(data)
+            edge_types = list(self.hetero.colptr)
+            self.fanouts_dict = {et: list(v) for et, v in self.num_neighbors.get_values(edge_types).items()}
+            self.colptr = next(iter(self.hetero.colptr.values()))
+            self.num_nodes = dict(self.hetero.num_nodes)
+        else:
+            graph = _load_graph(data, weight_attr, time_attr)
+            if time_attr is not None and temporal_strategy == 'last':
+                graph = _sort_columns_by_time(graph)
+            self.colptr, self.row, self.perm, self.num_nodes = graph.colptr, graph.row, graph.perm, graph.num_nodes
+            self.edge_weight, self.node_time, self.edge_time = graph.edge_weight, graph.node_time, graph.edge_time
+            if isinstance(self.num_neighbors.values, dict):
+                raise ValueError('NeighborSampler: per-edge-type num_neighbors needs a heterogeneous graph')
+            self.fanouts = list(self.num_neighbors.values)
         self.replace = bool(replace)
         self.disjoint = bool(disjoint) or self.is_temporal  # as PyG: one tree per seed and time
         self.temporal_strategy = temporal_strategy
@@ -187,8 +243,8 @@ class NeighborSampler(BaseSampler):
         return self.colptr.device
 
     @property
-    def edge_permutation(self) -> Optional[Tensor]:
-        return self.perm
+    def edge_permutation(self):
+        return self.hetero.perm if self.hetero is not None else self.perm
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
         return node_sample(index, self._sample)
@@ -197,9 +253,11 @@ class NeighborSampler(BaseSampler):
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
         return edge_sample(index, self._sample, self.num_nodes, self.disjoint, self.node_time, neg_sampling)
 
-    def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None, **kwargs) -> SamplerOutput:
+    def _sample(self, seed, seed_time=None, **kwargs):
+        if self.hetero is not None:
+            return self._sample_hetero(seed, seed_time)
         if isinstance(seed, dict):
-            raise ValueError("NeighborSampler: heterogeneous seeds are not supported by pyg_accel's sampler yet")
+            raise ValueError('NeighborSampler: heterogeneous seeds for a homogeneous graph')
         if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
         random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
@@ -208,6 +266,22 @@ class NeighborSampler(BaseSampler):
                               None if seed_time is None else seed_time.to(self.device), self.temporal_strategy)
         result = SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
                                num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
+        if self.subgraph_type == SubgraphType.bidirectional:
+            result = result.to_bidirectional()
+        return result
+
+    def _sample_hetero(self, seed: Dict[str, Tensor], seed_time=None) -> HeteroSamplerOutput:
+        if not isinstance(seed, dict):
+            raise ValueError("NeighborSampler: a heterogeneous graph needs seeds keyed by node type (pass "
+                             "input_nodes=('node_type', ids))")
+        if seed_time is not None:
+            raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
+        random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
+        out = hetero_neighbor_sample(self.hetero.colptr, self.hetero.row, seed, self.fanouts_dict,
+                                     self.hetero.num_nodes, self.replace, self.disjoint, random_seed)
+        result = HeteroSamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
+                                     num_sampled_nodes=out.num_sampled_nodes,
+                                     num_sampled_edges=out.num_sampled_edges)
         if self.subgraph_type == SubgraphType.bidirectional:
             result = result.to_bidirectional()
         return result
