@@ -8,7 +8,7 @@ It plugs into PyG's own loaders::
     LinkNeighborLoader((fs, gs), [15, 10, 5], neighbor_sampler=sampler, edge_label_index=...)
 
 and reads the CSC held by a :class:`pyg_accel.data.GraphStore` directly (no copy);
-it also takes a plain homogeneous ``Data``.
+it also takes a plain ``Data`` or ``HeteroData``.
 """
 from __future__ import annotations
 
@@ -167,12 +167,14 @@ def _sort_columns_by_time(graph: _Graph) -> _Graph:
 
 
 class NeighborSampler(BaseSampler):
-    r"""Multi-hop uniform neighbour sampling with PyG's ``NeighborSampler`` semantics.
+    r"""Multi-hop neighbour sampling (uniform, weighted or temporal; homogeneous or
+    heterogeneous) with PyG's ``NeighborSampler`` semantics.
 
     Args:
         data: ``(feature_store, graph_store)`` (our :class:`~pyg_accel.data.GraphStore`
-            or any PyG GraphStore with a homogeneous graph) or a homogeneous ``Data``.
-        num_neighbors: fanout per hop (``-1`` = all neighbours).
+            or any PyG GraphStore), a ``Data`` or a ``HeteroData``.
+        num_neighbors: fanout per hop (``-1`` = all neighbours); for heterogeneous
+            graphs also a dict of such lists per edge type.
         subgraph_type: ``'directional'`` (sampled edges only) or ``'bidirectional'``
             (each sampled edge also reversed); ``'induced'`` is not supported.
         replace: sample with replacement.
@@ -218,7 +220,6 @@ class NeighborSampler(BaseSampler):
             self.hetero = _load_hetero_graph(data)
             edge_types = list(self.hetero.colptr)
             self.fanouts_dict = {et: list(v) for et, v in self.num_neighbors.get_values(edge_types).items()}
-            self.colptr = next(iter(self.hetero.colptr.values()))
             self.num_nodes = dict(self.hetero.num_nodes)
         else:
             graph = _load_graph(data, weight_attr, time_attr)
@@ -240,6 +241,9 @@ class NeighborSampler(BaseSampler):
 
     @property
     def device(self) -> torch.device:
+        """Where the graph is read (and so where batches are sampled)."""
+        if self.hetero is not None:
+            return next(iter(self.hetero.colptr.values())).device
         return self.colptr.device
 
     @property
