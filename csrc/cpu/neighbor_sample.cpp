@@ -17,26 +17,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../sampling_rng.h"
+
 namespace pyg_accel {
 namespace {
-
-inline uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// A uniform integer in [0, bound) that depends only on (key, draw).
-inline int64_t uniform_below(uint64_t key, uint64_t draw, int64_t bound) {
-  const uint64_t r = mix64(key ^ mix64(draw + 0x632BE59BD9B4E019ull));
-  return static_cast<int64_t>((static_cast<unsigned __int128>(r) * static_cast<uint64_t>(bound)) >> 64);
-}
-
-int64_t num_to_draw(int64_t fanout, int64_t degree, bool replace) {
-  if (fanout < 0 || (!replace && degree <= fanout)) return degree;
-  return degree > 0 ? fanout : 0;
-}
 
 // Writes the CSC positions of the neighbours drawn for one frontier node.
 void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t* out) {
@@ -204,12 +188,12 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
       offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
     }
     std::vector<int64_t> drawn(offset[m]);
-    const uint64_t hop_key = mix64(static_cast<uint64_t>(random_seed) ^ mix64(hop + 1));
+    const uint64_t key_of_hop = hop_key(random_seed, static_cast<int64_t>(hop));
     at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t v = node[frontier[i]];
         const int64_t start = colptr[v], degree = colptr[v + 1] - start;
-        const uint64_t key = mix64(hop_key ^ mix64(static_cast<uint64_t>(i)));
+        const uint64_t key = slot_key(key_of_hop, i);
         if (temporal) {
           count[i] = draw_temporal(start, degree, fanout, replace, last, key, seed_time[batch[frontier[i]]], row,
                                    node_time, edge_time, drawn.data() + offset[i]);
@@ -299,7 +283,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
   }
   for (int64_t hop = 0; hop < num_hops; ++hop) {
     std::vector<std::vector<int64_t>> next(T);
-    const uint64_t hop_key = mix64(static_cast<uint64_t>(random_seed) ^ mix64(hop + 1));
+    const uint64_t key_of_hop = hop_key(random_seed, hop);
     for (int64_t r = 0; r < R; ++r) {
       const int64_t s_t = src_type[r], d_t = dst_type[r], fanout = num_neighbors[r * num_hops + hop];
       const int64_t* colptr = colptrs[r].data_ptr<int64_t>();
@@ -312,12 +296,12 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
         offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
       }
       std::vector<int64_t> drawn(offset[m]);
-      const uint64_t type_key = mix64(hop_key ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
+      const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           const int64_t v = node[d_t][from[i]];
           draw_neighbors(colptr[v], colptr[v + 1] - colptr[v], fanout, replace,
-                         mix64(type_key ^ mix64(static_cast<uint64_t>(i))), drawn.data() + offset[i]);
+                         slot_key(type_key, i), drawn.data() + offset[i]);
         }
       });
       const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);

@@ -21,28 +21,13 @@
 #include <tuple>
 #include <vector>
 
+#include "../sampling_rng.h"
+
 namespace pyg_accel {
 namespace {
 
 constexpr int kBlock = 256;
 constexpr unsigned long long kEmpty = ~0ull;
-
-__device__ __forceinline__ uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-__device__ __forceinline__ int64_t uniform_below(uint64_t key, uint64_t draw, int64_t bound) {
-  const uint64_t r = mix64(key ^ mix64(draw + 0x632BE59BD9B4E019ull));
-  return static_cast<int64_t>(__umul64hi(r, static_cast<uint64_t>(bound)));
-}
-
-__device__ __forceinline__ int64_t num_to_draw(int64_t fanout, int64_t degree, bool replace) {
-  if (fanout < 0 || (!replace && degree <= fanout)) return degree;
-  return degree > 0 ? fanout : 0;
-}
 
 // Open addressing over 64-bit keys; returns the key's slot (inserting it if new).
 __device__ __forceinline__ int64_t hash_insert(unsigned long long* keys, int64_t mask, unsigned long long key) {
@@ -113,14 +98,14 @@ __global__ void count_kernel(const int64_t* colptr, const int64_t* node, const i
 // resolves every drawn edge to its neighbour, tree and hash slot.
 __global__ void draw_kernel(const int64_t* colptr, const int64_t* row, const int64_t* node, const int64_t* batch,
                             const int64_t* frontier, const int64_t* frontier_size, const int64_t* offsets,
-                            const int64_t* counts, int64_t bound, int64_t fanout, bool replace, uint64_t hop_key,
+                            const int64_t* counts, int64_t bound, int64_t fanout, bool replace, uint64_t key_of_hop,
                             bool disjoint, int64_t stride, Table t, int64_t* pos, int64_t* seg, int64_t* nbr,
                             int64_t* tree, int64_t* slot_of) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= bound || i >= *frontier_size) return;
   const int64_t v = node[frontier[i]];
   const int64_t start = colptr[v], degree = colptr[v + 1] - start, k = counts[i];
-  const uint64_t key = mix64(hop_key ^ mix64(static_cast<uint64_t>(i)));
+  const uint64_t key = slot_key(key_of_hop, i);
   int64_t* out = pos + (offsets[i] - k);  // offsets are inclusive sums
   if (k == degree && (fanout < 0 || !replace)) {
     for (int64_t j = 0; j < degree; ++j) out[j] = start + j;
@@ -170,13 +155,6 @@ __global__ void advance_kernel(const int64_t* rank_inclusive, int64_t bound, int
   *node_count += added;
   *frontier_size = added;
   nodes_per_hop[hop] = added;
-}
-
-uint64_t mix64_host(uint64_t x) {  // mix64 on the host (the CPU kernel's hop key)
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
 }
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
@@ -268,11 +246,11 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
     at::Tensor pos = at::empty({eb}, opts), seg = at::empty({eb}, opts), nbr = at::empty({eb}, opts),
                tree = at::empty({eb}, opts);
     slot_of = at::empty({eb}, opts);
-    const uint64_t hop_key = mix64_host(static_cast<uint64_t>(random_seed) ^ mix64_host(static_cast<uint64_t>(h + 1)));
+    const uint64_t key_of_hop = hop_key(random_seed, h);
     draw_kernel<<<grid_for(fb), kBlock, 0, stream>>>(
         colptr.data_ptr<int64_t>(), row.data_ptr<int64_t>(), node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(),
         frontier.data_ptr<int64_t>(), frontier_size, offsets.data_ptr<int64_t>(), counts.data_ptr<int64_t>(), fb,
-        num_neighbors[h], replace, hop_key, disjoint, stride, t, pos.data_ptr<int64_t>(), seg.data_ptr<int64_t>(),
+        num_neighbors[h], replace, key_of_hop, disjoint, stride, t, pos.data_ptr<int64_t>(), seg.data_ptr<int64_t>(),
         nbr.data_ptr<int64_t>(), tree.data_ptr<int64_t>(), slot_of.data_ptr<int64_t>());
     is_new = at::empty({eb}, opts);
     flag_new_kernel<<<grid_for(eb), kBlock, 0, stream>>>(slot_of.data_ptr<int64_t>(), edge_count.data_ptr<int64_t>(),
