@@ -83,6 +83,17 @@ __device__ __forceinline__ uint4 load_vec<uint4>(const uint4* p) {
 }
 #endif
 
+// Where logical row `row` of table t starts (its shard's base pointer plus its offset
+// there), or nullptr for an out-of-range row: such rows are never read (the Python
+// wrapper rejects them before launch unless the caller opted out) and come back zeroed.
+template <typename vec_t>
+__device__ __forceinline__ const vec_t* row_address(const TableArgs& t, int64_t row) {
+  if (row < 0 || row >= t.num_rows) return nullptr;
+  int s = 0;
+  while (s + 1 < t.num_shards && row >= t.row_begin[s + 1]) ++s;
+  return reinterpret_cast<const vec_t*>(t.shard_ptr[s]) + (row - t.row_begin[s]) * t.vecs_per_row;
+}
+
 template <typename index_t>
 __device__ __forceinline__ void load_ids(int64_t (&rows)[kUnroll], const index_t* __restrict__ index,
                                          int64_t base, int64_t stride, int64_t n) {
@@ -117,15 +128,7 @@ __device__ __forceinline__ void gather_one_table(const TableArgs& t, const index
     const vec_t* src[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t row = rows[u];
-      src[u] = nullptr;
-      // Out-of-range rows are never read (the Python wrapper rejects them before
-      // launch unless the caller opted out); they come back zeroed.
-      if (row >= 0 && row < t.num_rows) {
-        int s = 0;
-        while (s + 1 < t.num_shards && row >= t.row_begin[s + 1]) ++s;
-        src[u] = reinterpret_cast<const vec_t*>(t.shard_ptr[s]) + (row - t.row_begin[s]) * t.vecs_per_row;
-      }
+      src[u] = row_address<vec_t>(t, rows[u]);
     }
     for (int64_t c = lane; c < t.vecs_per_row; c += group) {
       vec_t v[kUnroll];
@@ -193,12 +196,7 @@ __device__ void gather_table_async(const TableArgs& t, const index_t* __restrict
     const int64_t first = batch * rows;
     const uint4* mine = nullptr;  // lane r resolves row r of the batch
     if (lane < rows && first + lane < n) {
-      const int64_t row = static_cast<int64_t>(__ldg(index + first + lane));
-      if (row >= 0 && row < t.num_rows) {
-        int s = 0;
-        while (s + 1 < t.num_shards && row >= t.row_begin[s + 1]) ++s;
-        mine = reinterpret_cast<const uint4*>(t.shard_ptr[s]) + (row - t.row_begin[s]) * vpr;
-      }
+      mine = row_address<uint4>(t, static_cast<int64_t>(__ldg(index + first + lane)));
     }
     for (int k0 = 0; k0 < stage_vecs; k0 += 32) {  // every lane shuffles, so no early exit
       const int k = k0 + lane;
