@@ -2,8 +2,7 @@
 per-hop PyTorch implementation, on the same synthetic graph, seeds and fanouts.
 
 For each fanout list and batch size: median time per batch over random seed batches,
-sampled edges per second, and host time per batch (until the call returns, before
-any device sync). Features are excluded: this is sampling (with dedup and relabel) only.
+sampled edges per second, and host time per batch (the calling thread's CPU time). Features are excluded: this is sampling (with dedup and relabel) only.
 
 * ours:         pyg_accel.ops.neighbor_sample on the graph's device (--device);
 * per-hop:      pyg_accel.sampler.reference.per_hop_neighbor_sample (PyTorch ops, one
@@ -35,22 +34,26 @@ from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
 FANOUTS = {'15-10-5': [15, 10, 5], '10-10-10': [10, 10, 10]}
 
 
-def time_batches(fn, batches, device):
-    """Median total and host seconds per call, and the median number of sampled edges."""
+def time_batches(fn, batches, device, warmup=2):
+    """Median wall and host seconds per call, and the median number of sampled edges.
+
+    Host time is the CPU time of the calling thread during the call
+    (``time.thread_time``): launches and bookkeeping, not time asleep waiting for the
+    GPU (our op waits on a blocking-sync event; a spinning wait counts as host time)."""
     def sync():
         if device.type == 'cuda':
             torch.cuda.synchronize(device)
-    fn(batches[0])  # warm-up
+    for seeds in batches[:warmup]:
+        fn(seeds)
     totals, hosts, edges = [], [], []
-    for seeds in batches[1:]:
+    for seeds in batches[warmup:]:
         sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         out = fn(seeds)
-        t1 = time.perf_counter()
         sync()
-        t2 = time.perf_counter()
-        hosts.append(t1 - t0)
-        totals.append(t2 - t0)
+        t1, c1 = time.perf_counter(), time.thread_time()
+        hosts.append(c1 - c0)
+        totals.append(t1 - t0)
         edges.append(out)
     return statistics.median(totals), statistics.median(hosts), statistics.median(edges)
 
@@ -98,7 +101,7 @@ def main(argv=None) -> dict:
         for batch_size in args.batch_sizes:
             def seed_batches(count):
                 return [train[torch.randperm(train.numel(), generator=gen)[:batch_size].to(train.device)]
-                        for _ in range(count + 1)]
+                        for _ in range(count + 2)]
             methods = {'per-hop torch': (lambda s: per_hop_neighbor_sample(colptr, row, s, fanouts).row.numel(),
                                          args.batches)}
             if device.type == 'cpu' or cuda_sampler:

@@ -30,6 +30,12 @@ PYG_ACCEL_HD int64_t uniform_below(uint64_t key, uint64_t draw, int64_t bound) {
 #endif
 }
 
+// A uniform double in (0, 1] that depends only on (key, draw).
+PYG_ACCEL_HD double uniform_open(uint64_t key, uint64_t draw) {
+  const uint64_t r = mix64(key ^ mix64(draw + 0x632BE59BD9B4E019ull));
+  return (static_cast<double>(r >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+}
+
 // The key of hop `hop` (0-based) of a sample seeded with `random_seed`.
 PYG_ACCEL_HD uint64_t hop_key(int64_t random_seed, int64_t hop) {
   return mix64(static_cast<uint64_t>(random_seed) ^ mix64(static_cast<uint64_t>(hop + 1)));

@@ -55,13 +55,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def default_locations(mode: str, device: torch.device):
-    """(feature location, graph location): the GPU when training there; for mini-batches
-    the graph stays in pinned host memory until pyg_accel's CUDA sampler lands (issue 3),
-    while features are still gathered by the GPU."""
+def default_locations(device: torch.device):
+    """(feature location, graph location): the GPU when training there (mini-batches are
+    then sampled by pyg_accel's CUDA sampler and gathered on the GPU), else the CPU."""
     if device.type != 'cuda':
         return 'cpu', 'cpu'
-    return 'cuda', ('cuda' if mode == 'full' else 'pinned')
+    return 'cuda', 'cuda'
 
 
 def build_model(args, num_features: int, num_classes: int) -> torch.nn.Module:
@@ -168,7 +167,7 @@ def main(argv=None) -> dict:
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
     load_s = time.perf_counter() - start
-    feature_location, graph_location = default_locations(args.mode, device)
+    feature_location, graph_location = default_locations(device)
     fs, gs = from_data(dataset.data, location=args.location or feature_location,
                        graph_location=args.location or graph_location)
     print(f'{dataset}\ndevice {device}; features: {fs.location}, graph: {gs.location}; loaded in {load_s:.1f} s')

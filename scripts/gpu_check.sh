@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Build, CUDA tests, example and benchmarks on a GPU machine, in one command.
 #
-#   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [cuda-sampler]
-#   (default: the first four; cuda-sampler runs the sampling tests and benchmark with the
-#   not-yet-validated CUDA sampler enabled)
+#   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling]
+#   (default: all five; bench = gather benchmark, sampling = sampler benchmark)
 #
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
 # repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds the
@@ -13,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-gpu-out}}
 shift || true
-STAGES=${*:-build tests example bench}
+STAGES=${*:-build tests example bench sampling}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 export PYG_ACCEL_CACHE_DIR=${PYG_ACCEL_CACHE_DIR:-$PWD/.build-cache}
@@ -39,11 +38,7 @@ for stage in $STAGES; do
     tests) run tests python3 -m pytest tests -q -rs -p no:cacheprovider ;;
     example) run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example" ;;
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
-    cuda-sampler)
-      PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1 run sampler-tests python3 -m pytest tests/test_sampling.py \
-        tests/test_sampler.py -q -x -rs -p no:cacheprovider
-      PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1 run sampler-bench python3 benchmarks/sampling.py --preset products \
-        --device cuda --out "$OUT_DIR" ;;
+    sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     *) echo "unknown stage $stage"; status=1 ;;
   esac
 done

@@ -11,9 +11,10 @@ from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.sampler import NeighborSampler
 
-from conftest import paper_author_graph
+from conftest import HAS_CUDA, paper_author_graph
 
 WITH_CPU_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
+LOCATIONS = ['cpu'] + (['cuda'] if HAS_CUDA else [])
 
 
 @pytest.fixture(scope='module')
@@ -21,16 +22,26 @@ def dataset():
     return load_dataset('default')
 
 
+@pytest.fixture(scope='module', params=['cpu'] + (['cuda'] if HAS_CUDA else []))
+def stores(dataset, request):
+    """Stores on the CPU (CPU sampler) and, on a GPU machine, on the GPU (CUDA sampler)."""
+    return from_data(dataset.data, request.param)
+
+
 @pytest.fixture(scope='module')
-def stores(dataset):
+def cpu_stores(dataset):
     return from_data(dataset.data, 'cpu')
 
 
 def check_batch(batch, data, seeds):
-    """Seeds first, features of the right nodes, edges that exist, hop counts consistent."""
-    assert torch.equal(batch.n_id[:batch.batch_size], seeds)
-    assert torch.equal(batch.x.cpu(), data.x[batch.n_id.cpu()]) and torch.equal(batch.y.cpu(), data.y[batch.n_id.cpu()])
-    assert torch.equal(batch.n_id[batch.edge_index].cpu(), data.edge_index[:, batch.e_id.cpu()])
+    """Seeds first, features of the right nodes, edges that exist, hop counts consistent;
+    the batch stays on the stores' device."""
+    device = batch.edge_index.device
+    assert batch.n_id.device == batch.x.device == device
+    n_id, e_id, edge_index = batch.n_id.cpu(), batch.e_id.cpu(), batch.edge_index.cpu()
+    assert torch.equal(n_id[:batch.batch_size], seeds)
+    assert torch.equal(batch.x.cpu(), data.x[n_id]) and torch.equal(batch.y.cpu(), data.y[n_id])
+    assert torch.equal(n_id[edge_index], data.edge_index[:, e_id])
     assert sum(batch.num_sampled_nodes) == batch.num_nodes and sum(batch.num_sampled_edges) == batch.num_edges
 
 
@@ -50,7 +61,7 @@ def test_node_loader_with_our_sampler(dataset, stores):
     seeds = dataset.split['valid'][:64]
     batch = next(iter(NodeLoader(stores, node_sampler=sampler, input_nodes=seeds, batch_size=64)))
     check_batch(batch, dataset.data, seeds)
-    assert torch.equal(batch.batch[:64], torch.arange(64))
+    assert torch.equal(batch.batch[:64].cpu(), torch.arange(64))
 
 
 @pytest.mark.parametrize('neg_sampling', ['binary', 'triplet'])
@@ -60,7 +71,7 @@ def test_link_neighbor_loader_with_negatives(dataset, stores, neg_sampling):
     edges = dataset.data.edge_index[:, :256]
     loader = LinkNeighborLoader(stores, [5, 5], neighbor_sampler=sampler, edge_label_index=(None, edges),
                                 batch_size=64, neg_sampling=neg_sampling, shuffle=False)
-    batch = next(iter(loader))
+    batch = next(iter(loader)).cpu()
     assert torch.equal(batch.n_id[batch.edge_index], dataset.data.edge_index[:, batch.e_id])
     if neg_sampling == 'binary':
         assert batch.edge_label.sum() == 64 and batch.edge_label_index.shape == (2, 128)
@@ -86,6 +97,7 @@ def test_bidirectional(stores):
     sampler = NeighborSampler(stores, [3, 3], subgraph_type='bidirectional')
     out = sampler._sample(torch.arange(20))
     pairs = set(zip(out.row.tolist(), out.col.tolist()))
+    assert len(pairs) > 0
     assert all((c, r) in pairs for r, c in pairs)
 
 
@@ -123,8 +135,8 @@ def test_matches_stock_pyg_sampler(dataset, stores):
     ours = next(iter(NeighborLoader(stores, [-1, -1], neighbor_sampler=NeighborSampler(stores, [-1, -1]),
                                     input_nodes=seeds, batch_size=256)))
     ref = next(iter(NeighborLoader(dataset.data, [-1, -1], input_nodes=seeds, batch_size=256)))
-    assert torch.equal(ours.n_id.sort().values, ref.n_id.sort().values)
-    assert torch.equal(ours.e_id.sort().values, ref.e_id.sort().values)
+    assert torch.equal(ours.n_id.sort().values.cpu(), ref.n_id.sort().values)
+    assert torch.equal(ours.e_id.sort().values.cpu(), ref.e_id.sort().values)
     # random fanouts: the same node and edge counts on average (torch-sparse's sampler
     # reports no per-hop counts, so compare totals)
     torch.manual_seed(0)
@@ -141,9 +153,10 @@ def test_matches_stock_pyg_sampler(dataset, stores):
 
 
 def test_training_with_our_sampler_lowers_the_loss(dataset, stores):
+    device = stores[0].location.device
     from torch_geometric.nn.models import GraphSAGE
     torch.manual_seed(0)
-    model = GraphSAGE(dataset.num_features, 32, 2, dataset.num_classes)
+    model = GraphSAGE(dataset.num_features, 32, 2, dataset.num_classes).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     loader = pyg_accel.loader.NeighborLoader(stores, [10, 5], input_nodes=dataset.split['train'], batch_size=256,
                                              shuffle=True)
@@ -160,13 +173,15 @@ def test_training_with_our_sampler_lowers_the_loss(dataset, stores):
     assert losses[2] < losses[0] * 0.8
 
 
-def test_weighted_sampling_through_the_loader(dataset):
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_weighted_sampling_through_the_loader(dataset, location):
     data = dataset.data.clone()
     data.edge_weight = (data.edge_index[0] % 2 == 0).float()  # only even neighbours can be drawn
-    fs, gs = from_data(data, 'cpu')
+    fs, gs = from_data(data, location)
     sampler = NeighborSampler((fs, gs), [5, 5], weight_attr='edge_weight')
     batch = next(iter(NeighborLoader((fs, gs), [5, 5], neighbor_sampler=sampler, input_nodes=dataset.split['train'],
                                      batch_size=128)))
+    assert batch.edge_index.device.type == location
     assert batch.num_edges > 0 and bool((batch.n_id[batch.edge_index[0]] % 2 == 0).all())
     sampler = NeighborSampler(data, [5], weight_attr='edge_weight')  # from a Data object
     out = sampler._sample(torch.arange(50))
@@ -175,8 +190,9 @@ def test_weighted_sampling_through_the_loader(dataset):
         NeighborSampler(data, [5], weight_attr='w')
 
 
+@pytest.mark.parametrize('location', LOCATIONS)
 @pytest.mark.parametrize('strategy', ['uniform', 'last'])
-def test_temporal_node_time_through_the_loader(dataset, strategy):
+def test_temporal_node_time_through_the_loader(dataset, strategy, location):
     data = dataset.data.clone()
     data.time = torch.randint(0, 100, (data.num_nodes,))
     seeds = dataset.split['train'][:128]
@@ -188,10 +204,11 @@ def test_temporal_node_time_through_the_loader(dataset, strategy):
         sampled = batch.n_id[batch.batch_size:]
         assert bool((data.time[sampled] <= 50).all()) and batch.num_edges > 0
         assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
-    fs, gs = from_data(data, 'cpu')  # node time read from the FeatureStore
+    fs, gs = from_data(data, location)  # node time read from the FeatureStore
     sampler = NeighborSampler((fs, gs), [5], time_attr='time', temporal_strategy=strategy)
     out = sampler._sample(seeds[:10], seed_time=torch.full((10,), 30))
-    assert bool((data.time[out.node[10:]] <= 30).all())
+    assert out.node.device.type == location and out.node.numel() > 10
+    assert bool((data.time[out.node[10:].cpu()] <= 30).all())
 
 
 def test_temporal_last_takes_the_most_recent(dataset):

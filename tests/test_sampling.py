@@ -7,7 +7,7 @@ import torch
 from pyg_accel.data import GraphStore
 from pyg_accel.ops import neighbor_sample
 
-from conftest import HAS_CUDA, cuda_sampling_built
+from conftest import HAS_CUDA, cuda_sampling_built, poison_cuda_allocator, requires_cuda
 
 FANOUTS = [[3], [2, 2], [-1, 2], [4, 0, 3], []]
 
@@ -186,15 +186,6 @@ def test_bad_input(sample_device):
         neighbor_sample(colptr, row.float(), torch.tensor([1], device=sample_device), [2])
 
 
-@pytest.mark.skipif(not HAS_CUDA, reason='needs a CUDA GPU')
-def test_cuda_graph_without_the_cuda_kernel_is_a_clear_error():
-    if cuda_sampling_built():
-        pytest.skip('the CUDA sampling kernel is built')
-    colptr, row = random_graph(device='cuda')
-    with pytest.raises(RuntimeError, match="keep the graph in host memory"):
-        neighbor_sample(colptr, row, torch.tensor([1], device='cuda'), [2])
-
-
 # Against the per-hop PyTorch reference ############################################
 
 from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
@@ -324,19 +315,81 @@ def test_temporal_bad_input(sample_device):
         neighbor_sample(colptr, row, seeds, [2], disjoint=True, node_time=node_time, temporal_strategy='first')
 
 
+CPU_CUDA_MODES = ['uniform', 'weighted', 'temporal-uniform', 'temporal-last']
+
+
+@requires_cuda
+@pytest.mark.parametrize('mode', CPU_CUDA_MODES)
 @pytest.mark.parametrize('disjoint', [False, True])
 @pytest.mark.parametrize('replace', [False, True])
-def test_cpu_and_cuda_give_the_same_sample(disjoint, replace):
-    """Same RNG, same algorithm, first-seen relabelling: sample-for-sample equal."""
-    if not cuda_sampling_built():
-        pytest.skip('needs the CUDA sampler (PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1 on a GPU)')
+def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace):
+    """Same RNG, same algorithm, first-seen relabelling: sample-for-sample equal. Four
+    batches per setting: the first runs the kernels, the next ones replay the CUDA
+    graph of the cached plan with new seeds and new random seeds."""
+    if mode.startswith('temporal') and not disjoint:
+        pytest.skip('temporal sampling needs disjoint=True')
     colptr, row = random_graph(3000, 60_000)
-    seed = torch.randint(0, 2990, (500,))
-    cpu = neighbor_sample(colptr, row, seed, [10, 5, -1], replace, disjoint, random_seed=21)
-    gpu = neighbor_sample(colptr.cuda(), row.cuda(), seed.cuda(), [10, 5, -1], replace, disjoint, random_seed=21)
-    for a, b in zip(cpu[:4], gpu[:4]):
-        assert torch.equal(a, b.cpu())
-    assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges
+    g = torch.Generator().manual_seed(5)
+    extra = {}
+    if mode == 'weighted':
+        w = torch.rand(row.numel(), generator=g)
+        w[torch.rand(row.numel(), generator=g) < 0.2] = 0  # zero weights are never drawn
+        extra['edge_weight'] = w
+    elif mode.startswith('temporal'):
+        extra = dict(node_time=torch.randint(0, 100, (3000,), generator=g),
+                     edge_time=torch.randint(0, 100, (row.numel(),), generator=g),
+                     temporal_strategy=mode.split('-')[1])
+    on_gpu = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in extra.items()}
+    colptr_gpu, row_gpu = colptr.cuda(), row.cuda()
+    for batch in range(4):
+        seed = torch.randint(0, 2990, (500,), generator=g)
+        if mode.startswith('temporal'):
+            extra['seed_time'] = torch.randint(20, 100, (500,), generator=g)
+            on_gpu['seed_time'] = extra['seed_time'].cuda()
+        poison_cuda_allocator()
+        cpu = neighbor_sample(colptr, row, seed, [10, 5, -1], replace, disjoint, random_seed=21 + batch, **extra)
+        gpu = neighbor_sample(colptr_gpu, row_gpu, seed.cuda(), [10, 5, -1], replace, disjoint,
+                              random_seed=21 + batch, **on_gpu)
+        for name, a, b in zip(['node', 'row', 'col', 'edge'], cpu[:4], gpu[:4]):
+            assert torch.equal(a, b.cpu()), f'{name} differs in batch {batch}'
+        if disjoint:
+            assert torch.equal(cpu.batch, gpu.batch.cpu())
+        assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges
+
+
+@requires_cuda
+def test_cuda_plans_without_graph_capture_agree(monkeypatch):
+    colptr, row = random_graph(500, 5000, device='cuda')
+    seed = torch.arange(0, 400, 7, device='cuda')
+    replayed = [neighbor_sample(colptr, row, seed, [4, 4], random_seed=s) for s in range(3)]
+    monkeypatch.setenv('PYG_ACCEL_SAMPLER_CUDA_GRAPHS', '0')
+    colptr2, row2 = colptr.clone(), row.clone()  # a new plan, run eagerly
+    for s, want in enumerate(replayed):
+        got = neighbor_sample(colptr2, row2, seed, [4, 4], random_seed=s)
+        assert torch.equal(got.node, want.node) and torch.equal(got.row, want.row)
+
+
+@requires_cuda
+def test_cuda_plan_follows_in_place_graph_edits():
+    """A plan is keyed by its tensors' versions: editing the graph in place is seen."""
+    colptr, row = random_graph(200, 2000, device='cuda')
+    seed = torch.arange(0, 150, 3, device='cuda')
+    for _ in range(2):
+        neighbor_sample(colptr, row, seed, [3], random_seed=1)
+    row.zero_()  # every edge now comes from node 0
+    out = neighbor_sample(colptr, row, seed, [3], random_seed=1)
+    assert bool((out.node[out.row] == 0).all())
+
+
+@requires_cuda
+def test_cuda_bad_seed_after_a_good_batch_is_an_error_and_the_plan_recovers():
+    colptr, row = random_graph(device='cuda')
+    seed = torch.tensor([1, 2, 3], device='cuda')
+    good = neighbor_sample(colptr, row, seed, [2, 2], random_seed=4)
+    with pytest.raises(IndexError, match='seed 60 is out of range'):
+        neighbor_sample(colptr, row, torch.tensor([1, 60, 3], device='cuda'), [2, 2], random_seed=4)
+    again = neighbor_sample(colptr, row, seed, [2, 2], random_seed=4)
+    assert torch.equal(good.node, again.node) and torch.equal(good.row, again.row)
 
 
 # Heterogeneous op ############################################################

@@ -49,16 +49,11 @@ void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace,
   }
 }
 
-// Uniform double in (0, 1] from (key, draw).
-inline double uniform_open(uint64_t key, uint64_t draw) {
-  const uint64_t r = mix64(key ^ mix64(draw + 0x632BE59BD9B4E019ull));
-  return (static_cast<double>(r >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-}
-
 // Weighted draws (probability proportional to weight). Without replacement: the
 // Efraimidis-Spirakis keys u^(1/w), the k largest kept (the same distribution as
-// drawing one at a time and renormalising); with replacement: inverse-CDF draws.
-// Zero-weight edges are never drawn; k is capped at the number of positive weights.
+// drawing one at a time and renormalising), in decreasing key order; with
+// replacement: inverse-CDF draws. Zero-weight edges are never drawn; k is capped at the
+// number of positive weights, and fanout -1 takes them all in CSC order.
 int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key,
                       const double* weight, int64_t* out) {
   std::vector<std::pair<double, int64_t>> keyed;
@@ -83,7 +78,11 @@ int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replac
     }
     return fanout;
   }
-  const int64_t k = fanout < 0 ? positive : std::min(fanout, positive);
+  if (fanout < 0) {  // all positive-weight neighbours, in CSC order
+    for (int64_t j = 0; j < positive; ++j) out[j] = keyed[j].second;
+    return positive;
+  }
+  const int64_t k = std::min(fanout, positive);
   std::partial_sort(keyed.begin(), keyed.begin() + k, keyed.end(),
                     [](const auto& a, const auto& b) { return a.first > b.first; });
   for (int64_t j = 0; j < k; ++j) out[j] = keyed[j].second;

@@ -1,165 +1,657 @@
-// CUDA multi-hop neighbour sampling with PyG's semantics (see csrc/ops.cpp), v1.
+// CUDA multi-hop neighbour sampling with PyG's semantics (schema: csrc/ops.cpp).
 //
-// STATUS: compiled, not yet run on a GPU. pyg_accel.ops.neighbor_sample only routes
-// CUDA graphs here when PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1 until the tests have run.
+// A sample is a fixed sequence of kernels with no host synchronisation: every buffer
+// is sized by host-side upper bounds (batch x product of fanouts) and the kernels
+// read the actual sizes from device counters. The sequence lives in a SamplePlan,
+// one per (graph, batch size, fanouts, options), which owns its buffers, so from the
+// second call of a plan on the sequence is replayed as one CUDA graph: per batch the
+// host launches a parameter kernel, the graph, one 8-byte-per-hop count read and one
+// copy-out kernel.
 //
-// Every hop runs as a handful of asynchronous launches with no host synchronisation:
-// buffers are sized by host-side upper bounds (batch x product of fanouts), and the
-// kernels read the actual sizes from device scalars. The counts are read once, after
-// the last hop. Draws use the CPU kernel's counter-based RNG and Floyd's algorithm,
-// and dedup keeps first-seen order (an atomicMin of the edge position per hash slot),
-// so a seed gives the same sample on the CPU and the GPU.
+// Per hop (frontier = the nodes the previous hop discovered, a contiguous range of
+// local ids):
+//   count   one thread per frontier node: how many neighbours it draws;
+//   scan    inclusive sum of the counts (cub) = each node's output range;
+//   draw    one thread per frontier node that samples (Floyd without replacement,
+//           uniform with, weighted or temporal draws): the CSC positions it drew;
+//           nodes that take all their neighbours draw nothing;
+//   expand  one thread per sampled edge (degree-balanced: a hub's edges spread over
+//           as many threads as it has draws): its position, neighbour, tree, and a
+//           hash-table insert whose slot remembers the first edge that reached it;
+//   flag    an edge is new if it is the first to reach a node without a local id;
+//   scan    ranks of the new edges;
+//   assign  new nodes get consecutive local ids in first-seen order (CPU order);
+//   rows    each edge's neighbour is replaced by its local id.
+// A last kernel clears the table slots the sample used, so the table is reused.
+// Draws use the CPU kernel's counter-based RNG and algorithms (sample_draws.cuh), and
+// relabelling keeps first-seen order, so a seed gives the same sample on both devices.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cub/cub.cuh>
+
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "../sampling_rng.h"
+#include "sample_draws.cuh"
 
 namespace pyg_accel {
 namespace {
 
 constexpr int kBlock = 256;
 constexpr unsigned long long kEmpty = ~0ull;
+constexpr int64_t kNoPosition = std::numeric_limits<int64_t>::max();
 
-// Open addressing over 64-bit keys; returns the key's slot (inserting it if new).
-__device__ __forceinline__ int64_t hash_insert(unsigned long long* keys, int64_t mask, unsigned long long key) {
-  int64_t slot = static_cast<int64_t>(mix64(key) & static_cast<uint64_t>(mask));
-  while (true) {
-    const unsigned long long prev = atomicCAS(keys + slot, kEmpty, key);
-    if (prev == kEmpty || prev == key) return slot;
-    slot = (slot + 1) & mask;
-  }
-}
+enum class Mode : int { kUniform, kWeighted, kTemporalUniform, kTemporalLast };
 
+// Device pointers of a CSC graph and its optional per-edge / per-node attributes.
+struct GraphPtrs {
+  const int64_t* colptr;
+  const int64_t* row;
+  const double* weight;      // [E] or null
+  const int64_t* node_time;  // [N] or null
+  const int64_t* edge_time;  // [E] or null
+};
+
+// Open-addressing table from node key to (first edge position, local id).
 struct Table {
   unsigned long long* keys;
-  int64_t* first_pos;  // smallest position that reached the key in the current hop
+  int64_t* first_pos;  // smallest position that reached the key while it had no local id
   int64_t* local_id;   // -1 until the key's node is numbered
   int64_t mask;
 };
 
-// Seeds: insert, remember the first index of each key.
-__global__ void seed_insert_kernel(const int64_t* seed, int64_t num_seeds, bool disjoint, int64_t stride, Table t,
-                                   int64_t* slot_of) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= num_seeds) return;
-  const unsigned long long key = disjoint ? static_cast<unsigned long long>(i * stride + seed[i])
-                                          : static_cast<unsigned long long>(seed[i]);
-  const int64_t slot = hash_insert(t.keys, t.mask, key);
-  slot_of[i] = slot;
-  atomicMin(reinterpret_cast<unsigned long long*>(t.first_pos + slot), static_cast<unsigned long long>(i));
+// The device counters of one sample, in one int64 buffer:
+// [random_seed | nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed]
+// nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
+// first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
+// bad_seed = 1 + an out-of-range seed (0 if none).
+struct Counters {
+  int64_t* random_seed;
+  int64_t* nodes;
+  int64_t* edges;
+  int64_t* node_start;
+  int64_t* edge_start;
+  int64_t* bad_seed;
+  static int64_t size(int64_t hops) { return 4 * hops + 5; }
+  static Counters at(int64_t* base, int64_t hops) {
+    return {base, base + 1, base + 2 + hops, base + 2 + 2 * hops, base + 3 + 3 * hops, base + 4 + 4 * hops};
+  }
+};
+
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-// is_new[p]: position p is the first to reach a node that has no local id yet.
-__global__ void flag_new_kernel(const int64_t* slot_of, const int64_t* count_ptr, int64_t bound, Table t,
-                                int64_t* is_new) {
-  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (p >= bound) return;
-  const int64_t count = count_ptr == nullptr ? bound : *count_ptr;
+// Returns the key's slot, inserting the key if it is new.
+__device__ __forceinline__ int64_t hash_insert(const Table& t, unsigned long long key) {
+  int64_t slot = static_cast<int64_t>(mix64(key) & static_cast<uint64_t>(t.mask));
+  while (true) {
+    const unsigned long long prev = atomicCAS(t.keys + slot, kEmpty, key);
+    if (prev == kEmpty || prev == key) return slot;
+    slot = (slot + 1) & t.mask;
+  }
+}
+
+__device__ __forceinline__ void claim_first(const Table& t, int64_t slot, int64_t position) {
+  if (t.local_id[slot] < 0) {
+    atomicMin(reinterpret_cast<unsigned long long*>(t.first_pos + slot), static_cast<unsigned long long>(position));
+  }
+}
+
+// Per call, outside the graph: the seeds (and seed times) into the plan's buffers, the
+// random seed and zeroed counters, and a note of the first out-of-range seed.
+__global__ void prepare_kernel(const int64_t* seed, const int64_t* seed_time, int64_t num_seeds, int64_t num_nodes,
+                               int64_t random_seed, int64_t* seed_buf, int64_t* seed_time_buf, int64_t* counters,
+                               int64_t num_counters) {
+  const int64_t i = global_thread();
+  if (i < num_counters) counters[i] = i == 0 ? random_seed : 0;
+  if (i >= num_seeds) return;
+  const int64_t v = seed[i];
+  seed_buf[i] = v;
+  if (seed_time != nullptr) seed_time_buf[i] = seed_time[i];
+  if (v < 0 || v >= num_nodes) counters[num_counters - 1] = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
+}
+
+// Level 0: every seed is inserted; an out-of-range seed stands in as node 0 (the call
+// raises once the sample is back, but the kernels never read outside the graph).
+__global__ void seed_kernel(const int64_t* seed_buf, int64_t num_seeds, int64_t num_nodes, bool disjoint,
+                            int64_t stride, Table t, int64_t* slot_of, int64_t* nbr, int64_t* tree) {
+  const int64_t i = global_thread();
+  if (i >= num_seeds) return;
+  int64_t v = seed_buf[i];
+  if (v < 0 || v >= num_nodes) v = 0;
+  const int64_t slot = hash_insert(t, static_cast<unsigned long long>(disjoint ? i * stride + v : v));
+  slot_of[i] = slot;
+  nbr[i] = v;
+  tree[i] = i;
+  claim_first(t, slot, i);
+}
+
+// is_new[p] = position p (< count) is the first to reach a node without a local id.
+__global__ void flag_kernel(const int64_t* slot_of, const int64_t* count_ptr, int64_t static_count, int64_t len,
+                            Table t, int64_t* is_new) {
+  const int64_t p = global_thread();
+  if (p >= len) return;
+  const int64_t count = count_ptr == nullptr ? static_count : *count_ptr;
   is_new[p] = p < count && t.local_id[slot_of[p]] < 0 && t.first_pos[slot_of[p]] == p;
 }
 
-// Numbers the new nodes (first-seen order) and records them as the next frontier.
-__global__ void assign_kernel(const int64_t* is_new, const int64_t* rank, const int64_t* slot_of,
-                              const int64_t* global_id, const int64_t* batch_of, int64_t bound,
-                              const int64_t* node_count, Table t, int64_t* node, int64_t* batch, int64_t* frontier) {
-  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (p >= bound || !is_new[p]) return;
-  const int64_t id = *node_count + rank[p];
+// Numbers level `level`'s new nodes after all earlier ones, in first-seen order.
+__global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusive, const int64_t* slot_of,
+                              const int64_t* nbr, const int64_t* tree, int64_t len, int64_t level, Counters c,
+                              Table t, int64_t* node, int64_t* batch, int64_t* node_slot) {
+  const int64_t p = global_thread();
+  if (p >= len) return;
+  const int64_t base = level == 0 ? 0 : c.node_start[level - 1] + c.nodes[level - 1];
+  if (p == len - 1) {
+    c.node_start[level] = base;
+    c.nodes[level] = rank_inclusive[len - 1];
+  }
+  if (!is_new[p]) return;
+  const int64_t id = base + rank_inclusive[p] - 1;
   t.local_id[slot_of[p]] = id;
-  node[id] = global_id[p];
-  batch[id] = batch_of[p];
-  frontier[rank[p]] = id;
+  node[id] = nbr[p];
+  batch[id] = tree[p];
+  node_slot[id] = slot_of[p];
 }
 
-// Per frontier node: how many neighbours it draws (0 past the frontier's size).
-__global__ void count_kernel(const int64_t* colptr, const int64_t* node, const int64_t* frontier,
-                             const int64_t* frontier_size, int64_t bound, int64_t fanout, bool replace,
-                             int64_t* counts) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= bound) return;
-  if (i >= *frontier_size) {
-    counts[i] = 0;
+struct HopArgs {
+  GraphPtrs g;
+  Mode mode;
+  int64_t fanout;
+  bool replace;
+  int64_t hop;
+  Counters c;
+  const int64_t* node;
+  const int64_t* batch;
+  const int64_t* seed_time;  // per tree (temporal modes)
+  int64_t frontier_len;      // buffer length of counts / offsets
+  int64_t* counts;
+  int64_t* offsets;          // inclusive sums of counts
+  int64_t* drawn;            // CSC positions drawn by the sampling nodes, per hop edge
+  double* drawn_key;         // weighted scratch
+};
+
+__device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
+  return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
+}
+
+__global__ void count_kernel(HopArgs a) {
+  const int64_t i = global_thread();
+  if (i >= a.frontier_len) return;
+  if (i >= a.c.nodes[a.hop]) {
+    a.counts[i] = 0;
     return;
   }
-  const int64_t v = node[frontier[i]];
-  counts[i] = num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
+  const int64_t id = a.c.node_start[a.hop] + i, v = a.node[id];
+  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  int64_t k;
+  switch (a.mode) {
+    case Mode::kUniform: k = num_to_draw(a.fanout, degree, a.replace); break;
+    case Mode::kWeighted: k = weighted_count(a.g.weight, start, degree, a.fanout, a.replace); break;
+    default:
+      k = temporal_count(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast,
+                         a.seed_time[a.batch[id]], a.g.row, a.g.node_time, a.g.edge_time);
+  }
+  a.counts[i] = k;
 }
 
-// Draws each frontier node's neighbours (same algorithm and RNG as the CPU kernel) and
-// resolves every drawn edge to its neighbour, tree and hash slot.
-__global__ void draw_kernel(const int64_t* colptr, const int64_t* row, const int64_t* node, const int64_t* batch,
-                            const int64_t* frontier, const int64_t* frontier_size, const int64_t* offsets,
-                            const int64_t* counts, int64_t bound, int64_t fanout, bool replace, uint64_t key_of_hop,
-                            bool disjoint, int64_t stride, Table t, int64_t* pos, int64_t* seg, int64_t* nbr,
-                            int64_t* tree, int64_t* slot_of) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= bound || i >= *frontier_size) return;
-  const int64_t v = node[frontier[i]];
-  const int64_t start = colptr[v], degree = colptr[v + 1] - start, k = counts[i];
-  const uint64_t key = slot_key(key_of_hop, i);
-  int64_t* out = pos + (offsets[i] - k);  // offsets are inclusive sums
-  if (k == degree && (fanout < 0 || !replace)) {
-    for (int64_t j = 0; j < degree; ++j) out[j] = start + j;
-  } else if (replace) {
-    for (int64_t j = 0; j < k; ++j) out[j] = start + uniform_below(key, j, degree);
-  } else {
-    for (int64_t j = degree - k, n = 0; j < degree; ++j, ++n) {  // Floyd
-      int64_t cand = start + uniform_below(key, j, j + 1);
-      for (int64_t q = 0; q < n; ++q) {
-        if (out[q] == cand) {
-          cand = start + j;
-          break;
-        }
-      }
-      out[n] = cand;
-    }
+__global__ void draw_kernel(HopArgs a) {
+  const int64_t i = global_thread();
+  if (i >= a.frontier_len) return;
+  if (i == 0) {
+    const int64_t edges = a.offsets[a.frontier_len - 1];
+    a.c.edges[a.hop] = edges;
+    a.c.edge_start[a.hop + 1] = a.c.edge_start[a.hop] + edges;
   }
-  const int64_t b = batch[frontier[i]];
-  for (int64_t j = 0; j < k; ++j) {
-    const int64_t p = offsets[i] - k + j;
-    const int64_t u = row[out[j]];
-    seg[p] = i;
-    nbr[p] = u;
-    tree[p] = b;
-    const unsigned long long hkey = disjoint ? static_cast<unsigned long long>(b * stride + u)
-                                             : static_cast<unsigned long long>(u);
-    const int64_t slot = hash_insert(t.keys, t.mask, hkey);
-    slot_of[p] = slot;
-    if (t.local_id[slot] < 0) {
-      atomicMin(reinterpret_cast<unsigned long long*>(t.first_pos + slot), static_cast<unsigned long long>(p));
-    }
+  const int64_t k = a.counts[i];
+  if (i >= a.c.nodes[a.hop] || k == 0) return;
+  const int64_t id = a.c.node_start[a.hop] + i, v = a.node[id];
+  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  if (takes_all(a.mode, k, degree, a.fanout, a.replace)) return;  // expand fills these in
+  const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
+  const int64_t o = a.offsets[i] - k;
+  switch (a.mode) {
+    case Mode::kUniform: draw_uniform(start, degree, k, a.replace, key, a.drawn + o); break;
+    case Mode::kWeighted:
+      draw_weighted(a.g.weight, start, degree, a.fanout, a.replace, key, k, a.drawn + o, a.drawn_key + o);
+      break;
+    default:
+      draw_temporal(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k,
+                    a.seed_time[a.batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
   }
 }
 
-__global__ void edges_kernel(const int64_t* slot_of, const int64_t* seg, const int64_t* frontier,
-                             const int64_t* edge_count, int64_t bound, Table t, int64_t* out_row, int64_t* out_col) {
-  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (p >= bound || p >= *edge_count) return;
-  out_row[p] = t.local_id[slot_of[p]];
-  out_col[p] = frontier[seg[p]];
+struct ExpandArgs {
+  bool disjoint;
+  int64_t stride;  // key = tree * stride + node in disjoint mode
+  int64_t len;     // buffer length of the per-edge scratch
+  Table t;
+  int64_t* out_col;
+  int64_t* out_edge;
+  int64_t* nbr;
+  int64_t* tree;
+  int64_t* slot_of;
+};
+
+// One thread per sampled edge; its frontier node is found by binary search.
+__global__ void expand_kernel(HopArgs a, ExpandArgs x) {
+  const int64_t p = global_thread();
+  if (p >= x.len || p >= a.c.edges[a.hop]) return;
+  int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) >> 1;
+    if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
+  }
+  const int64_t k = a.counts[lo], id = a.c.node_start[a.hop] + lo, v = a.node[id];
+  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  const int64_t pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[lo] - k)
+                                                                        : a.drawn[p];
+  const int64_t u = a.g.row[pos], b = a.batch[id];
+  const int64_t slot = hash_insert(x.t, static_cast<unsigned long long>(x.disjoint ? b * x.stride + u : u));
+  x.slot_of[p] = slot;
+  x.nbr[p] = u;
+  x.tree[p] = b;
+  claim_first(x.t, slot, p);
+  const int64_t e = a.c.edge_start[a.hop] + p;
+  x.out_col[e] = id;
+  x.out_edge[e] = pos;
 }
 
-// node_count += new; frontier_size = new; record the hop's counts.
-__global__ void advance_kernel(const int64_t* rank_inclusive, int64_t bound, int64_t* node_count,
-                               int64_t* frontier_size, int64_t* nodes_per_hop, int64_t hop) {
-  const int64_t added = bound > 0 ? rank_inclusive[bound - 1] : 0;
-  *node_count += added;
-  *frontier_size = added;
-  nodes_per_hop[hop] = added;
+__global__ void rows_kernel(const int64_t* slot_of, int64_t len, int64_t hop, Counters c, Table t, int64_t* out_row) {
+  const int64_t p = global_thread();
+  if (p >= len || p >= c.edges[hop]) return;
+  out_row[c.edge_start[hop] + p] = t.local_id[slot_of[p]];
+}
+
+// Empties the slots of every node of the sample.
+__global__ void reset_kernel(const int64_t* node_slot, int64_t len, int64_t hops, Counters c, Table t) {
+  const int64_t id = global_thread();
+  if (id >= len || id >= c.node_start[hops] + c.nodes[hops]) return;
+  const int64_t slot = node_slot[id];
+  t.keys[slot] = kEmpty;
+  t.first_pos[slot] = kNoPosition;
+  t.local_id[slot] = -1;
+}
+
+// Copies up to 5 prefixes of the plan's buffers into a call's own outputs.
+struct CopyList {
+  const int64_t* src[5];
+  int64_t* dst[5];
+  int64_t n[5];
+};
+
+__global__ void copy_out_kernel(CopyList l) {
+  const int s = blockIdx.y;
+  for (int64_t i = global_thread(); i < l.n[s]; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    l.dst[s][i] = l.src[s][i];
+  }
 }
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
 
+// Identity of an input tensor: its storage (weakly held), data pointer, size and
+// version, so a plan is reused only while its inputs are the same, unmodified tensors.
+struct TensorId {
+  const void* ptr = nullptr;
+  int64_t numel = 0;
+  int64_t version = 0;
+  std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;
+
+  static TensorId of(const at::Tensor* t) {
+    TensorId id;
+    if (t == nullptr || !t->defined()) return id;
+    id.ptr = t->data_ptr();
+    id.numel = t->numel();
+    id.version = t->is_inference() ? 0 : static_cast<int64_t>(t->_version());
+    id.storage = t->storage().getWeakStorageImpl();
+    return id;
+  }
+  bool alive() const { return !storage.has_value() || !storage->expired(); }
+  bool same(const TensorId& o) const { return ptr == o.ptr && numel == o.numel && version == o.version; }
+};
+
+struct PlanKey {
+  int device;
+  std::vector<int64_t> fanouts;
+  int64_t num_seeds;
+  bool replace, disjoint;
+  Mode mode;
+  std::vector<TensorId> inputs;  // colptr, row, edge_weight, node_time, edge_time
+
+  bool alive() const {
+    return std::all_of(inputs.begin(), inputs.end(), [](const TensorId& t) { return t.alive(); });
+  }
+  bool same(const PlanKey& o) const {
+    if (device != o.device || fanouts != o.fanouts || num_seeds != o.num_seeds || replace != o.replace ||
+        disjoint != o.disjoint || mode != o.mode || inputs.size() != o.inputs.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].same(o.inputs[i])) return false;
+    }
+    return true;
+  }
+};
+
 using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+bool cuda_graphs_enabled() {
+  const char* env = std::getenv("PYG_ACCEL_SAMPLER_CUDA_GRAPHS");
+  return env == nullptr || std::string(env) != "0";
+}
+
+// Everything one sampling configuration needs on the GPU: validated graph tensors,
+// buffers sized by upper bounds, the hash table, and (after its second use) the
+// captured CUDA graph of the kernel sequence.
+class SamplePlan {
+ public:
+  SamplePlan(PlanKey key, const at::Tensor& colptr, const at::Tensor& row, const std::optional<at::Tensor>& weight,
+             const std::optional<at::Tensor>& node_time, const std::optional<at::Tensor>& edge_time)
+      : key_(std::move(key)), hops_(static_cast<int64_t>(key_.fanouts.size())) {
+    // The graph's own tensors are not held: the plan is only used while its key says
+    // the caller passed these very tensors, unmodified (converted copies are held).
+    colptr_ptr_ = colptr.data_ptr<int64_t>();
+    row_ptr_ = row.data_ptr<int64_t>();
+    num_nodes_ = colptr.numel() - 1;
+    const int64_t num_edges = row.numel();
+    const auto opts = colptr.options().dtype(at::kLong);
+    // One-time validation and conversion of the graph (each a sync, once per plan).
+    if (num_edges > 0) {
+      const auto [lo, hi] = at::aminmax(row);
+      const int64_t lo_v = lo.item<int64_t>(), hi_v = hi.item<int64_t>();
+      TORCH_CHECK_INDEX(lo_v >= 0 && hi_v < num_nodes_, "neighbor_sample: row holds node ",
+                        std::to_string(lo_v < 0 ? lo_v : hi_v), ", outside the ", std::to_string(num_nodes_),
+                        " nodes of colptr (homogeneous graphs only)");
+    }
+    if (weight.has_value()) {
+      const at::Tensor w = converted(*weight, at::kDouble, weight_);
+      TORCH_CHECK_VALUE(num_edges == 0 || (at::isfinite(w).all() & (w >= 0).all()).item<bool>(),
+                        "neighbor_sample: edge_weight must be finite and non-negative");
+      weight_ptr_ = w.data_ptr<double>();
+    }
+    if (node_time.has_value()) node_time_ptr_ = converted(*node_time, at::kLong, node_time_).data_ptr<int64_t>();
+    if (edge_time.has_value()) edge_time_ptr_ = converted(*edge_time, at::kLong, edge_time_).data_ptr<int64_t>();
+    int64_t max_degree = 0;
+    for (int64_t f : key_.fanouts) {
+      if (f < 0 && num_nodes_ > 0) {
+        max_degree = (colptr.slice(0, 1) - colptr.slice(0, 0, num_nodes_)).max().item<int64_t>();
+        break;
+      }
+    }
+    // Upper bounds per level (frontier) and hop (edges).
+    const int64_t S = key_.num_seeds;
+    std::vector<int64_t> frontier{S};
+    int64_t node_bound = S;
+    for (int64_t h = 0; h < hops_; ++h) {
+      const int64_t f = key_.fanouts[h];
+      int64_t e = frontier.back() * (f >= 0 ? f : max_degree);
+      if (!key_.disjoint && !(key_.replace && f >= 0)) e = std::min(e, num_edges);  // an edge at most once
+      edge_bound_.push_back(e);
+      frontier.push_back(key_.disjoint ? e : std::min(e, num_nodes_));
+      node_bound += frontier.back();
+    }
+    if (!key_.disjoint) node_bound = std::min(node_bound, std::max(num_nodes_, S));
+    frontier_bound_ = frontier;
+    const int64_t max_frontier = std::max<int64_t>(1, *std::max_element(frontier.begin(), frontier.end() - 1));
+    int64_t max_edges = std::max<int64_t>(1, S);
+    int64_t total_edges = 0;
+    for (int64_t e : edge_bound_) {
+      max_edges = std::max(max_edges, e);
+      total_edges += e;
+    }
+    TORCH_CHECK(max_edges < std::numeric_limits<int>::max() && max_frontier < std::numeric_limits<int>::max(),
+                "neighbor_sample: a hop of this batch could sample ", std::to_string(max_edges),
+                " edges, more than one CUDA sample supports (2^31); use smaller batches or fanouts");
+    node_len_ = std::max<int64_t>(node_bound, 1);
+    edge_len_ = max_edges;
+    frontier_len_ = max_frontier;
+    int64_t capacity = 1;
+    while (capacity < 2 * node_len_) capacity <<= 1;
+
+    keys_ = at::full({capacity}, -1, opts);  // all bits set = empty
+    first_pos_ = at::full({capacity}, kNoPosition, opts);
+    local_id_ = at::full({capacity}, -1, opts);
+    table_ = {reinterpret_cast<unsigned long long*>(keys_.data_ptr<int64_t>()), first_pos_.data_ptr<int64_t>(),
+              local_id_.data_ptr<int64_t>(), capacity - 1};
+    node_ = at::empty({node_len_}, opts);
+    batch_ = at::empty({node_len_}, opts);
+    node_slot_ = at::empty({node_len_}, opts);
+    out_row_ = at::empty({std::max<int64_t>(total_edges, 1)}, opts);
+    out_col_ = at::empty_like(out_row_);
+    out_edge_ = at::empty_like(out_row_);
+    counts_ = at::empty({frontier_len_}, opts);
+    offsets_ = at::empty({frontier_len_}, opts);
+    for (at::Tensor* t : {&drawn_, &nbr_, &tree_, &slot_of_, &is_new_, &rank_}) *t = at::empty({edge_len_}, opts);
+    if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
+    seed_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
+    seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
+    counters_ = at::zeros({Counters::size(hops_)}, opts);
+    host_counts_ = at::empty({Counters::size(hops_)}, opts.device(at::kCPU).pinned_memory(true));
+    size_t scan_bytes = 0;
+    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, counts_.data_ptr<int64_t>(),
+                                                 offsets_.data_ptr<int64_t>(),
+                                                 static_cast<int>(std::max(edge_len_, frontier_len_))));
+    scan_temp_ = at::empty({static_cast<int64_t>(scan_bytes) + 1}, opts.dtype(at::kByte));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventBlockingSync | cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+  }
+
+  ~SamplePlan() {  // errors ignored: this may run while the process exits
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
+    cudaEventDestroy(done_);
+    cudaEventDestroy(copied_);
+  }
+
+  const PlanKey& key() const { return key_; }
+
+  SampleOutput run(const at::Tensor& seed, const std::optional<at::Tensor>& seed_time, int64_t random_seed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    C10_CUDA_CHECK(cudaStreamWaitEvent(stream, copied_, 0));  // the last call's copy-out has read our buffers
+    const int64_t S = key_.num_seeds, num_counters = Counters::size(hops_);
+    at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
+    prepare_kernel<<<grid_for(std::max(S, num_counters)), kBlock, 0, stream>>>(
+        seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, S, num_nodes_,
+        random_seed, seed_buf_.data_ptr<int64_t>(), seed_time_buf_.data_ptr<int64_t>(),
+        counters_.data_ptr<int64_t>(), num_counters);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    ++uses_;
+    if (exec_ == nullptr && uses_ >= 2 && !capture_failed_ && cuda_graphs_enabled()) capture();
+    if (exec_ != nullptr) {
+      C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+    } else {
+      enqueue(stream);
+    }
+    // The one host read: the per-level and per-hop counts (and the bad-seed note).
+    C10_CUDA_CHECK(cudaMemcpyAsync(host_counts_.data_ptr<int64_t>(), counters_.data_ptr<int64_t>(),
+                                   num_counters * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
+    C10_CUDA_CHECK(cudaEventRecord(done_, stream));
+    C10_CUDA_CHECK(cudaEventSynchronize(done_));
+    const int64_t* host = host_counts_.data_ptr<int64_t>();
+    const Counters c = Counters::at(const_cast<int64_t*>(host), hops_);
+    if (*c.bad_seed != 0) {
+      const int64_t bad = *c.bad_seed > 0 ? *c.bad_seed - 1 : *c.bad_seed + 1;
+      TORCH_CHECK_INDEX(false, "neighbor_sample: seed ", std::to_string(bad), " is out of range for ",
+                        std::to_string(num_nodes_), " nodes");
+    }
+    int64_t num_out_nodes = 0, num_out_edges = 0;
+    for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.nodes[l];
+    for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edges[h];
+    const auto opts = seed.options().dtype(at::kLong);
+    at::Tensor node = at::empty({num_out_nodes}, opts), row = at::empty({num_out_edges}, opts),
+               col = at::empty({num_out_edges}, opts), edge = at::empty({num_out_edges}, opts),
+               batch = at::empty({key_.disjoint ? num_out_nodes : 0}, opts);
+    CopyList l{{node_.data_ptr<int64_t>(), batch_.data_ptr<int64_t>(), out_row_.data_ptr<int64_t>(),
+                out_col_.data_ptr<int64_t>(), out_edge_.data_ptr<int64_t>()},
+               {node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(), row.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
+                edge.data_ptr<int64_t>()},
+               {num_out_nodes, batch.numel(), num_out_edges, num_out_edges, num_out_edges}};
+    const int64_t most = std::max(num_out_nodes, num_out_edges);
+    if (most > 0) {
+      const dim3 grid(std::min<unsigned>(grid_for(most), 1024u), 5);
+      copy_out_kernel<<<grid, kBlock, 0, stream>>>(l);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+    C10_CUDA_CHECK(cudaEventRecord(copied_, stream));
+    at::Tensor nodes_per_hop = at::from_blob(const_cast<int64_t*>(c.nodes), {hops_ + 1}, at::kLong).clone();
+    at::Tensor edges_per_hop = at::from_blob(const_cast<int64_t*>(c.edges), {hops_}, at::kLong).clone();
+    return {node, row, col, edge, batch, nodes_per_hop, edges_per_hop};
+  }
+
+ private:
+  // `t` as a contiguous `dtype` tensor; a copy, if one is made, is kept in `owned`.
+  static at::Tensor converted(const at::Tensor& t, at::ScalarType dtype, at::Tensor& owned) {
+    if (t.scalar_type() == dtype && t.is_contiguous()) return t;
+    owned = t.to(dtype).contiguous();
+    return owned;
+  }
+
+  void scan(const at::Tensor& in, const at::Tensor& out, int64_t n, cudaStream_t stream) {
+    size_t bytes = static_cast<size_t>(scan_temp_.numel());
+    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data_ptr(), bytes, in.data_ptr<int64_t>(),
+                                                 out.data_ptr<int64_t>(), static_cast<int>(n), stream));
+  }
+
+  // The whole sample after prepare_kernel: a fixed kernel sequence (graph-capturable).
+  void enqueue(cudaStream_t stream) {
+    const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_);
+    const int64_t S = key_.num_seeds, stride = std::max<int64_t>(num_nodes_, 1);
+    int64_t* slot_of = slot_of_.data_ptr<int64_t>();
+    int64_t* is_new = is_new_.data_ptr<int64_t>();
+    int64_t* rank = rank_.data_ptr<int64_t>();
+    int64_t* nbr = nbr_.data_ptr<int64_t>();
+    int64_t* tree = tree_.data_ptr<int64_t>();
+    int64_t* node = node_.data_ptr<int64_t>();
+    int64_t* batch = batch_.data_ptr<int64_t>();
+    int64_t* node_slot = node_slot_.data_ptr<int64_t>();
+    auto number_new = [&](int64_t len, const int64_t* count_ptr, int64_t static_count, int64_t level) {
+      flag_kernel<<<grid_for(len), kBlock, 0, stream>>>(slot_of, count_ptr, static_count, len, table_, is_new);
+      scan(is_new_, rank_, len, stream);
+      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, len, level, c, table_,
+                                                           node, batch, node_slot);
+    };
+    const int64_t seed_len = std::max<int64_t>(S, 1);
+    seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_buf_.data_ptr<int64_t>(), S, num_nodes_, key_.disjoint,
+                                                     stride, table_, slot_of, nbr, tree);
+    number_new(seed_len, nullptr, S, 0);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+
+    const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
+    for (int64_t h = 0; h < hops_; ++h) {
+      const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
+      const HopArgs a{g, key_.mode, key_.fanouts[h], key_.replace, h, c, node, batch,
+                      seed_time_buf_.data_ptr<int64_t>(), fl, counts_.data_ptr<int64_t>(),
+                      offsets_.data_ptr<int64_t>(), drawn_.data_ptr<int64_t>(),
+                      drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr};
+      const ExpandArgs x{key_.disjoint, stride, el, table_, out_col_.data_ptr<int64_t>(),
+                         out_edge_.data_ptr<int64_t>(), nbr, tree, slot_of};
+      count_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a);
+      scan(counts_, offsets_, fl, stream);
+      draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a);
+      expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
+      number_new(el, c.edges + h, 0, h + 1);
+      rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out_row_.data_ptr<int64_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+    reset_kernel<<<grid_for(node_len_), kBlock, 0, stream>>>(node_slot, node_len_, hops_, c, table_);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+
+  // Records enqueue() as a CUDA graph; on any failure the plan stays eager.
+  void capture() {
+    if (capture_stream_ == nullptr) {
+      C10_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
+    }
+    cudaGraph_t graph = nullptr;
+    C10_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue(capture_stream_);
+    } catch (...) {
+      cudaStreamEndCapture(capture_stream_, &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      capture_failed_ = true;
+      return;
+    }
+    if (cudaStreamEndCapture(capture_stream_, &graph) != cudaSuccess ||
+        cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
+      exec_ = nullptr;
+      capture_failed_ = true;
+      (void)cudaGetLastError();
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+
+  PlanKey key_;
+  int64_t hops_;
+  int64_t num_nodes_ = 0;
+  std::vector<int64_t> frontier_bound_, edge_bound_;
+  int64_t node_len_ = 1, edge_len_ = 1, frontier_len_ = 1;
+  const int64_t* colptr_ptr_ = nullptr;
+  const int64_t* row_ptr_ = nullptr;
+  const double* weight_ptr_ = nullptr;
+  const int64_t* node_time_ptr_ = nullptr;
+  const int64_t* edge_time_ptr_ = nullptr;
+  at::Tensor weight_, node_time_, edge_time_;  // converted copies, when the inputs needed one
+  at::Tensor keys_, first_pos_, local_id_;
+  Table table_{};
+  at::Tensor node_, batch_, node_slot_, out_row_, out_col_, out_edge_, counts_, offsets_;
+  at::Tensor drawn_, drawn_key_, nbr_, tree_, slot_of_, is_new_, rank_;
+  at::Tensor seed_buf_, seed_time_buf_, counters_, host_counts_, scan_temp_;
+  std::mutex mutex_;
+  int64_t uses_ = 0;
+  bool capture_failed_ = false;
+  cudaStream_t capture_stream_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaEvent_t done_ = nullptr, copied_ = nullptr;
+};
+
+// The most recently used plans (a plan holds its graph's tensors; a plan whose inputs
+// were freed is dropped at the next lookup). Never destroyed: no CUDA calls at exit.
+class PlanCache {
+ public:
+  static constexpr size_t kCapacity = 8;
+
+  std::shared_ptr<SamplePlan> get(PlanKey key, const at::Tensor& colptr, const at::Tensor& row,
+                                  const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& node_time,
+                                  const std::optional<at::Tensor>& edge_time) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.remove_if([](const std::shared_ptr<SamplePlan>& p) { return !p->key().alive(); });
+    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
+      if ((*it)->key().same(key)) {
+        plans_.splice(plans_.begin(), plans_, it);
+        return plans_.front();
+      }
+    }
+    auto plan = std::make_shared<SamplePlan>(std::move(key), colptr, row, weight, node_time, edge_time);
+    plans_.push_front(plan);
+    if (plans_.size() > kCapacity) plans_.pop_back();
+    return plan;
+  }
+
+  static PlanCache& instance() {
+    static PlanCache* cache = new PlanCache();
+    return *cache;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::list<std::shared_ptr<SamplePlan>> plans_;
+};
 
 SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
                                   at::IntArrayRef num_neighbors, bool replace, bool disjoint, int64_t random_seed,
@@ -167,133 +659,38 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
                                   const std::optional<at::Tensor>& node_time,
                                   const std::optional<at::Tensor>& edge_time,
                                   const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
-  TORCH_CHECK(!edge_weight.has_value() && !node_time.has_value() && !edge_time.has_value(),
-              "neighbor_sample: weighted and temporal sampling are not implemented on CUDA yet");
-  TORCH_CHECK(colptr_t.is_cuda() && row_t.is_cuda() && seed_t.is_cuda(),
+  TORCH_CHECK(colptr_t.is_cuda() && row_t.is_cuda() && seed_t.is_cuda() && colptr_t.device() == row_t.device() &&
+                  seed_t.device() == colptr_t.device(),
               "neighbor_sample: colptr, row and seed must be on one GPU");
+  TORCH_CHECK(colptr_t.scalar_type() == at::kLong && row_t.scalar_type() == at::kLong &&
+                  seed_t.scalar_type() == at::kLong,
+              "neighbor_sample: colptr, row and seed must be int64");
+  TORCH_CHECK(colptr_t.numel() >= 1, "neighbor_sample: colptr must have num_nodes + 1 entries");
+  const bool temporal = node_time.has_value() || edge_time.has_value();
+  TORCH_CHECK(!temporal || (disjoint && seed_time.has_value() && seed_time->numel() == seed_t.numel()),
+              "neighbor_sample: temporal sampling needs disjoint=True and one seed_time per seed");
+  TORCH_CHECK(!temporal || !edge_weight.has_value(), "neighbor_sample: weighted temporal sampling is not supported");
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
+              "neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
+  for (const auto* t : {&edge_weight, &node_time, &edge_time, &seed_time}) {
+    TORCH_CHECK(!t->has_value() || (*t)->device() == colptr_t.device(),
+                "neighbor_sample: edge_weight, node_time, edge_time and seed_time must be on the graph's GPU");
+  }
+  TORCH_CHECK(!edge_weight.has_value() || edge_weight->numel() == row_t.numel(),
+              "neighbor_sample: edge_weight must have one entry per edge");
+  TORCH_CHECK(!edge_time.has_value() || edge_time->numel() == row_t.numel(),
+              "neighbor_sample: edge_time must have one entry per edge");
+  TORCH_CHECK(!node_time.has_value() || node_time->numel() >= colptr_t.numel() - 1,
+              "neighbor_sample: node_time must have one entry per node");
   const c10::cuda::CUDAGuard guard(colptr_t.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const at::Tensor colptr = colptr_t.contiguous(), row = row_t.contiguous(), seed = seed_t.contiguous();
-  const auto opts = colptr.options().dtype(at::kLong);
-  const int64_t num_nodes = colptr.numel() - 1, num_edges = row.numel(), num_seeds = seed.numel();
-  const int64_t stride = std::max<int64_t>(num_nodes, 1);
-  const int64_t hops = static_cast<int64_t>(num_neighbors.size());
-
-  // Host-side upper bounds (one sync for the maximum degree, only if a fanout is -1).
-  int64_t max_degree = 0;
-  for (int64_t f : num_neighbors) {
-    if (f < 0 && num_nodes > 0) {
-      max_degree = (colptr.slice(0, 1) - colptr.slice(0, 0, num_nodes)).max().item<int64_t>();
-      break;
-    }
-  }
-  std::vector<int64_t> frontier_bound{num_seeds}, edge_bound;
-  int64_t node_bound = num_seeds;
-  for (int64_t h = 0; h < hops; ++h) {
-    const int64_t f = num_neighbors[h];
-    int64_t e = frontier_bound.back() * (f >= 0 ? f : max_degree);
-    if (!disjoint && !(replace && f >= 0)) e = std::min(e, num_edges);  // each edge drawn at most once
-    edge_bound.push_back(e);
-    const int64_t next = disjoint ? e : std::min(e, num_nodes);
-    frontier_bound.push_back(next);
-    node_bound += next;
-  }
-  if (!disjoint) node_bound = std::min(node_bound, std::max<int64_t>(num_nodes, num_seeds));
-  int64_t capacity = 1;
-  while (capacity < 2 * std::max<int64_t>(node_bound, 1)) capacity <<= 1;
-
-  at::Tensor keys = at::full({capacity}, -1, opts);  // all bits set = kEmpty
-  at::Tensor first_pos = at::full({capacity}, std::numeric_limits<int64_t>::max(), opts);
-  at::Tensor local_id = at::full({capacity}, -1, opts);
-  Table t{reinterpret_cast<unsigned long long*>(keys.data_ptr<int64_t>()), first_pos.data_ptr<int64_t>(),
-          local_id.data_ptr<int64_t>(), capacity - 1};
-  at::Tensor node = at::empty({std::max<int64_t>(node_bound, 1)}, opts);
-  at::Tensor batch = at::empty({std::max<int64_t>(node_bound, 1)}, opts);
-  at::Tensor scalars = at::zeros({2}, opts);  // node_count, frontier_size
-  int64_t* node_count = scalars.data_ptr<int64_t>();
-  int64_t* frontier_size = node_count + 1;
-  at::Tensor nodes_per_hop = at::zeros({hops + 1}, opts), edges_per_hop = at::zeros({std::max<int64_t>(hops, 1)}, opts);
-
-  // Hop 0: the seeds.
-  at::Tensor slot_of = at::empty({std::max<int64_t>(num_seeds, 1)}, opts);
-  at::Tensor seed_index = at::arange(num_seeds, opts);
-  seed_insert_kernel<<<grid_for(num_seeds), kBlock, 0, stream>>>(seed.data_ptr<int64_t>(), num_seeds, disjoint,
-                                                                  stride, t, slot_of.data_ptr<int64_t>());
-  at::Tensor is_new = at::empty({std::max<int64_t>(num_seeds, 1)}, opts);
-  flag_new_kernel<<<grid_for(num_seeds), kBlock, 0, stream>>>(slot_of.data_ptr<int64_t>(), nullptr, num_seeds, t,
-                                                               is_new.data_ptr<int64_t>());
-  at::Tensor inclusive = at::cumsum(is_new.slice(0, 0, num_seeds), 0);
-  at::Tensor rank = inclusive - is_new.slice(0, 0, num_seeds);
-  at::Tensor frontier = at::empty({std::max<int64_t>(num_seeds, 1)}, opts);
-  assign_kernel<<<grid_for(num_seeds), kBlock, 0, stream>>>(
-      is_new.data_ptr<int64_t>(), rank.data_ptr<int64_t>(), slot_of.data_ptr<int64_t>(), seed.data_ptr<int64_t>(),
-      seed_index.data_ptr<int64_t>(), num_seeds, node_count, t, node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(),
-      frontier.data_ptr<int64_t>());
-  advance_kernel<<<1, 1, 0, stream>>>(inclusive.data_ptr<int64_t>(), num_seeds, node_count, frontier_size,
-                                      nodes_per_hop.data_ptr<int64_t>(), 0);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-
-  std::vector<at::Tensor> rows, cols, edges;
-  for (int64_t h = 0; h < hops; ++h) {
-    const int64_t fb = std::max<int64_t>(frontier_bound[h], 1), eb = std::max<int64_t>(edge_bound[h], 1);
-    at::Tensor counts = at::empty({fb}, opts);
-    count_kernel<<<grid_for(fb), kBlock, 0, stream>>>(colptr.data_ptr<int64_t>(), node.data_ptr<int64_t>(),
-                                                       frontier.data_ptr<int64_t>(), frontier_size, fb,
-                                                       num_neighbors[h], replace, counts.data_ptr<int64_t>());
-    at::Tensor offsets = at::cumsum(counts, 0);  // inclusive
-    at::Tensor edge_count = offsets.slice(0, fb - 1, fb);
-    edges_per_hop.slice(0, h, h + 1).copy_(edge_count);
-    at::Tensor pos = at::empty({eb}, opts), seg = at::empty({eb}, opts), nbr = at::empty({eb}, opts),
-               tree = at::empty({eb}, opts);
-    slot_of = at::empty({eb}, opts);
-    const uint64_t key_of_hop = hop_key(random_seed, h);
-    draw_kernel<<<grid_for(fb), kBlock, 0, stream>>>(
-        colptr.data_ptr<int64_t>(), row.data_ptr<int64_t>(), node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(),
-        frontier.data_ptr<int64_t>(), frontier_size, offsets.data_ptr<int64_t>(), counts.data_ptr<int64_t>(), fb,
-        num_neighbors[h], replace, key_of_hop, disjoint, stride, t, pos.data_ptr<int64_t>(), seg.data_ptr<int64_t>(),
-        nbr.data_ptr<int64_t>(), tree.data_ptr<int64_t>(), slot_of.data_ptr<int64_t>());
-    is_new = at::empty({eb}, opts);
-    flag_new_kernel<<<grid_for(eb), kBlock, 0, stream>>>(slot_of.data_ptr<int64_t>(), edge_count.data_ptr<int64_t>(),
-                                                          eb, t, is_new.data_ptr<int64_t>());
-    inclusive = at::cumsum(is_new, 0);
-    rank = inclusive - is_new;
-    at::Tensor next = at::empty({std::max<int64_t>(frontier_bound[h + 1], 1)}, opts);
-    assign_kernel<<<grid_for(eb), kBlock, 0, stream>>>(
-        is_new.data_ptr<int64_t>(), rank.data_ptr<int64_t>(), slot_of.data_ptr<int64_t>(), nbr.data_ptr<int64_t>(),
-        tree.data_ptr<int64_t>(), eb, node_count, t, node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(),
-        next.data_ptr<int64_t>());
-    at::Tensor out_row = at::empty({eb}, opts), out_col = at::empty({eb}, opts);
-    edges_kernel<<<grid_for(eb), kBlock, 0, stream>>>(slot_of.data_ptr<int64_t>(), seg.data_ptr<int64_t>(),
-                                                       frontier.data_ptr<int64_t>(), edge_count.data_ptr<int64_t>(),
-                                                       eb, t, out_row.data_ptr<int64_t>(), out_col.data_ptr<int64_t>());
-    advance_kernel<<<1, 1, 0, stream>>>(inclusive.data_ptr<int64_t>(), eb, node_count, frontier_size,
-                                        nodes_per_hop.data_ptr<int64_t>(), h + 1);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    // first_pos only matters for keys without a local id; after this hop every key has one.
-    rows.push_back(out_row);
-    cols.push_back(out_col);
-    edges.push_back(pos);
-    frontier = next;
-  }
-
-  // The one host read: per-hop counts, to cut the upper-bound buffers (returned on the host).
-  const at::Tensor counts_host = at::cat({nodes_per_hop, edges_per_hop.slice(0, 0, hops)}).cpu();
-  const int64_t* c = counts_host.data_ptr<int64_t>();
-  int64_t total_nodes = 0;
-  for (int64_t h = 0; h <= hops; ++h) total_nodes += c[h];
-  std::vector<at::Tensor> row_parts, col_parts, edge_parts;
-  for (int64_t h = 0; h < hops; ++h) {
-    const int64_t e = c[hops + 1 + h];
-    row_parts.push_back(rows[h].slice(0, 0, e));
-    col_parts.push_back(cols[h].slice(0, 0, e));
-    edge_parts.push_back(edges[h].slice(0, 0, e));
-  }
-  auto cat_or_empty = [&](std::vector<at::Tensor>& parts) {
-    return parts.empty() ? at::empty({0}, opts) : at::cat(parts);
-  };
-  return {node.slice(0, 0, total_nodes).clone(), cat_or_empty(row_parts), cat_or_empty(col_parts),
-          cat_or_empty(edge_parts), disjoint ? batch.slice(0, 0, total_nodes).clone() : at::empty({0}, opts),
-          counts_host.slice(0, 0, hops + 1).clone(), counts_host.slice(0, hops + 1).clone()};
+  const Mode mode = temporal ? (temporal_strategy == "last" ? Mode::kTemporalLast : Mode::kTemporalUniform)
+                             : (edge_weight.has_value() ? Mode::kWeighted : Mode::kUniform);
+  auto id_of = [](const std::optional<at::Tensor>& t) { return TensorId::of(t.has_value() ? &*t : nullptr); };
+  PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, mode,
+              {TensorId::of(&colptr), TensorId::of(&row), id_of(edge_weight), id_of(node_time), id_of(edge_time)}};
+  auto plan = PlanCache::instance().get(std::move(key), colptr, row, edge_weight, node_time, edge_time);
+  return plan->run(seed, seed_time, random_seed);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 """Multi-hop neighbour sampling over a CSC graph (``torch.ops.pyg_accel.neighbor_sample``)."""
 from __future__ import annotations
 
-import os
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -38,16 +37,15 @@ class SampledSubgraph(NamedTuple):
 
 
 def cuda_sampling_available() -> bool:
-    """Whether CUDA graphs are sampled on the GPU.
+    """Whether CUDA graphs can be sampled on the GPU (the CUDA ops were built)."""
+    global _CUDA_SAMPLING
+    if _CUDA_SAMPLING is None:
+        _build.load_library()
+        _CUDA_SAMPLING = torch._C._dispatch_has_kernel_for_dispatch_key('pyg_accel::neighbor_sample', 'CUDA')
+    return _CUDA_SAMPLING
 
-    The CUDA kernel (csrc/cuda/neighbor_sample.cu) is compiled but has not run on a GPU
-    yet, so it is used only with ``PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1`` until its
-    tests pass there (issue 3).
-    """
-    if os.environ.get('PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER') != '1':
-        return False
-    _build.load_library()
-    return torch._C._dispatch_has_kernel_for_dispatch_key('pyg_accel::neighbor_sample', 'CUDA')
+
+_CUDA_SAMPLING: Optional[bool] = None
 
 
 def _check_graph(colptr: Tensor, row: Tensor) -> None:
@@ -129,6 +127,12 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
 
     Without replacement every node gets ``min(fanout, degree)`` distinct neighbours,
     each with probability ``fanout / degree``; the work is proportional to the fanout.
+
+    On the GPU all hops run without a host synchronisation; the counts are read once
+    at the end. Each (graph, batch size, fanouts, options) gets a sampling plan with
+    preallocated buffers, replayed as one CUDA graph from its second batch on, so keep
+    the graph tensors (int64) and the batch size fixed for the fast path. Set
+    ``PYG_ACCEL_SAMPLER_CUDA_GRAPHS=0`` to run the kernels without graph capture.
     """
     _check_graph(colptr, row)
     if not isinstance(seed, Tensor) or seed.dtype not in (torch.int32, torch.int64) or seed.dim() != 1:
@@ -136,15 +140,14 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
                         f'{getattr(seed, "dtype", type(seed).__name__)}')
     fanouts = _check_fanouts(num_neighbors)
     device = colptr.device
-    check_cuda_built(device)
-    if device.type == 'cuda' and not cuda_sampling_available():
-        raise RuntimeError("neighbor_sample: pyg_accel's CUDA sampling kernel is not validated yet "
-                           "(PYG_ACCEL_EXPERIMENTAL_CUDA_SAMPLER=1 enables it); keep the graph "
-                           "in host memory (GraphStore('cpu') or GraphStore('pinned'), or "
-                           "from_data(..., graph_location='pinned')) so it is sampled on the CPU")
+    on_gpu = device.type == 'cuda'
+    if on_gpu and not cuda_sampling_available():
+        check_cuda_built(device)
     seed = seed.to(device)
     num_nodes = colptr.numel() - 1
-    if seed.numel():
+    # On the GPU the op checks the seeds on the device and raises after the sample
+    # (no extra sync), and checks the graph and weights once per sampling plan.
+    if seed.numel() and not on_gpu:
         lo, hi = (int(v) for v in torch.aminmax(seed))
         if lo < 0 or hi >= num_nodes:
             raise IndexError(f'neighbor_sample: seed {lo if lo < 0 else hi} is out of range for {num_nodes} nodes')
@@ -155,7 +158,8 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
                             f'{getattr(edge_weight, "dtype", type(edge_weight).__name__)} '
                             f'{tuple(getattr(edge_weight, "shape", ()))}')
         edge_weight = edge_weight.to(device)
-        if edge_weight.numel() and not bool(torch.isfinite(edge_weight).all() & (edge_weight >= 0).all()):
+        if edge_weight.numel() and not on_gpu and \
+                not bool(torch.isfinite(edge_weight).all() & (edge_weight >= 0).all()):
             raise ValueError('neighbor_sample: edge_weight must be finite and non-negative')
     node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes, row.numel(),
                                                    disjoint, temporal_strategy, edge_weight, device)

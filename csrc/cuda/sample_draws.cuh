@@ -1,0 +1,147 @@
+// Per-node draws of the CUDA sampler: one thread decides which CSC positions one
+// frontier node samples. Each function mirrors the CPU kernel's draw
+// (csrc/cpu/neighbor_sample.cpp) number for number, with the shared counter-based RNG
+// (csrc/sampling_rng.h), so a seed gives the same sample on either device. They keep
+// no state beyond the output slots, so they run in registers and global memory only.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "../sampling_rng.h"
+
+namespace pyg_accel {
+
+// k uniform draws among positions [start, start + degree): with replacement, or
+// without (Floyd's algorithm; the k outputs double as the set of chosen positions).
+__device__ inline void draw_uniform(int64_t start, int64_t degree, int64_t k, bool replace, uint64_t key,
+                                    int64_t* out) {
+  if (replace) {
+    for (int64_t j = 0; j < k; ++j) out[j] = start + uniform_below(key, j, degree);
+    return;
+  }
+  for (int64_t j = degree - k, n = 0; j < degree; ++j, ++n) {
+    int64_t t = start + uniform_below(key, j, j + 1);
+    for (int64_t q = 0; q < n; ++q) {
+      if (out[q] == t) {
+        t = start + j;
+        break;
+      }
+    }
+    out[n] = t;
+  }
+}
+
+// Draws per node for weighted sampling (zero weights never drawn).
+__device__ inline int64_t weighted_count(const double* weight, int64_t start, int64_t degree, int64_t fanout,
+                                         bool replace) {
+  int64_t positive = 0;
+  for (int64_t e = start; e < start + degree; ++e) positive += weight[e] > 0;
+  if (replace && fanout >= 0) return positive > 0 ? fanout : 0;
+  return fanout < 0 ? positive : min(fanout, positive);
+}
+
+// Weighted draws: with replacement, inverse-CDF over the positive weights in CSC
+// order; without, the k largest Efraimidis-Spirakis keys log(u) / w in decreasing
+// order (`keys` is scratch for k doubles); fanout -1 takes every positive edge.
+__device__ inline void draw_weighted(const double* weight, int64_t start, int64_t degree, int64_t fanout, bool replace,
+                                     uint64_t key, int64_t k, int64_t* out, double* keys) {
+  if (k == 0) return;
+  if (replace && fanout >= 0) {
+    double total = 0.0;
+    for (int64_t e = start; e < start + degree; ++e) {
+      if (weight[e] > 0) total += weight[e];
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      const double target = uniform_open(key, degree + j) * total;
+      double running = 0.0;
+      int64_t chosen = -1, last = -1;
+      for (int64_t e = start; e < start + degree; ++e) {
+        if (weight[e] > 0) {
+          running += weight[e];
+          last = e;
+          if (running >= target) {
+            chosen = e;
+            break;
+          }
+        }
+      }
+      out[j] = chosen >= 0 ? chosen : last;
+    }
+    return;
+  }
+  if (fanout < 0) {
+    int64_t n = 0;
+    for (int64_t e = start; e < start + degree; ++e) {
+      if (weight[e] > 0) out[n++] = e;
+    }
+    return;
+  }
+  int64_t n = 0;
+  for (int64_t j = 0; j < degree; ++j) {
+    const double w = weight[start + j];
+    if (!(w > 0)) continue;
+    const double kj = log(uniform_open(key, j)) / w;
+    if (n == k && !(kj > keys[k - 1])) continue;
+    int64_t q = n < k ? n++ : k - 1;  // insertion into the decreasing top-k
+    while (q > 0 && keys[q - 1] < kj) {
+      keys[q] = keys[q - 1];
+      out[q] = out[q - 1];
+      --q;
+    }
+    keys[q] = kj;
+    out[q] = start + j;
+  }
+}
+
+// Whether edge e may be drawn in a tree whose seed time is `limit`.
+__device__ inline bool temporally_eligible(int64_t e, int64_t limit, const int64_t* row, const int64_t* node_time,
+                                           const int64_t* edge_time) {
+  return (node_time == nullptr || node_time[row[e]] <= limit) && (edge_time == nullptr || edge_time[e] <= limit);
+}
+
+__device__ inline int64_t temporal_count(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last,
+                                         int64_t limit, const int64_t* row, const int64_t* node_time,
+                                         const int64_t* edge_time) {
+  int64_t n = 0;
+  for (int64_t e = start; e < start + degree; ++e) n += temporally_eligible(e, limit, row, node_time, edge_time);
+  if (last) return fanout < 0 ? n : min(fanout, n);
+  return num_to_draw(fanout, n, replace);
+}
+
+// Temporal draws among the eligible edges: 'last' keeps the last k in CSC order,
+// 'uniform' draws k ordinals as draw_uniform does over [0, n) and maps them to
+// positions in one pass (ordinals are held as -(ordinal + 1) until mapped).
+__device__ inline void draw_temporal(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last,
+                                     uint64_t key, int64_t k, int64_t limit, const int64_t* row,
+                                     const int64_t* node_time, const int64_t* edge_time, int64_t* out) {
+  if (k == 0) return;
+  if (last) {
+    int64_t c = 0;
+    for (int64_t e = start + degree - 1; e >= start && c < k; --e) {
+      if (temporally_eligible(e, limit, row, node_time, edge_time)) out[k - 1 - c++] = e;
+    }
+    return;
+  }
+  int64_t n = 0;
+  for (int64_t e = start; e < start + degree; ++e) n += temporally_eligible(e, limit, row, node_time, edge_time);
+  if (k == n && (fanout < 0 || !replace)) {
+    int64_t q = 0;
+    for (int64_t e = start; e < start + degree; ++e) {
+      if (temporally_eligible(e, limit, row, node_time, edge_time)) out[q++] = e;
+    }
+    return;
+  }
+  draw_uniform(0, n, k, replace, key, out);
+  for (int64_t q = 0; q < k; ++q) out[q] = -(out[q] + 1);
+  int64_t ordinal = 0;
+  for (int64_t e = start; e < start + degree; ++e) {
+    if (!temporally_eligible(e, limit, row, node_time, edge_time)) continue;
+    for (int64_t q = 0; q < k; ++q) {
+      if (out[q] == -(ordinal + 1)) out[q] = e;
+    }
+    ++ordinal;
+  }
+}
+
+}  // namespace pyg_accel
