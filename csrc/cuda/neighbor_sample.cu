@@ -10,19 +10,19 @@
 //
 // Per hop (frontier = the nodes the previous hop discovered, a contiguous range of
 // local ids):
-//   count   one thread per frontier node: how many neighbours it draws;
-//   scan    inclusive sum of the counts (cub) = each node's output range;
+//   scan    inclusive sum of each frontier node's draw count (computed inside the
+//           scan's input iterator) = each node's output range;
 //   draw    one thread per frontier node that samples (Floyd without replacement,
 //           uniform with, weighted or temporal draws): the CSC positions it drew;
 //           nodes that take all their neighbours draw nothing;
 //   expand  one thread per sampled edge (degree-balanced: a hub's edges spread over
 //           as many threads as it has draws): its position, neighbour, tree, and a
 //           hash-table insert whose slot remembers the first edge that reached it;
-//   flag    an edge is new if it is the first to reach a node without a local id;
-//   scan    ranks of the new edges;
+//   scan    ranks of the new edges (an edge is new if it is the first to reach a node
+//           without a local id; computed inside the scan's input iterator);
 //   assign  new nodes get consecutive local ids in first-seen order (CPU order);
 //   rows    each edge's neighbour is replaced by its local id.
-// A last kernel clears the table slots the sample used, so the table is reused.
+// Table words are tagged with a per-sample epoch, so no sample clears the table.
 // Draws use the CPU kernel's counter-based RNG and algorithms (sample_draws.cuh), and
 // relabelling keeps first-seen order, so a seed gives the same sample on both devices.
 #include <ATen/ATen.h>
@@ -31,6 +31,8 @@
 #include <torch/library.h>
 
 #include <cub/cub.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -50,8 +52,11 @@ namespace pyg_accel {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr unsigned long long kEmpty = ~0ull;
-constexpr int64_t kNoPosition = std::numeric_limits<int64_t>::max();
+// Table entries carry the epoch (one per sample) in their top bits, so a new sample
+// starts on an "empty" table without clearing it: an entry of another epoch is free.
+constexpr int kEpochShift = 44;
+constexpr uint64_t kLowMask = (uint64_t{1} << kEpochShift) - 1;
+constexpr int64_t kMaxEpoch = (int64_t{1} << (64 - kEpochShift)) - 1;
 
 enum class Mode : int { kUniform, kWeighted, kTemporalUniform, kTemporalLast };
 
@@ -64,19 +69,20 @@ struct GraphPtrs {
   const int64_t* edge_time;  // [E] or null
 };
 
-// Open-addressing table from node key to (first edge position, local id).
+// Open-addressing table from node key (< 2^44) to (first edge position, local id),
+// every word tagged with the epoch of the sample that wrote it.
 struct Table {
-  unsigned long long* keys;
-  int64_t* first_pos;  // smallest position that reached the key while it had no local id
-  int64_t* local_id;   // -1 until the key's node is numbered
+  unsigned long long* keys;       // epoch | key
+  unsigned long long* first_pos;  // epoch | (kLowMask - smallest position that reached the key)
+  unsigned long long* local_id;   // epoch | local id, once the key's node is numbered
   int64_t mask;
 };
 
 // The device counters of one sample, in one int64 buffer:
-// [random_seed | nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed]
+// [random_seed | nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed | epoch]
 // nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
 // first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
-// bad_seed = 1 + an out-of-range seed (0 if none).
+// bad_seed = 1 + an out-of-range seed (0 if none), epoch = this sample's table epoch.
 struct Counters {
   int64_t* random_seed;
   int64_t* nodes;
@@ -84,9 +90,11 @@ struct Counters {
   int64_t* node_start;
   int64_t* edge_start;
   int64_t* bad_seed;
-  static int64_t size(int64_t hops) { return 4 * hops + 5; }
+  int64_t* epoch;
+  static int64_t size(int64_t hops) { return 4 * hops + 6; }
   static Counters at(int64_t* base, int64_t hops) {
-    return {base, base + 1, base + 2 + hops, base + 2 + 2 * hops, base + 3 + 3 * hops, base + 4 + 4 * hops};
+    return {base, base + 1, base + 2 + hops, base + 2 + 2 * hops, base + 3 + 3 * hops, base + 4 + 4 * hops,
+            base + 5 + 4 * hops};
   }
 };
 
@@ -94,64 +102,99 @@ __device__ __forceinline__ int64_t global_thread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-// Returns the key's slot, inserting the key if it is new.
-__device__ __forceinline__ int64_t hash_insert(const Table& t, unsigned long long key) {
+__device__ __forceinline__ unsigned long long tag(uint64_t epoch, uint64_t low) {
+  return (epoch << kEpochShift) | low;
+}
+
+__device__ __forceinline__ bool current(unsigned long long word, uint64_t epoch) {
+  return (word >> kEpochShift) == epoch;
+}
+
+// Returns the key's slot, claiming a free (other-epoch) slot if the key is new.
+__device__ __forceinline__ int64_t hash_insert(const Table& t, uint64_t epoch, uint64_t key) {
+  const unsigned long long mine = tag(epoch, key);
   int64_t slot = static_cast<int64_t>(mix64(key) & static_cast<uint64_t>(t.mask));
   while (true) {
-    const unsigned long long prev = atomicCAS(t.keys + slot, kEmpty, key);
-    if (prev == kEmpty || prev == key) return slot;
+    unsigned long long seen = t.keys[slot];
+    while (seen != mine && !current(seen, epoch)) {  // free: try to claim it
+      const unsigned long long prev = atomicCAS(t.keys + slot, seen, mine);
+      if (prev == seen) return slot;
+      seen = prev;
+    }
+    if (seen == mine) return slot;
     slot = (slot + 1) & t.mask;
   }
 }
 
-__device__ __forceinline__ void claim_first(const Table& t, int64_t slot, int64_t position) {
-  if (t.local_id[slot] < 0) {
-    atomicMin(reinterpret_cast<unsigned long long*>(t.first_pos + slot), static_cast<unsigned long long>(position));
+__device__ __forceinline__ bool has_local_id(const Table& t, int64_t slot, uint64_t epoch) {
+  return current(t.local_id[slot], epoch);
+}
+
+// Records `position` as reaching the slot's key; the smallest position wins.
+__device__ __forceinline__ void claim_first(const Table& t, int64_t slot, uint64_t epoch, int64_t position) {
+  if (!has_local_id(t, slot, epoch)) {
+    atomicMax(t.first_pos + slot, tag(epoch, kLowMask - static_cast<uint64_t>(position)));
   }
 }
 
 // Per call, outside the graph: the seeds (and seed times) into the plan's buffers, the
-// random seed and zeroed counters, and a note of the first out-of-range seed.
+// random seed, epoch and zeroed counters, the output pointers, and a note of the first
+// out-of-range seed.
 __global__ void prepare_kernel(const int64_t* seed, const int64_t* seed_time, int64_t num_seeds, int64_t num_nodes,
-                               int64_t random_seed, int64_t* seed_buf, int64_t* seed_time_buf, int64_t* counters,
-                               int64_t num_counters) {
+                               int64_t random_seed, int64_t epoch, int64_t* seed_buf, int64_t* seed_time_buf,
+                               int64_t* counters, int64_t num_counters) {
   const int64_t i = global_thread();
-  if (i < num_counters) counters[i] = i == 0 ? random_seed : 0;
+  if (i < num_counters) counters[i] = i == 0 ? random_seed : (i == num_counters - 1 ? epoch : 0);
   if (i >= num_seeds) return;
   const int64_t v = seed[i];
   seed_buf[i] = v;
   if (seed_time != nullptr) seed_time_buf[i] = seed_time[i];
-  if (v < 0 || v >= num_nodes) counters[num_counters - 1] = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
+  if (v < 0 || v >= num_nodes) counters[num_counters - 2] = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
 }
 
 // Level 0: every seed is inserted; an out-of-range seed stands in as node 0 (the call
 // raises once the sample is back, but the kernels never read outside the graph).
 __global__ void seed_kernel(const int64_t* seed_buf, int64_t num_seeds, int64_t num_nodes, bool disjoint,
-                            int64_t stride, Table t, int64_t* slot_of, int64_t* nbr, int64_t* tree) {
+                            int64_t stride, Counters c, Table t, int64_t* slot_of, int64_t* nbr, int64_t* tree) {
   const int64_t i = global_thread();
   if (i >= num_seeds) return;
+  const uint64_t epoch = *c.epoch;
   int64_t v = seed_buf[i];
   if (v < 0 || v >= num_nodes) v = 0;
-  const int64_t slot = hash_insert(t, static_cast<unsigned long long>(disjoint ? i * stride + v : v));
+  const int64_t slot = hash_insert(t, epoch, static_cast<uint64_t>(disjoint ? i * stride + v : v));
   slot_of[i] = slot;
   nbr[i] = v;
   tree[i] = i;
-  claim_first(t, slot, i);
+  claim_first(t, slot, epoch, i);
 }
 
-// is_new[p] = position p (< count) is the first to reach a node without a local id.
-__global__ void flag_kernel(const int64_t* slot_of, const int64_t* count_ptr, int64_t static_count, int64_t len,
-                            Table t, int64_t* is_new) {
-  const int64_t p = global_thread();
-  if (p >= len) return;
-  const int64_t count = count_ptr == nullptr ? static_count : *count_ptr;
-  is_new[p] = p < count && t.local_id[slot_of[p]] < 0 && t.first_pos[slot_of[p]] == p;
+// 1 if position p (< count) is the first to reach a node without a local id; read
+// by the rank scan (no is_new array is stored).
+struct IsNew {
+  const int64_t* slot_of;
+  const int64_t* count_ptr;  // null: static_count
+  int64_t static_count;
+  Table t;
+  const int64_t* epoch_ptr;
+  __device__ int64_t operator()(int64_t p) const {
+    const int64_t count = count_ptr == nullptr ? static_count : *count_ptr;
+    if (p >= count) return 0;
+    const uint64_t epoch = *epoch_ptr;
+    const int64_t slot = slot_of[p];
+    const unsigned long long first = t.first_pos[slot];
+    return !has_local_id(t, slot, epoch) && current(first, epoch) &&
+           kLowMask - (first & kLowMask) == static_cast<uint64_t>(p);
+  }
+};
+
+__device__ __forceinline__ int64_t step(const int64_t* inclusive, int64_t i) {
+  return inclusive[i] - (i > 0 ? inclusive[i - 1] : 0);
 }
 
 // Numbers level `level`'s new nodes after all earlier ones, in first-seen order.
-__global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusive, const int64_t* slot_of,
-                              const int64_t* nbr, const int64_t* tree, int64_t len, int64_t level, Counters c,
-                              Table t, int64_t* node, int64_t* batch, int64_t* node_slot) {
+__global__ void assign_kernel(const int64_t* rank_inclusive, const int64_t* slot_of, const int64_t* nbr,
+                              const int64_t* tree, int64_t len, int64_t level, Counters c, Table t, int64_t* node,
+                              int64_t* batch) {
   const int64_t p = global_thread();
   if (p >= len) return;
   const int64_t base = level == 0 ? 0 : c.node_start[level - 1] + c.nodes[level - 1];
@@ -159,12 +202,11 @@ __global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusi
     c.node_start[level] = base;
     c.nodes[level] = rank_inclusive[len - 1];
   }
-  if (!is_new[p]) return;
+  if (step(rank_inclusive, p) == 0) return;
   const int64_t id = base + rank_inclusive[p] - 1;
-  t.local_id[slot_of[p]] = id;
+  t.local_id[slot_of[p]] = tag(static_cast<uint64_t>(*c.epoch), static_cast<uint64_t>(id));
   node[id] = nbr[p];
   batch[id] = tree[p];
-  node_slot[id] = slot_of[p];
 }
 
 struct HopArgs {
@@ -177,36 +219,34 @@ struct HopArgs {
   const int64_t* node;
   const int64_t* batch;
   const int64_t* seed_time;  // per tree (temporal modes)
-  int64_t frontier_len;      // buffer length of counts / offsets
-  int64_t* counts;
-  int64_t* offsets;          // inclusive sums of counts
+  int64_t frontier_len;      // buffer length of offsets
+  int64_t* offsets;          // inclusive sums of the per-node draw counts
   int64_t* drawn;            // CSC positions drawn by the sampling nodes, per hop edge
   double* drawn_key;         // weighted scratch
+  int64_t* seg;              // frontier index of each hop edge (fanout >= 0)
 };
 
 __device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
   return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
 }
 
-__global__ void count_kernel(HopArgs a) {
-  const int64_t i = global_thread();
-  if (i >= a.frontier_len) return;
-  if (i >= a.c.nodes[a.hop]) {
-    a.counts[i] = 0;
-    return;
+// How many neighbours frontier node i draws (0 past the frontier); read by the
+// offsets scan (no counts array is stored).
+struct DrawCount {
+  HopArgs a;
+  __device__ int64_t operator()(int64_t i) const {
+    if (i >= a.c.nodes[a.hop]) return 0;
+    const int64_t id = a.c.node_start[a.hop] + i, v = a.node[id];
+    const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+    switch (a.mode) {
+      case Mode::kUniform: return num_to_draw(a.fanout, degree, a.replace);
+      case Mode::kWeighted: return weighted_count(a.g.weight, start, degree, a.fanout, a.replace);
+      default:
+        return temporal_count(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast,
+                              a.seed_time[a.batch[id]], a.g.row, a.g.node_time, a.g.edge_time);
+    }
   }
-  const int64_t id = a.c.node_start[a.hop] + i, v = a.node[id];
-  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-  int64_t k;
-  switch (a.mode) {
-    case Mode::kUniform: k = num_to_draw(a.fanout, degree, a.replace); break;
-    case Mode::kWeighted: k = weighted_count(a.g.weight, start, degree, a.fanout, a.replace); break;
-    default:
-      k = temporal_count(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast,
-                         a.seed_time[a.batch[id]], a.g.row, a.g.node_time, a.g.edge_time);
-  }
-  a.counts[i] = k;
-}
+};
 
 __global__ void draw_kernel(HopArgs a) {
   const int64_t i = global_thread();
@@ -216,13 +256,16 @@ __global__ void draw_kernel(HopArgs a) {
     a.c.edges[a.hop] = edges;
     a.c.edge_start[a.hop + 1] = a.c.edge_start[a.hop] + edges;
   }
-  const int64_t k = a.counts[i];
+  const int64_t k = step(a.offsets, i);
   if (i >= a.c.nodes[a.hop] || k == 0) return;
+  const int64_t o = a.offsets[i] - k;
+  if (a.fanout >= 0) {  // bounded draws: tell expand which node each edge belongs to
+    for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
+  }
   const int64_t id = a.c.node_start[a.hop] + i, v = a.node[id];
   const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
   if (takes_all(a.mode, k, degree, a.fanout, a.replace)) return;  // expand fills these in
   const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
-  const int64_t o = a.offsets[i] - k;
   switch (a.mode) {
     case Mode::kUniform: draw_uniform(start, degree, k, a.replace, key, a.drawn + o); break;
     case Mode::kWeighted:
@@ -246,25 +289,34 @@ struct ExpandArgs {
   int64_t* slot_of;
 };
 
-// One thread per sampled edge; its frontier node is found by binary search.
+// One thread per sampled edge, so a node's edges spread over as many threads as it
+// has draws. Its frontier node comes from seg (bounded fanouts) or, for fanout -1
+// (a hub takes all its edges), from a binary search over the offsets.
 __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
   const int64_t p = global_thread();
   if (p >= x.len || p >= a.c.edges[a.hop]) return;
-  int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) >> 1;
-    if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
+  int64_t i;
+  if (a.fanout >= 0) {
+    i = a.seg[p];
+  } else {
+    int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) >> 1;
+      if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
+    }
+    i = lo;
   }
-  const int64_t k = a.counts[lo], id = a.c.node_start[a.hop] + lo, v = a.node[id];
+  const int64_t k = step(a.offsets, i), id = a.c.node_start[a.hop] + i, v = a.node[id];
   const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-  const int64_t pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[lo] - k)
+  const int64_t pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k)
                                                                         : a.drawn[p];
   const int64_t u = a.g.row[pos], b = a.batch[id];
-  const int64_t slot = hash_insert(x.t, static_cast<unsigned long long>(x.disjoint ? b * x.stride + u : u));
+  const uint64_t epoch = *a.c.epoch;
+  const int64_t slot = hash_insert(x.t, epoch, static_cast<uint64_t>(x.disjoint ? b * x.stride + u : u));
   x.slot_of[p] = slot;
   x.nbr[p] = u;
   x.tree[p] = b;
-  claim_first(x.t, slot, p);
+  claim_first(x.t, slot, epoch, p);
   const int64_t e = a.c.edge_start[a.hop] + p;
   x.out_col[e] = id;
   x.out_edge[e] = pos;
@@ -273,20 +325,11 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
 __global__ void rows_kernel(const int64_t* slot_of, int64_t len, int64_t hop, Counters c, Table t, int64_t* out_row) {
   const int64_t p = global_thread();
   if (p >= len || p >= c.edges[hop]) return;
-  out_row[c.edge_start[hop] + p] = t.local_id[slot_of[p]];
+  out_row[c.edge_start[hop] + p] = static_cast<int64_t>(t.local_id[slot_of[p]] & kLowMask);
 }
 
-// Empties the slots of every node of the sample.
-__global__ void reset_kernel(const int64_t* node_slot, int64_t len, int64_t hops, Counters c, Table t) {
-  const int64_t id = global_thread();
-  if (id >= len || id >= c.node_start[hops] + c.nodes[hops]) return;
-  const int64_t slot = node_slot[id];
-  t.keys[slot] = kEmpty;
-  t.first_pos[slot] = kNoPosition;
-  t.local_id[slot] = -1;
-}
-
-// Copies up to 5 prefixes of the plan's buffers into a call's own outputs.
+// Copies up to 5 prefixes of the plan's buffers into a call's own outputs
+// (blockIdx.y picks the buffer).
 struct CopyList {
   const int64_t* src[5];
   int64_t* dst[5];
@@ -294,10 +337,27 @@ struct CopyList {
 };
 
 __global__ void copy_out_kernel(CopyList l) {
-  const int s = blockIdx.y;
-  for (int64_t i = global_thread(); i < l.n[s]; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    l.dst[s][i] = l.src[s][i];
+  const int64_t* src = nullptr;
+  int64_t* dst = nullptr;
+  int64_t n = 0;
+#pragma unroll
+  for (int s = 0; s < 5; ++s) {  // constant indices: the list stays in parameter space
+    if (s == static_cast<int>(blockIdx.y)) {
+      src = l.src[s];
+      dst = l.dst[s];
+      n = l.n[s];
+    }
   }
+  for (int64_t i = global_thread(); i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) dst[i] = src[i];
+}
+
+// Scan inputs computed on the fly (no flag or count arrays are written).
+thrust::transform_iterator<IsNew, thrust::counting_iterator<int64_t>> flags_iterator(const IsNew& f) {
+  return thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), f);
+}
+
+thrust::transform_iterator<DrawCount, thrust::counting_iterator<int64_t>> draw_counts(const HopArgs& a) {
+  return thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), DrawCount{a});
 }
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
@@ -418,33 +478,34 @@ class SamplePlan {
     node_len_ = std::max<int64_t>(node_bound, 1);
     edge_len_ = max_edges;
     frontier_len_ = max_frontier;
+    const double largest_key = static_cast<double>(key_.disjoint ? S : 1) * static_cast<double>(num_nodes_);
+    TORCH_CHECK(largest_key < static_cast<double>(kLowMask) && edge_len_ < static_cast<int64_t>(kLowMask),
+                "neighbor_sample: ", std::to_string(S), " disjoint trees over ", std::to_string(num_nodes_),
+                " nodes exceed the CUDA sampler's 2^44 node keys; use smaller batches");
     int64_t capacity = 1;
     while (capacity < 2 * node_len_) capacity <<= 1;
 
-    keys_ = at::full({capacity}, -1, opts);  // all bits set = empty
-    first_pos_ = at::full({capacity}, kNoPosition, opts);
-    local_id_ = at::full({capacity}, -1, opts);
-    table_ = {reinterpret_cast<unsigned long long*>(keys_.data_ptr<int64_t>()), first_pos_.data_ptr<int64_t>(),
-              local_id_.data_ptr<int64_t>(), capacity - 1};
+    table_words_ = at::zeros({3, capacity}, opts);  // epoch 0: every slot free
+    auto* words = reinterpret_cast<unsigned long long*>(table_words_.data_ptr<int64_t>());
+    table_ = {words, words + capacity, words + 2 * capacity, capacity - 1};
     node_ = at::empty({node_len_}, opts);
     batch_ = at::empty({node_len_}, opts);
-    node_slot_ = at::empty({node_len_}, opts);
     out_row_ = at::empty({std::max<int64_t>(total_edges, 1)}, opts);
     out_col_ = at::empty_like(out_row_);
     out_edge_ = at::empty_like(out_row_);
-    counts_ = at::empty({frontier_len_}, opts);
     offsets_ = at::empty({frontier_len_}, opts);
-    for (at::Tensor* t : {&drawn_, &nbr_, &tree_, &slot_of_, &is_new_, &rank_}) *t = at::empty({edge_len_}, opts);
+    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_, &rank_}) *t = at::empty({edge_len_}, opts);
     if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
     seed_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     counters_ = at::zeros({Counters::size(hops_)}, opts);
     host_counts_ = at::empty({Counters::size(hops_)}, opts.device(at::kCPU).pinned_memory(true));
-    size_t scan_bytes = 0;
-    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, counts_.data_ptr<int64_t>(),
-                                                 offsets_.data_ptr<int64_t>(),
-                                                 static_cast<int>(std::max(edge_len_, frontier_len_))));
-    scan_temp_ = at::empty({static_cast<int64_t>(scan_bytes) + 1}, opts.dtype(at::kByte));
+    size_t new_bytes = 0, count_bytes = 0;
+    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, new_bytes, flags_iterator(IsNew{}),
+                                                 rank_.data_ptr<int64_t>(), static_cast<int>(edge_len_)));
+    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, count_bytes, draw_counts(HopArgs{}),
+                                                 offsets_.data_ptr<int64_t>(), static_cast<int>(frontier_len_)));
+    scan_temp_ = at::empty({static_cast<int64_t>(std::max(new_bytes, count_bytes)) + 1}, opts.dtype(at::kByte));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventBlockingSync | cudaEventDisableTiming));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   }
@@ -463,10 +524,14 @@ class SamplePlan {
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     C10_CUDA_CHECK(cudaStreamWaitEvent(stream, copied_, 0));  // the last call's copy-out has read our buffers
     const int64_t S = key_.num_seeds, num_counters = Counters::size(hops_);
+    if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table once
+      table_words_.zero_();
+      epoch_ = 1;
+    }
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
     prepare_kernel<<<grid_for(std::max(S, num_counters)), kBlock, 0, stream>>>(
         seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, S, num_nodes_,
-        random_seed, seed_buf_.data_ptr<int64_t>(), seed_time_buf_.data_ptr<int64_t>(),
+        random_seed, epoch_, seed_buf_.data_ptr<int64_t>(), seed_time_buf_.data_ptr<int64_t>(),
         counters_.data_ptr<int64_t>(), num_counters);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     ++uses_;
@@ -520,10 +585,18 @@ class SamplePlan {
     return owned;
   }
 
-  void scan(const at::Tensor& in, const at::Tensor& out, int64_t n, cudaStream_t stream) {
+  // The is-new flags of the first `count` hop edges (count from *count_ptr, or
+  // static_count when count_ptr is null), as an iterator for the rank scan.
+  auto new_flags(const int64_t* count_ptr, int64_t static_count) {
+    const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_);
+    return flags_iterator(IsNew{slot_of_.data_ptr<int64_t>(), count_ptr, static_count, table_, c.epoch});
+  }
+
+  template <typename Iterator>
+  void scan(Iterator in, const at::Tensor& out, int64_t n, cudaStream_t stream) {
     size_t bytes = static_cast<size_t>(scan_temp_.numel());
-    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data_ptr(), bytes, in.data_ptr<int64_t>(),
-                                                 out.data_ptr<int64_t>(), static_cast<int>(n), stream));
+    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data_ptr(), bytes, in, out.data_ptr<int64_t>(),
+                                                 static_cast<int>(n), stream));
   }
 
   // The whole sample after prepare_kernel: a fixed kernel sequence (graph-capturable).
@@ -531,44 +604,37 @@ class SamplePlan {
     const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_);
     const int64_t S = key_.num_seeds, stride = std::max<int64_t>(num_nodes_, 1);
     int64_t* slot_of = slot_of_.data_ptr<int64_t>();
-    int64_t* is_new = is_new_.data_ptr<int64_t>();
     int64_t* rank = rank_.data_ptr<int64_t>();
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
     int64_t* node = node_.data_ptr<int64_t>();
     int64_t* batch = batch_.data_ptr<int64_t>();
-    int64_t* node_slot = node_slot_.data_ptr<int64_t>();
     auto number_new = [&](int64_t len, const int64_t* count_ptr, int64_t static_count, int64_t level) {
-      flag_kernel<<<grid_for(len), kBlock, 0, stream>>>(slot_of, count_ptr, static_count, len, table_, is_new);
-      scan(is_new_, rank_, len, stream);
-      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, len, level, c, table_,
-                                                           node, batch, node_slot);
+      scan(new_flags(count_ptr, static_count), rank_, len, stream);
+      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(rank, slot_of, nbr, tree, len, level, c, table_, node,
+                                                           batch);
     };
-    const int64_t seed_len = std::max<int64_t>(S, 1);
     seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_buf_.data_ptr<int64_t>(), S, num_nodes_, key_.disjoint,
-                                                     stride, table_, slot_of, nbr, tree);
-    number_new(seed_len, nullptr, S, 0);
+                                                     stride, c, table_, slot_of, nbr, tree);
+    number_new(std::max<int64_t>(S, 1), nullptr, S, 0);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 
     const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
       const HopArgs a{g, key_.mode, key_.fanouts[h], key_.replace, h, c, node, batch,
-                      seed_time_buf_.data_ptr<int64_t>(), fl, counts_.data_ptr<int64_t>(),
-                      offsets_.data_ptr<int64_t>(), drawn_.data_ptr<int64_t>(),
-                      drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr};
+                      seed_time_buf_.data_ptr<int64_t>(), fl, offsets_.data_ptr<int64_t>(),
+                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
+                      seg_.data_ptr<int64_t>()};
       const ExpandArgs x{key_.disjoint, stride, el, table_, out_col_.data_ptr<int64_t>(),
                          out_edge_.data_ptr<int64_t>(), nbr, tree, slot_of};
-      count_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a);
-      scan(counts_, offsets_, fl, stream);
+      scan(draw_counts(a), offsets_, fl, stream);
       draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a);
       expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
       number_new(el, c.edges + h, 0, h + 1);
       rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out_row_.data_ptr<int64_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    reset_kernel<<<grid_for(node_len_), kBlock, 0, stream>>>(node_slot, node_len_, hops_, c, table_);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 
   // Records enqueue() as a CUDA graph; on any failure the plan stays eager.
@@ -607,10 +673,11 @@ class SamplePlan {
   const int64_t* node_time_ptr_ = nullptr;
   const int64_t* edge_time_ptr_ = nullptr;
   at::Tensor weight_, node_time_, edge_time_;  // converted copies, when the inputs needed one
-  at::Tensor keys_, first_pos_, local_id_;
+  at::Tensor table_words_;  // [3, capacity]: keys, first positions, local ids
   Table table_{};
-  at::Tensor node_, batch_, node_slot_, out_row_, out_col_, out_edge_, counts_, offsets_;
-  at::Tensor drawn_, drawn_key_, nbr_, tree_, slot_of_, is_new_, rank_;
+  int64_t epoch_ = 0;
+  at::Tensor node_, batch_, out_row_, out_col_, out_edge_, offsets_;
+  at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_, rank_;
   at::Tensor seed_buf_, seed_time_buf_, counters_, host_counts_, scan_temp_;
   std::mutex mutex_;
   int64_t uses_ = 0;

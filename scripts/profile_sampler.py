@@ -1,0 +1,75 @@
+"""Where a CUDA sampling call spends its time: wall and thread-CPU time of the Python
+API, of the raw op, with and without CUDA-graph replay, and a profiler table.
+
+    python scripts/profile_sampler.py [--preset products] [--batch 1024] [--out DIR]
+"""
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from pyg_accel.data import GraphStore
+from pyg_accel.datasets import synthetic_dataset
+from pyg_accel.ops import neighbor_sample
+from pyg_accel.ops._library import ops
+
+
+def timed(fn, batches):
+    walls, cpus = [], []
+    for s in batches:
+        torch.cuda.synchronize()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        fn(s)
+        torch.cuda.synchronize()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.thread_time() - c0)
+    return statistics.median(walls) * 1e6, statistics.median(cpus) * 1e6
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument('--preset', default='products')
+    p.add_argument('--batch', type=int, default=1024)
+    p.add_argument('--fanouts', type=int, nargs='*', default=[15, 10, 5])
+    p.add_argument('--out', default='profile-out')
+    args = p.parse_args()
+    ds = synthetic_dataset(args.preset, device='cuda')
+    gs = GraphStore('cuda')
+    gs.put_edge_index(ds.data.edge_index, edge_type=None, layout='coo', size=(ds.data.num_nodes,) * 2)
+    row, colptr, _ = gs.csc()
+    train = ds.split['train'].cuda()
+    batches = [train[torch.randperm(train.numel(), device='cuda')[:args.batch]] for _ in range(40)]
+    f = args.fanouts
+    api = lambda s: neighbor_sample(colptr, row, s, f)  # noqa: E731
+    raw = lambda s: ops().neighbor_sample(colptr, row, s, f, False, False, 7, None, None, None, None,  # noqa: E731
+                                          'uniform')
+    for name, fn in (('python api', api), ('raw op', raw)):
+        for _ in range(3):
+            fn(batches[0])
+        print(f'{name:12s} graphs on : wall {timed(fn, batches)[0]:8.1f} us  cpu {timed(fn, batches)[1]:8.1f} us')
+    os.environ['PYG_ACCEL_SAMPLER_CUDA_GRAPHS'] = '0'
+    colptr2, row2 = colptr.clone(), row.clone()
+    eager = lambda s: ops().neighbor_sample(colptr2, row2, s, f, False, False, 7, None, None, None, None,  # noqa
+                                            'uniform')
+    for _ in range(3):
+        eager(batches[0])
+    w, c = timed(eager, batches)
+    print(f'{"raw op":12s} graphs off: wall {w:8.1f} us  cpu {c:8.1f} us')
+    del os.environ['PYG_ACCEL_SAMPLER_CUDA_GRAPHS']
+    from torch.profiler import ProfilerActivity, profile
+    for label, fn in (('graph', raw), ('eager', eager)):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for s in batches[:10]:
+                fn(s)
+            torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by='self_cuda_time_total', row_limit=25)
+        print(f'--- {label}\n{table}')
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(Path(args.out) / f'sampler_{label}.json'))
+
+
+if __name__ == '__main__':
+    main()
