@@ -46,10 +46,14 @@ def main():
     api = lambda s: neighbor_sample(colptr, row, s, f)  # noqa: E731
     raw = lambda s: ops().neighbor_sample(colptr, row, s, f, False, False, 7, None, None, None, None,  # noqa: E731
                                           'uniform')
-    for name, fn in (('python api', api), ('raw op', raw)):
-        for _ in range(3):
-            fn(batches[0])
-        print(f'{name:12s} graphs on : wall {timed(fn, batches)[0]:8.1f} us  cpu {timed(fn, batches)[1]:8.1f} us')
+    for wait in ('spin', 'block'):
+        os.environ['PYG_ACCEL_SAMPLER_WAIT'] = wait
+        for name, fn in (('python api', api), ('raw op', raw)):
+            for _ in range(3):
+                fn(batches[0])
+            w, c = timed(fn, batches)
+            print(f'{name:12s} graphs on,  {wait:5s} wait: wall {w:8.1f} us  cpu {c:8.1f} us')
+    del os.environ['PYG_ACCEL_SAMPLER_WAIT']
     os.environ['PYG_ACCEL_SAMPLER_CUDA_GRAPHS'] = '0'
     colptr2, row2 = colptr.clone(), row.clone()
     eager = lambda s: ops().neighbor_sample(colptr2, row2, s, f, False, False, 7, None, None, None, None,  # noqa
@@ -57,7 +61,7 @@ def main():
     for _ in range(3):
         eager(batches[0])
     w, c = timed(eager, batches)
-    print(f'{"raw op":12s} graphs off: wall {w:8.1f} us  cpu {c:8.1f} us')
+    print(f'{"raw op":12s} graphs off, spin  wait: wall {w:8.1f} us  cpu {c:8.1f} us')
     del os.environ['PYG_ACCEL_SAMPLER_CUDA_GRAPHS']
     from torch.profiler import ProfilerActivity, profile
     for label, fn in (('graph', raw), ('eager', eager)):

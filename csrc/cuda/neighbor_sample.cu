@@ -5,34 +5,31 @@
 // read the actual sizes from device counters. The sequence lives in a SamplePlan,
 // one per (graph, batch size, fanouts, options), which owns its buffers, so from the
 // second call of a plan on the sequence is replayed as one CUDA graph: per batch the
-// host launches a parameter kernel, the graph, one 8-byte-per-hop count read and one
-// copy-out kernel.
+// host launches a parameter kernel and the graph, reads the counts once (a few bytes
+// per hop) and copies the outputs out of the plan's buffers.
 //
-// Per hop (frontier = the nodes the previous hop discovered, a contiguous range of
-// local ids):
-//   scan    inclusive sum of each frontier node's draw count (computed inside the
-//           scan's input iterator) = each node's output range;
-//   draw    one thread per frontier node that samples (Floyd without replacement,
-//           uniform with, weighted or temporal draws): the CSC positions it drew;
-//           nodes that take all their neighbours draw nothing;
+// Levels are numbered in first-seen order: level 0 = the seeds, level h + 1 = the
+// nodes hop h discovered (a contiguous range of local ids, the next frontier).
+// Numbering a level (flag, scan, assign) also records how many neighbours each new
+// node will draw. Per hop:
+//   scan    inclusive sums of the frontier's draw counts = each node's edge range;
+//   draw    one thread per frontier node: the CSC positions it draws (Floyd without
+//           replacement, uniform with, weighted or temporal draws; sample_draws.cuh);
 //   expand  one thread per sampled edge (degree-balanced: a hub's edges spread over
-//           as many threads as it has draws): its position, neighbour, tree, and a
-//           hash-table insert whose slot remembers the first edge that reached it;
-//   scan    ranks of the new edges (an edge is new if it is the first to reach a node
-//           without a local id; computed inside the scan's input iterator);
+//           as many threads as it has draws): neighbour, tree, and a dedup-table
+//           insert that remembers the first edge reaching each node (sample_table.cuh);
+//   flag    an edge is new if it is the first to reach a node without a local id;
+//   scan    ranks of the new edges;
 //   assign  new nodes get consecutive local ids in first-seen order (CPU order);
-//   rows    each edge's neighbour is replaced by its local id.
-// Table words are tagged with a per-sample epoch, so no sample clears the table.
-// Draws use the CPU kernel's counter-based RNG and algorithms (sample_draws.cuh), and
-// relabelling keeps first-seen order, so a seed gives the same sample on both devices.
+//   rows    each edge's neighbour becomes its local id.
+// Draws use the CPU kernel's counter-based RNG and algorithms, and relabelling keeps
+// first-seen order, so a seed gives the same sample on both devices.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
 #include <cub/cub.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -47,16 +44,12 @@
 
 #include "../sampling_rng.h"
 #include "sample_draws.cuh"
+#include "sample_table.cuh"
 
 namespace pyg_accel {
 namespace {
 
 constexpr int kBlock = 256;
-// Table entries carry the epoch (one per sample) in their top bits, so a new sample
-// starts on an "empty" table without clearing it: an entry of another epoch is free.
-constexpr int kEpochShift = 44;
-constexpr uint64_t kLowMask = (uint64_t{1} << kEpochShift) - 1;
-constexpr int64_t kMaxEpoch = (int64_t{1} << (64 - kEpochShift)) - 1;
 
 enum class Mode : int { kUniform, kWeighted, kTemporalUniform, kTemporalLast };
 
@@ -67,15 +60,6 @@ struct GraphPtrs {
   const double* weight;      // [E] or null
   const int64_t* node_time;  // [N] or null
   const int64_t* edge_time;  // [E] or null
-};
-
-// Open-addressing table from node key (< 2^44) to (first edge position, local id),
-// every word tagged with the epoch of the sample that wrote it.
-struct Table {
-  unsigned long long* keys;       // epoch | key
-  unsigned long long* first_pos;  // epoch | (kLowMask - smallest position that reached the key)
-  unsigned long long* local_id;   // epoch | local id, once the key's node is numbered
-  int64_t mask;
 };
 
 // The device counters of one sample, in one int64 buffer:
@@ -102,44 +86,47 @@ __device__ __forceinline__ int64_t global_thread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-__device__ __forceinline__ unsigned long long tag(uint64_t epoch, uint64_t low) {
-  return (epoch << kEpochShift) | low;
+// Element i of a sequence given by its inclusive sums.
+__device__ __forceinline__ int64_t step(const int64_t* inclusive, int64_t i) {
+  return inclusive[i] - (i > 0 ? inclusive[i - 1] : 0);
 }
 
-__device__ __forceinline__ bool current(unsigned long long word, uint64_t epoch) {
-  return (word >> kEpochShift) == epoch;
+// What a hop's kernels share.
+struct HopArgs {
+  GraphPtrs g;
+  Mode mode;
+  int64_t fanout;
+  bool replace;
+  int64_t hop;
+  Counters c;
+  const int64_t* node;
+  const int64_t* batch;
+  const int64_t* seed_time;  // per tree (temporal modes)
+  int64_t* counts;           // draws per frontier node (written when the node is numbered)
+  int64_t* offsets;          // their inclusive sums
+  int64_t* drawn;            // CSC position of each hop edge (bounded fanouts; else sampling nodes only)
+  double* drawn_key;         // weighted scratch
+  int64_t* seg;              // frontier index of each hop edge (bounded fanouts)
+};
+
+__device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
+  return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
 }
 
-// Returns the key's slot, claiming a free (other-epoch) slot if the key is new.
-__device__ __forceinline__ int64_t hash_insert(const Table& t, uint64_t epoch, uint64_t key) {
-  const unsigned long long mine = tag(epoch, key);
-  int64_t slot = static_cast<int64_t>(mix64(key) & static_cast<uint64_t>(t.mask));
-  while (true) {
-    unsigned long long seen = t.keys[slot];
-    while (seen != mine && !current(seen, epoch)) {  // free: try to claim it
-      const unsigned long long prev = atomicCAS(t.keys + slot, seen, mine);
-      if (prev == seen) return slot;
-      seen = prev;
-    }
-    if (seen == mine) return slot;
-    slot = (slot + 1) & t.mask;
-  }
-}
-
-__device__ __forceinline__ bool has_local_id(const Table& t, int64_t slot, uint64_t epoch) {
-  return current(t.local_id[slot], epoch);
-}
-
-// Records `position` as reaching the slot's key; the smallest position wins.
-__device__ __forceinline__ void claim_first(const Table& t, int64_t slot, uint64_t epoch, int64_t position) {
-  if (!has_local_id(t, slot, epoch)) {
-    atomicMax(t.first_pos + slot, tag(epoch, kLowMask - static_cast<uint64_t>(position)));
+// How many neighbours node v (in tree b) draws at the hop of `a`.
+__device__ int64_t draw_count(const HopArgs& a, int64_t v, int64_t b) {
+  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  switch (a.mode) {
+    case Mode::kUniform: return num_to_draw(a.fanout, degree, a.replace);
+    case Mode::kWeighted: return weighted_count(a.g.weight, start, degree, a.fanout, a.replace);
+    default:
+      return temporal_count(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, a.seed_time[b],
+                            a.g.row, a.g.node_time, a.g.edge_time);
   }
 }
 
 // Per call, outside the graph: the seeds (and seed times) into the plan's buffers, the
-// random seed, epoch and zeroed counters, the output pointers, and a note of the first
-// out-of-range seed.
+// random seed, epoch and zeroed counters, and a note of an out-of-range seed.
 __global__ void prepare_kernel(const int64_t* seed, const int64_t* seed_time, int64_t num_seeds, int64_t num_nodes,
                                int64_t random_seed, int64_t epoch, int64_t* seed_buf, int64_t* seed_time_buf,
                                int64_t* counters, int64_t num_counters) {
@@ -161,40 +148,27 @@ __global__ void seed_kernel(const int64_t* seed_buf, int64_t num_seeds, int64_t 
   const uint64_t epoch = *c.epoch;
   int64_t v = seed_buf[i];
   if (v < 0 || v >= num_nodes) v = 0;
-  const int64_t slot = hash_insert(t, epoch, static_cast<uint64_t>(disjoint ? i * stride + v : v));
+  const int64_t slot = table_insert(t, epoch, static_cast<uint64_t>(disjoint ? i * stride + v : v));
   slot_of[i] = slot;
   nbr[i] = v;
   tree[i] = i;
-  claim_first(t, slot, epoch, i);
+  table_claim_first(t, slot, epoch, i);
 }
 
-// 1 if position p (< count) is the first to reach a node without a local id; read
-// by the rank scan (no is_new array is stored).
-struct IsNew {
-  const int64_t* slot_of;
-  const int64_t* count_ptr;  // null: static_count
-  int64_t static_count;
-  Table t;
-  const int64_t* epoch_ptr;
-  __device__ int64_t operator()(int64_t p) const {
-    const int64_t count = count_ptr == nullptr ? static_count : *count_ptr;
-    if (p >= count) return 0;
-    const uint64_t epoch = *epoch_ptr;
-    const int64_t slot = slot_of[p];
-    const unsigned long long first = t.first_pos[slot];
-    return !has_local_id(t, slot, epoch) && current(first, epoch) &&
-           kLowMask - (first & kLowMask) == static_cast<uint64_t>(p);
-  }
-};
-
-__device__ __forceinline__ int64_t step(const int64_t* inclusive, int64_t i) {
-  return inclusive[i] - (i > 0 ? inclusive[i - 1] : 0);
+// is_new[p] = position p (< count) is the first to reach a node without a local id.
+__global__ void flag_kernel(const int64_t* slot_of, const int64_t* count_ptr, int64_t static_count, int64_t len,
+                            Counters c, Table t, int64_t* is_new) {
+  const int64_t p = global_thread();
+  if (p >= len) return;
+  const int64_t count = count_ptr == nullptr ? static_count : *count_ptr;
+  is_new[p] = p < count && table_is_first(t, slot_of[p], *c.epoch, p);
 }
 
-// Numbers level `level`'s new nodes after all earlier ones, in first-seen order.
-__global__ void assign_kernel(const int64_t* rank_inclusive, const int64_t* slot_of, const int64_t* nbr,
-                              const int64_t* tree, int64_t len, int64_t level, Counters c, Table t, int64_t* node,
-                              int64_t* batch) {
+// Numbers level `level`'s new nodes after all earlier ones, in first-seen order, and
+// (if another hop follows) records how many neighbours each will draw.
+__global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusive, const int64_t* slot_of,
+                              const int64_t* nbr, const int64_t* tree, int64_t len, int64_t level, Counters c,
+                              Table t, int64_t* node, int64_t* batch, bool count_next, HopArgs next) {
   const int64_t p = global_thread();
   if (p >= len) return;
   const int64_t base = level == 0 ? 0 : c.node_start[level - 1] + c.nodes[level - 1];
@@ -202,69 +176,39 @@ __global__ void assign_kernel(const int64_t* rank_inclusive, const int64_t* slot
     c.node_start[level] = base;
     c.nodes[level] = rank_inclusive[len - 1];
   }
-  if (step(rank_inclusive, p) == 0) return;
-  const int64_t id = base + rank_inclusive[p] - 1;
-  t.local_id[slot_of[p]] = tag(static_cast<uint64_t>(*c.epoch), static_cast<uint64_t>(id));
-  node[id] = nbr[p];
-  batch[id] = tree[p];
+  if (!is_new[p]) return;
+  const int64_t rank = rank_inclusive[p] - 1, id = base + rank, v = nbr[p], b = tree[p];
+  table_assign(t, slot_of[p], static_cast<uint64_t>(*c.epoch), id);
+  node[id] = v;
+  batch[id] = b;
+  if (count_next) next.counts[rank] = draw_count(next, v, b);
 }
 
-struct HopArgs {
-  GraphPtrs g;
-  Mode mode;
-  int64_t fanout;
-  bool replace;
-  int64_t hop;
-  Counters c;
-  const int64_t* node;
-  const int64_t* batch;
-  const int64_t* seed_time;  // per tree (temporal modes)
-  int64_t frontier_len;      // buffer length of offsets
-  int64_t* offsets;          // inclusive sums of the per-node draw counts
-  int64_t* drawn;            // CSC positions drawn by the sampling nodes, per hop edge
-  double* drawn_key;         // weighted scratch
-  int64_t* seg;              // frontier index of each hop edge (fanout >= 0)
-};
-
-__device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
-  return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
-}
-
-// How many neighbours frontier node i draws (0 past the frontier); read by the
-// offsets scan (no counts array is stored).
-struct DrawCount {
-  HopArgs a;
-  __device__ int64_t operator()(int64_t i) const {
-    if (i >= a.c.nodes[a.hop]) return 0;
-    const int64_t id = a.c.node_start[a.hop] + i, v = a.node[id];
-    const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-    switch (a.mode) {
-      case Mode::kUniform: return num_to_draw(a.fanout, degree, a.replace);
-      case Mode::kWeighted: return weighted_count(a.g.weight, start, degree, a.fanout, a.replace);
-      default:
-        return temporal_count(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast,
-                              a.seed_time[a.batch[id]], a.g.row, a.g.node_time, a.g.edge_time);
-    }
-  }
-};
-
-__global__ void draw_kernel(HopArgs a) {
+// One thread per frontier node: the hop's edge total, and the CSC positions each
+// sampling node draws (bounded fanouts: every node's positions and edge owners, so
+// expand needs neither a search nor the node's degree).
+__global__ void draw_kernel(HopArgs a, int64_t frontier_len) {
   const int64_t i = global_thread();
-  if (i >= a.frontier_len) return;
+  if (i >= frontier_len) return;
+  const int64_t m = a.c.nodes[a.hop];
   if (i == 0) {
-    const int64_t edges = a.offsets[a.frontier_len - 1];
+    const int64_t edges = m > 0 ? a.offsets[m - 1] : 0;
     a.c.edges[a.hop] = edges;
     a.c.edge_start[a.hop + 1] = a.c.edge_start[a.hop] + edges;
   }
+  if (i >= m) return;
   const int64_t k = step(a.offsets, i);
-  if (i >= a.c.nodes[a.hop] || k == 0) return;
-  const int64_t o = a.offsets[i] - k;
-  if (a.fanout >= 0) {  // bounded draws: tell expand which node each edge belongs to
-    for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
-  }
-  const int64_t id = a.c.node_start[a.hop] + i, v = a.node[id];
+  if (k == 0) return;
+  const int64_t o = a.offsets[i] - k, id = a.c.node_start[a.hop] + i, v = a.node[id];
   const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-  if (takes_all(a.mode, k, degree, a.fanout, a.replace)) return;  // expand fills these in
+  const bool all = takes_all(a.mode, k, degree, a.fanout, a.replace);
+  if (a.fanout >= 0) {
+    for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
+    if (all) {
+      for (int64_t j = 0; j < k; ++j) a.drawn[o + j] = start + j;
+    }
+  }
+  if (all) return;  // fanout -1: expand fills these in, edge-parallel
   const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
   switch (a.mode) {
     case Mode::kUniform: draw_uniform(start, degree, k, a.replace, key, a.drawn + o); break;
@@ -295,9 +239,10 @@ struct ExpandArgs {
 __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
   const int64_t p = global_thread();
   if (p >= x.len || p >= a.c.edges[a.hop]) return;
-  int64_t i;
+  int64_t i, pos;
   if (a.fanout >= 0) {
     i = a.seg[p];
+    pos = a.drawn[p];
   } else {
     int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
     while (lo < hi) {
@@ -305,18 +250,17 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
       if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
     }
     i = lo;
+    const int64_t k = step(a.offsets, i), v = a.node[a.c.node_start[a.hop] + i];
+    const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+    pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
   }
-  const int64_t k = step(a.offsets, i), id = a.c.node_start[a.hop] + i, v = a.node[id];
-  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-  const int64_t pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k)
-                                                                        : a.drawn[p];
-  const int64_t u = a.g.row[pos], b = a.batch[id];
+  const int64_t id = a.c.node_start[a.hop] + i, u = a.g.row[pos], b = a.batch[id];
   const uint64_t epoch = *a.c.epoch;
-  const int64_t slot = hash_insert(x.t, epoch, static_cast<uint64_t>(x.disjoint ? b * x.stride + u : u));
+  const int64_t slot = table_insert(x.t, epoch, static_cast<uint64_t>(x.disjoint ? b * x.stride + u : u));
   x.slot_of[p] = slot;
   x.nbr[p] = u;
   x.tree[p] = b;
-  claim_first(x.t, slot, epoch, p);
+  table_claim_first(x.t, slot, epoch, p);
   const int64_t e = a.c.edge_start[a.hop] + p;
   x.out_col[e] = id;
   x.out_edge[e] = pos;
@@ -325,39 +269,7 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
 __global__ void rows_kernel(const int64_t* slot_of, int64_t len, int64_t hop, Counters c, Table t, int64_t* out_row) {
   const int64_t p = global_thread();
   if (p >= len || p >= c.edges[hop]) return;
-  out_row[c.edge_start[hop] + p] = static_cast<int64_t>(t.local_id[slot_of[p]] & kLowMask);
-}
-
-// Copies up to 5 prefixes of the plan's buffers into a call's own outputs
-// (blockIdx.y picks the buffer).
-struct CopyList {
-  const int64_t* src[5];
-  int64_t* dst[5];
-  int64_t n[5];
-};
-
-__global__ void copy_out_kernel(CopyList l) {
-  const int64_t* src = nullptr;
-  int64_t* dst = nullptr;
-  int64_t n = 0;
-#pragma unroll
-  for (int s = 0; s < 5; ++s) {  // constant indices: the list stays in parameter space
-    if (s == static_cast<int>(blockIdx.y)) {
-      src = l.src[s];
-      dst = l.dst[s];
-      n = l.n[s];
-    }
-  }
-  for (int64_t i = global_thread(); i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) dst[i] = src[i];
-}
-
-// Scan inputs computed on the fly (no flag or count arrays are written).
-thrust::transform_iterator<IsNew, thrust::counting_iterator<int64_t>> flags_iterator(const IsNew& f) {
-  return thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), f);
-}
-
-thrust::transform_iterator<DrawCount, thrust::counting_iterator<int64_t>> draw_counts(const HopArgs& a) {
-  return thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), DrawCount{a});
+  out_row[c.edge_start[hop] + p] = table_local_id(t, slot_of[p]);
 }
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
@@ -411,6 +323,13 @@ using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, 
 bool cuda_graphs_enabled() {
   const char* env = std::getenv("PYG_ACCEL_SAMPLER_CUDA_GRAPHS");
   return env == nullptr || std::string(env) != "0";
+}
+
+// PYG_ACCEL_SAMPLER_WAIT=block: wait for the counts asleep (the thread's CPU is free
+// while the GPU samples) instead of spinning (the lowest latency, PyTorch's default).
+bool blocking_wait() {
+  const char* env = std::getenv("PYG_ACCEL_SAMPLER_WAIT");
+  return env != nullptr && std::string(env) == "block";
 }
 
 // Everything one sampling configuration needs on the GPU: validated graph tensors,
@@ -485,28 +404,30 @@ class SamplePlan {
     int64_t capacity = 1;
     while (capacity < 2 * node_len_) capacity <<= 1;
 
-    table_words_ = at::zeros({3, capacity}, opts);  // epoch 0: every slot free
-    auto* words = reinterpret_cast<unsigned long long*>(table_words_.data_ptr<int64_t>());
-    table_ = {words, words + capacity, words + 2 * capacity, capacity - 1};
+    table_slots_ = at::zeros({capacity, 2}, opts);  // epoch 0: every slot free
+    table_ = {reinterpret_cast<TableSlot*>(table_slots_.data_ptr<int64_t>()), capacity - 1};
     node_ = at::empty({node_len_}, opts);
     batch_ = at::empty({node_len_}, opts);
     out_row_ = at::empty({std::max<int64_t>(total_edges, 1)}, opts);
     out_col_ = at::empty_like(out_row_);
     out_edge_ = at::empty_like(out_row_);
+    counts_ = at::zeros({frontier_len_}, opts);  // entries past a frontier are stale but finite
     offsets_ = at::empty({frontier_len_}, opts);
-    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_, &rank_}) *t = at::empty({edge_len_}, opts);
+    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_, &is_new_, &rank_}) {
+      *t = at::empty({edge_len_}, opts);
+    }
     if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
     seed_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     counters_ = at::zeros({Counters::size(hops_)}, opts);
     host_counts_ = at::empty({Counters::size(hops_)}, opts.device(at::kCPU).pinned_memory(true));
-    size_t new_bytes = 0, count_bytes = 0;
-    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, new_bytes, flags_iterator(IsNew{}),
-                                                 rank_.data_ptr<int64_t>(), static_cast<int>(edge_len_)));
-    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, count_bytes, draw_counts(HopArgs{}),
-                                                 offsets_.data_ptr<int64_t>(), static_cast<int>(frontier_len_)));
-    scan_temp_ = at::empty({static_cast<int64_t>(std::max(new_bytes, count_bytes)) + 1}, opts.dtype(at::kByte));
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventBlockingSync | cudaEventDisableTiming));
+    size_t scan_bytes = 0;
+    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, is_new_.data_ptr<int64_t>(),
+                                                 rank_.data_ptr<int64_t>(),
+                                                 static_cast<int>(std::max(edge_len_, frontier_len_))));
+    scan_temp_ = at::empty({static_cast<int64_t>(scan_bytes) + 1}, opts.dtype(at::kByte));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_blocking_, cudaEventBlockingSync | cudaEventDisableTiming));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   }
 
@@ -514,6 +435,7 @@ class SamplePlan {
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
     if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
     cudaEventDestroy(done_);
+    cudaEventDestroy(done_blocking_);
     cudaEventDestroy(copied_);
   }
 
@@ -525,7 +447,7 @@ class SamplePlan {
     C10_CUDA_CHECK(cudaStreamWaitEvent(stream, copied_, 0));  // the last call's copy-out has read our buffers
     const int64_t S = key_.num_seeds, num_counters = Counters::size(hops_);
     if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table once
-      table_words_.zero_();
+      table_slots_.zero_();
       epoch_ = 1;
     }
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
@@ -544,8 +466,9 @@ class SamplePlan {
     // The one host read: the per-level and per-hop counts (and the bad-seed note).
     C10_CUDA_CHECK(cudaMemcpyAsync(host_counts_.data_ptr<int64_t>(), counters_.data_ptr<int64_t>(),
                                    num_counters * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
-    C10_CUDA_CHECK(cudaEventRecord(done_, stream));
-    C10_CUDA_CHECK(cudaEventSynchronize(done_));
+    cudaEvent_t done = blocking_wait() ? done_blocking_ : done_;
+    C10_CUDA_CHECK(cudaEventRecord(done, stream));
+    C10_CUDA_CHECK(cudaEventSynchronize(done));
     const int64_t* host = host_counts_.data_ptr<int64_t>();
     const Counters c = Counters::at(const_cast<int64_t*>(host), hops_);
     if (*c.bad_seed != 0) {
@@ -560,17 +483,17 @@ class SamplePlan {
     at::Tensor node = at::empty({num_out_nodes}, opts), row = at::empty({num_out_edges}, opts),
                col = at::empty({num_out_edges}, opts), edge = at::empty({num_out_edges}, opts),
                batch = at::empty({key_.disjoint ? num_out_nodes : 0}, opts);
-    CopyList l{{node_.data_ptr<int64_t>(), batch_.data_ptr<int64_t>(), out_row_.data_ptr<int64_t>(),
-                out_col_.data_ptr<int64_t>(), out_edge_.data_ptr<int64_t>()},
-               {node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(), row.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
-                edge.data_ptr<int64_t>()},
-               {num_out_nodes, batch.numel(), num_out_edges, num_out_edges, num_out_edges}};
-    const int64_t most = std::max(num_out_nodes, num_out_edges);
-    if (most > 0) {
-      const dim3 grid(std::min<unsigned>(grid_for(most), 1024u), 5);
-      copy_out_kernel<<<grid, kBlock, 0, stream>>>(l);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
+    auto copy_out = [&](const at::Tensor& from, const at::Tensor& to) {
+      if (to.numel() > 0) {
+        C10_CUDA_CHECK(cudaMemcpyAsync(to.data_ptr(), from.data_ptr(), to.numel() * sizeof(int64_t),
+                                       cudaMemcpyDeviceToDevice, stream));
+      }
+    };
+    copy_out(node_, node);
+    copy_out(batch_, batch);
+    copy_out(out_row_, row);
+    copy_out(out_col_, col);
+    copy_out(out_edge_, edge);
     C10_CUDA_CHECK(cudaEventRecord(copied_, stream));
     at::Tensor nodes_per_hop = at::from_blob(const_cast<int64_t*>(c.nodes), {hops_ + 1}, at::kLong).clone();
     at::Tensor edges_per_hop = at::from_blob(const_cast<int64_t*>(c.edges), {hops_}, at::kLong).clone();
@@ -585,18 +508,10 @@ class SamplePlan {
     return owned;
   }
 
-  // The is-new flags of the first `count` hop edges (count from *count_ptr, or
-  // static_count when count_ptr is null), as an iterator for the rank scan.
-  auto new_flags(const int64_t* count_ptr, int64_t static_count) {
-    const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_);
-    return flags_iterator(IsNew{slot_of_.data_ptr<int64_t>(), count_ptr, static_count, table_, c.epoch});
-  }
-
-  template <typename Iterator>
-  void scan(Iterator in, const at::Tensor& out, int64_t n, cudaStream_t stream) {
+  void scan(const at::Tensor& in, const at::Tensor& out, int64_t n, cudaStream_t stream) {
     size_t bytes = static_cast<size_t>(scan_temp_.numel());
-    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data_ptr(), bytes, in, out.data_ptr<int64_t>(),
-                                                 static_cast<int>(n), stream));
+    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data_ptr(), bytes, in.data_ptr<int64_t>(),
+                                                 out.data_ptr<int64_t>(), static_cast<int>(n), stream));
   }
 
   // The whole sample after prepare_kernel: a fixed kernel sequence (graph-capturable).
@@ -604,32 +519,37 @@ class SamplePlan {
     const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_);
     const int64_t S = key_.num_seeds, stride = std::max<int64_t>(num_nodes_, 1);
     int64_t* slot_of = slot_of_.data_ptr<int64_t>();
+    int64_t* is_new = is_new_.data_ptr<int64_t>();
     int64_t* rank = rank_.data_ptr<int64_t>();
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
     int64_t* node = node_.data_ptr<int64_t>();
     int64_t* batch = batch_.data_ptr<int64_t>();
+    const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
+    auto hop_args = [&](int64_t h) {
+      return HopArgs{g, key_.mode, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, node, batch,
+                     seed_time_buf_.data_ptr<int64_t>(), counts_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
+                     drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
+                     seg_.data_ptr<int64_t>()};
+    };
+    // Flags, ranks and numbers level `level`'s new nodes, counting their next-hop draws.
     auto number_new = [&](int64_t len, const int64_t* count_ptr, int64_t static_count, int64_t level) {
-      scan(new_flags(count_ptr, static_count), rank_, len, stream);
-      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(rank, slot_of, nbr, tree, len, level, c, table_, node,
-                                                           batch);
+      flag_kernel<<<grid_for(len), kBlock, 0, stream>>>(slot_of, count_ptr, static_count, len, c, table_, is_new);
+      scan(is_new_, rank_, len, stream);
+      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, len, level, c, table_,
+                                                           node, batch, level < hops_, hop_args(level));
     };
     seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_buf_.data_ptr<int64_t>(), S, num_nodes_, key_.disjoint,
                                                      stride, c, table_, slot_of, nbr, tree);
     number_new(std::max<int64_t>(S, 1), nullptr, S, 0);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-
-    const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
-      const HopArgs a{g, key_.mode, key_.fanouts[h], key_.replace, h, c, node, batch,
-                      seed_time_buf_.data_ptr<int64_t>(), fl, offsets_.data_ptr<int64_t>(),
-                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
-                      seg_.data_ptr<int64_t>()};
+      const HopArgs a = hop_args(h);
       const ExpandArgs x{key_.disjoint, stride, el, table_, out_col_.data_ptr<int64_t>(),
                          out_edge_.data_ptr<int64_t>(), nbr, tree, slot_of};
-      scan(draw_counts(a), offsets_, fl, stream);
-      draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a);
+      scan(counts_, offsets_, fl, stream);
+      draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a, fl);
       expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
       number_new(el, c.edges + h, 0, h + 1);
       rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out_row_.data_ptr<int64_t>());
@@ -673,18 +593,18 @@ class SamplePlan {
   const int64_t* node_time_ptr_ = nullptr;
   const int64_t* edge_time_ptr_ = nullptr;
   at::Tensor weight_, node_time_, edge_time_;  // converted copies, when the inputs needed one
-  at::Tensor table_words_;  // [3, capacity]: keys, first positions, local ids
+  at::Tensor table_slots_;  // [capacity, 2]: the TableSlot words
   Table table_{};
   int64_t epoch_ = 0;
-  at::Tensor node_, batch_, out_row_, out_col_, out_edge_, offsets_;
-  at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_, rank_;
+  at::Tensor node_, batch_, out_row_, out_col_, out_edge_, counts_, offsets_;
+  at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_, is_new_, rank_;
   at::Tensor seed_buf_, seed_time_buf_, counters_, host_counts_, scan_temp_;
   std::mutex mutex_;
   int64_t uses_ = 0;
   bool capture_failed_ = false;
   cudaStream_t capture_stream_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
-  cudaEvent_t done_ = nullptr, copied_ = nullptr;
+  cudaEvent_t done_ = nullptr, done_blocking_ = nullptr, copied_ = nullptr;
 };
 
 // The most recently used plans (a plan holds its graph's tensors; a plan whose inputs

@@ -1,0 +1,83 @@
+// The CUDA sampler's dedup table: open addressing from a node key (< 2^44) to the
+// first sampled edge that reached it and, once numbered, its local id.
+//
+// A slot is 16 bytes (key and value side by side: one memory sector per probe), and
+// both words carry the epoch of the sample that wrote them in their top 20 bits. A
+// new sample uses a new epoch, so every slot of an older epoch reads as free and the
+// table is never cleared between samples (only when the epochs wrap).
+//
+// value = epoch | assigned bit | 43 low bits, where the low bits hold
+//   kMaxPosition - (smallest edge position that reached the key)   while unassigned,
+//   the local id                                                   once assigned,
+// so one atomicMax keeps the smallest position and can never undo an assignment.
+#pragma once
+
+#include <cstdint>
+
+#include "../sampling_rng.h"
+
+namespace pyg_accel {
+
+constexpr int kEpochShift = 44;
+constexpr uint64_t kKeyMask = (uint64_t{1} << kEpochShift) - 1;
+constexpr uint64_t kAssigned = uint64_t{1} << 43;
+constexpr uint64_t kLowMask = kAssigned - 1;
+constexpr uint64_t kMaxPosition = kLowMask;
+constexpr int64_t kMaxEpoch = (int64_t{1} << (64 - kEpochShift)) - 1;
+
+struct alignas(16) TableSlot {
+  unsigned long long key;    // epoch | node key
+  unsigned long long value;  // epoch | assigned | position or local id
+};
+
+struct Table {
+  TableSlot* slots;
+  int64_t mask;  // capacity - 1 (a power of two)
+};
+
+__device__ __forceinline__ unsigned long long tag(uint64_t epoch, uint64_t low) {
+  return (epoch << kEpochShift) | low;
+}
+
+__device__ __forceinline__ bool current(unsigned long long word, uint64_t epoch) {
+  return (word >> kEpochShift) == epoch;
+}
+
+// Returns the key's slot, claiming a free (older-epoch) slot if the key is new.
+__device__ __forceinline__ int64_t table_insert(const Table& t, uint64_t epoch, uint64_t key) {
+  const unsigned long long mine = tag(epoch, key);
+  int64_t slot = static_cast<int64_t>(mix64(key) & static_cast<uint64_t>(t.mask));
+  while (true) {
+    unsigned long long seen = t.slots[slot].key;
+    while (seen != mine && !current(seen, epoch)) {  // free: try to claim it
+      const unsigned long long prev = atomicCAS(&t.slots[slot].key, seen, mine);
+      if (prev == seen) return slot;
+      seen = prev;
+    }
+    if (seen == mine) return slot;
+    slot = (slot + 1) & t.mask;
+  }
+}
+
+// Records that edge `position` reached the slot's key (the smallest position wins).
+__device__ __forceinline__ void table_claim_first(const Table& t, int64_t slot, uint64_t epoch, int64_t position) {
+  const unsigned long long v = t.slots[slot].value;
+  if (current(v, epoch) && (v & kAssigned)) return;
+  atomicMax(&t.slots[slot].value, tag(epoch, kMaxPosition - static_cast<uint64_t>(position)));
+}
+
+// Whether `position` is the first edge to reach the slot's still unnumbered key.
+__device__ __forceinline__ bool table_is_first(const Table& t, int64_t slot, uint64_t epoch, int64_t position) {
+  const unsigned long long v = t.slots[slot].value;
+  return current(v, epoch) && !(v & kAssigned) && kMaxPosition - (v & kLowMask) == static_cast<uint64_t>(position);
+}
+
+__device__ __forceinline__ void table_assign(const Table& t, int64_t slot, uint64_t epoch, int64_t local_id) {
+  t.slots[slot].value = tag(epoch, kAssigned | static_cast<uint64_t>(local_id));
+}
+
+__device__ __forceinline__ int64_t table_local_id(const Table& t, int64_t slot) {
+  return static_cast<int64_t>(t.slots[slot].value & kLowMask);
+}
+
+}  // namespace pyg_accel
