@@ -32,6 +32,8 @@
 #include <cub/cub.cuh>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <list>
@@ -82,6 +84,16 @@ struct Counters {
   }
 };
 
+// Where this call's outputs go: fresh tensors per call, so the graph reads their
+// addresses from device memory (written by prepare_kernel) instead of baking them in.
+struct Outputs {
+  int64_t* node;   // [node bound] global id per local id
+  int64_t* batch;  // [node bound] tree per local id (a plan scratch buffer unless disjoint)
+  int64_t* row;    // [edge bound] per output edge
+  int64_t* col;
+  int64_t* edge;
+};
+
 __device__ __forceinline__ int64_t global_thread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
@@ -99,8 +111,7 @@ struct HopArgs {
   bool replace;
   int64_t hop;
   Counters c;
-  const int64_t* node;
-  const int64_t* batch;
+  const Outputs* out;
   const int64_t* seed_time;  // per tree (temporal modes)
   int64_t* counts;           // draws per frontier node (written when the node is numbered)
   int64_t* offsets;          // their inclusive sums
@@ -129,8 +140,9 @@ __device__ int64_t draw_count(const HopArgs& a, int64_t v, int64_t b) {
 // random seed, epoch and zeroed counters, and a note of an out-of-range seed.
 __global__ void prepare_kernel(const int64_t* seed, const int64_t* seed_time, int64_t num_seeds, int64_t num_nodes,
                                int64_t random_seed, int64_t epoch, int64_t* seed_buf, int64_t* seed_time_buf,
-                               int64_t* counters, int64_t num_counters) {
+                               int64_t* counters, int64_t num_counters, Outputs out, Outputs* out_slot) {
   const int64_t i = global_thread();
+  if (i == 0) *out_slot = out;
   if (i < num_counters) counters[i] = i == 0 ? random_seed : (i == num_counters - 1 ? epoch : 0);
   if (i >= num_seeds) return;
   const int64_t v = seed[i];
@@ -168,7 +180,7 @@ __global__ void flag_kernel(const int64_t* slot_of, const int64_t* count_ptr, in
 // (if another hop follows) records how many neighbours each will draw.
 __global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusive, const int64_t* slot_of,
                               const int64_t* nbr, const int64_t* tree, int64_t len, int64_t level, Counters c,
-                              Table t, int64_t* node, int64_t* batch, bool count_next, HopArgs next) {
+                              Table t, bool count_next, HopArgs next) {
   const int64_t p = global_thread();
   if (p >= len) return;
   const int64_t base = level == 0 ? 0 : c.node_start[level - 1] + c.nodes[level - 1];
@@ -179,8 +191,9 @@ __global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusi
   if (!is_new[p]) return;
   const int64_t rank = rank_inclusive[p] - 1, id = base + rank, v = nbr[p], b = tree[p];
   table_assign(t, slot_of[p], static_cast<uint64_t>(*c.epoch), id);
-  node[id] = v;
-  batch[id] = b;
+  const Outputs* out = next.out;
+  out->node[id] = v;
+  out->batch[id] = b;
   if (count_next) next.counts[rank] = draw_count(next, v, b);
 }
 
@@ -199,7 +212,7 @@ __global__ void draw_kernel(HopArgs a, int64_t frontier_len) {
   if (i >= m) return;
   const int64_t k = step(a.offsets, i);
   if (k == 0) return;
-  const int64_t o = a.offsets[i] - k, id = a.c.node_start[a.hop] + i, v = a.node[id];
+  const int64_t o = a.offsets[i] - k, id = a.c.node_start[a.hop] + i, v = a.out->node[id];
   const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
   const bool all = takes_all(a.mode, k, degree, a.fanout, a.replace);
   if (a.fanout >= 0) {
@@ -217,7 +230,7 @@ __global__ void draw_kernel(HopArgs a, int64_t frontier_len) {
       break;
     default:
       draw_temporal(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k,
-                    a.seed_time[a.batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
+                    a.seed_time[a.out->batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
   }
 }
 
@@ -226,8 +239,6 @@ struct ExpandArgs {
   int64_t stride;  // key = tree * stride + node in disjoint mode
   int64_t len;     // buffer length of the per-edge scratch
   Table t;
-  int64_t* out_col;
-  int64_t* out_edge;
   int64_t* nbr;
   int64_t* tree;
   int64_t* slot_of;
@@ -250,11 +261,12 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
       if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
     }
     i = lo;
-    const int64_t k = step(a.offsets, i), v = a.node[a.c.node_start[a.hop] + i];
+    const int64_t k = step(a.offsets, i), v = a.out->node[a.c.node_start[a.hop] + i];
     const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
     pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
   }
-  const int64_t id = a.c.node_start[a.hop] + i, u = a.g.row[pos], b = a.batch[id];
+  const Outputs out = *a.out;
+  const int64_t id = a.c.node_start[a.hop] + i, u = a.g.row[pos], b = out.batch[id];
   const uint64_t epoch = *a.c.epoch;
   const int64_t slot = table_insert(x.t, epoch, static_cast<uint64_t>(x.disjoint ? b * x.stride + u : u));
   x.slot_of[p] = slot;
@@ -262,14 +274,15 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
   x.tree[p] = b;
   table_claim_first(x.t, slot, epoch, p);
   const int64_t e = a.c.edge_start[a.hop] + p;
-  x.out_col[e] = id;
-  x.out_edge[e] = pos;
+  out.col[e] = id;
+  out.edge[e] = pos;
 }
 
-__global__ void rows_kernel(const int64_t* slot_of, int64_t len, int64_t hop, Counters c, Table t, int64_t* out_row) {
+__global__ void rows_kernel(const int64_t* slot_of, int64_t len, int64_t hop, Counters c, Table t,
+                            const Outputs* out) {
   const int64_t p = global_thread();
   if (p >= len || p >= c.edges[hop]) return;
-  out_row[c.edge_start[hop] + p] = table_local_id(t, slot_of[p]);
+  out->row[c.edge_start[hop] + p] = table_local_id(t, slot_of[p]);
 }
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
@@ -323,6 +336,12 @@ using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, 
 bool cuda_graphs_enabled() {
   const char* env = std::getenv("PYG_ACCEL_SAMPLER_CUDA_GRAPHS");
   return env == nullptr || std::string(env) != "0";
+}
+
+// PYG_ACCEL_SAMPLER_TRACE=1: one line per sample on stderr with its host phases.
+bool trace_enabled() {
+  static const bool enabled = std::getenv("PYG_ACCEL_SAMPLER_TRACE") != nullptr;
+  return enabled;
 }
 
 // PYG_ACCEL_SAMPLER_WAIT=block: wait for the counts asleep (the thread's CPU is free
@@ -406,11 +425,9 @@ class SamplePlan {
 
     table_slots_ = at::zeros({capacity, 2}, opts);  // epoch 0: every slot free
     table_ = {reinterpret_cast<TableSlot*>(table_slots_.data_ptr<int64_t>()), capacity - 1};
-    node_ = at::empty({node_len_}, opts);
-    batch_ = at::empty({node_len_}, opts);
-    out_row_ = at::empty({std::max<int64_t>(total_edges, 1)}, opts);
-    out_col_ = at::empty_like(out_row_);
-    out_edge_ = at::empty_like(out_row_);
+    edge_out_len_ = std::max<int64_t>(total_edges, 1);
+    if (!key_.disjoint) batch_scratch_ = at::empty({node_len_}, opts);
+    out_slot_ = at::empty({static_cast<int64_t>(sizeof(Outputs) / sizeof(int64_t))}, opts);
     counts_ = at::zeros({frontier_len_}, opts);  // entries past a frontier are stale but finite
     offsets_ = at::empty({frontier_len_}, opts);
     for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_, &is_new_, &rank_}) {
@@ -428,7 +445,6 @@ class SamplePlan {
     scan_temp_ = at::empty({static_cast<int64_t>(scan_bytes) + 1}, opts.dtype(at::kByte));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_blocking_, cudaEventBlockingSync | cudaEventDisableTiming));
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   }
 
   ~SamplePlan() {  // errors ignored: this may run while the process exits
@@ -436,25 +452,33 @@ class SamplePlan {
     if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
     cudaEventDestroy(done_);
     cudaEventDestroy(done_blocking_);
-    cudaEventDestroy(copied_);
   }
 
   const PlanKey& key() const { return key_; }
 
+  // One sample: outputs are allocated at their upper bounds and returned as views of
+  // the first N / E entries (PyG's loaders copy row/col/edge into new tensors, so only
+  // the node (and batch) buffers outlive a batch; clone() them to compact).
   SampleOutput run(const at::Tensor& seed, const std::optional<at::Tensor>& seed_time, int64_t random_seed) {
     std::lock_guard<std::mutex> lock(mutex_);
+    const auto t0 = std::chrono::steady_clock::now();
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    C10_CUDA_CHECK(cudaStreamWaitEvent(stream, copied_, 0));  // the last call's copy-out has read our buffers
     const int64_t S = key_.num_seeds, num_counters = Counters::size(hops_);
     if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table once
       table_slots_.zero_();
       epoch_ = 1;
     }
+    const auto opts = seed.options().dtype(at::kLong);
+    at::Tensor node = at::empty({node_len_}, opts), row = at::empty({edge_out_len_}, opts),
+               col = at::empty({edge_out_len_}, opts), edge = at::empty({edge_out_len_}, opts);
+    at::Tensor batch = key_.disjoint ? at::empty({node_len_}, opts) : batch_scratch_;
+    const Outputs out{node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(), row.data_ptr<int64_t>(),
+                      col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()};
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
     prepare_kernel<<<grid_for(std::max(S, num_counters)), kBlock, 0, stream>>>(
         seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, S, num_nodes_,
         random_seed, epoch_, seed_buf_.data_ptr<int64_t>(), seed_time_buf_.data_ptr<int64_t>(),
-        counters_.data_ptr<int64_t>(), num_counters);
+        counters_.data_ptr<int64_t>(), num_counters, out, reinterpret_cast<Outputs*>(out_slot_.data_ptr<int64_t>()));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     ++uses_;
     if (exec_ == nullptr && uses_ >= 2 && !capture_failed_ && cuda_graphs_enabled()) capture();
@@ -468,7 +492,9 @@ class SamplePlan {
                                    num_counters * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
     cudaEvent_t done = blocking_wait() ? done_blocking_ : done_;
     C10_CUDA_CHECK(cudaEventRecord(done, stream));
+    const auto t1 = std::chrono::steady_clock::now();
     C10_CUDA_CHECK(cudaEventSynchronize(done));
+    const auto t2 = std::chrono::steady_clock::now();
     const int64_t* host = host_counts_.data_ptr<int64_t>();
     const Counters c = Counters::at(const_cast<int64_t*>(host), hops_);
     if (*c.bad_seed != 0) {
@@ -479,25 +505,18 @@ class SamplePlan {
     int64_t num_out_nodes = 0, num_out_edges = 0;
     for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.nodes[l];
     for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edges[h];
-    const auto opts = seed.options().dtype(at::kLong);
-    at::Tensor node = at::empty({num_out_nodes}, opts), row = at::empty({num_out_edges}, opts),
-               col = at::empty({num_out_edges}, opts), edge = at::empty({num_out_edges}, opts),
-               batch = at::empty({key_.disjoint ? num_out_nodes : 0}, opts);
-    auto copy_out = [&](const at::Tensor& from, const at::Tensor& to) {
-      if (to.numel() > 0) {
-        C10_CUDA_CHECK(cudaMemcpyAsync(to.data_ptr(), from.data_ptr(), to.numel() * sizeof(int64_t),
-                                       cudaMemcpyDeviceToDevice, stream));
-      }
-    };
-    copy_out(node_, node);
-    copy_out(batch_, batch);
-    copy_out(out_row_, row);
-    copy_out(out_col_, col);
-    copy_out(out_edge_, edge);
-    C10_CUDA_CHECK(cudaEventRecord(copied_, stream));
-    at::Tensor nodes_per_hop = at::from_blob(const_cast<int64_t*>(c.nodes), {hops_ + 1}, at::kLong).clone();
-    at::Tensor edges_per_hop = at::from_blob(const_cast<int64_t*>(c.edges), {hops_}, at::kLong).clone();
-    return {node, row, col, edge, batch, nodes_per_hop, edges_per_hop};
+    SampleOutput result{node.narrow(0, 0, num_out_nodes), row.narrow(0, 0, num_out_edges),
+                        col.narrow(0, 0, num_out_edges), edge.narrow(0, 0, num_out_edges),
+                        key_.disjoint ? batch.narrow(0, 0, num_out_nodes) : at::empty({0}, opts),
+                        at::from_blob(const_cast<int64_t*>(c.nodes), {hops_ + 1}, at::kLong).clone(),
+                        at::from_blob(const_cast<int64_t*>(c.edges), {hops_}, at::kLong).clone()};
+    if (trace_enabled()) {
+      const auto t3 = std::chrono::steady_clock::now();
+      auto us = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::micro>(b - a).count()); };
+      std::fprintf(stderr, "pyg_accel sampler trace: launch %s us, wait %s us, finish %s us%s\n", us(t0, t1).c_str(),
+                   us(t1, t2).c_str(), us(t2, t3).c_str(), exec_ != nullptr ? " (graph)" : "");
+    }
+    return result;
   }
 
  private:
@@ -523,11 +542,10 @@ class SamplePlan {
     int64_t* rank = rank_.data_ptr<int64_t>();
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
-    int64_t* node = node_.data_ptr<int64_t>();
-    int64_t* batch = batch_.data_ptr<int64_t>();
+    const Outputs* out = reinterpret_cast<const Outputs*>(out_slot_.data_ptr<int64_t>());
     const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
     auto hop_args = [&](int64_t h) {
-      return HopArgs{g, key_.mode, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, node, batch,
+      return HopArgs{g, key_.mode, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), counts_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
                      seg_.data_ptr<int64_t>()};
@@ -537,7 +555,7 @@ class SamplePlan {
       flag_kernel<<<grid_for(len), kBlock, 0, stream>>>(slot_of, count_ptr, static_count, len, c, table_, is_new);
       scan(is_new_, rank_, len, stream);
       assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, len, level, c, table_,
-                                                           node, batch, level < hops_, hop_args(level));
+                                                           level < hops_, hop_args(level));
     };
     seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_buf_.data_ptr<int64_t>(), S, num_nodes_, key_.disjoint,
                                                      stride, c, table_, slot_of, nbr, tree);
@@ -546,13 +564,12 @@ class SamplePlan {
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
       const HopArgs a = hop_args(h);
-      const ExpandArgs x{key_.disjoint, stride, el, table_, out_col_.data_ptr<int64_t>(),
-                         out_edge_.data_ptr<int64_t>(), nbr, tree, slot_of};
+      const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slot_of};
       scan(counts_, offsets_, fl, stream);
       draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a, fl);
       expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
       number_new(el, c.edges + h, 0, h + 1);
-      rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out_row_.data_ptr<int64_t>());
+      rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   }
@@ -596,7 +613,8 @@ class SamplePlan {
   at::Tensor table_slots_;  // [capacity, 2]: the TableSlot words
   Table table_{};
   int64_t epoch_ = 0;
-  at::Tensor node_, batch_, out_row_, out_col_, out_edge_, counts_, offsets_;
+  int64_t edge_out_len_ = 1;
+  at::Tensor batch_scratch_, out_slot_, counts_, offsets_;
   at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_, is_new_, rank_;
   at::Tensor seed_buf_, seed_time_buf_, counters_, host_counts_, scan_temp_;
   std::mutex mutex_;
@@ -604,7 +622,7 @@ class SamplePlan {
   bool capture_failed_ = false;
   cudaStream_t capture_stream_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
-  cudaEvent_t done_ = nullptr, done_blocking_ = nullptr, copied_ = nullptr;
+  cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
 };
 
 // The most recently used plans (a plan holds its graph's tensors; a plan whose inputs
