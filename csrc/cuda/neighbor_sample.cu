@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <list>
@@ -472,6 +473,7 @@ class SamplePlan {
     at::Tensor node = at::empty({node_len_}, opts), row = at::empty({edge_out_len_}, opts),
                col = at::empty({edge_out_len_}, opts), edge = at::empty({edge_out_len_}, opts);
     at::Tensor batch = key_.disjoint ? at::empty({node_len_}, opts) : batch_scratch_;
+    const auto t_alloc = std::chrono::steady_clock::now();
     const Outputs out{node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(), row.data_ptr<int64_t>(),
                       col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()};
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
@@ -482,11 +484,13 @@ class SamplePlan {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     ++uses_;
     if (exec_ == nullptr && uses_ >= 2 && !capture_failed_ && cuda_graphs_enabled()) capture();
+    const auto t_prepare = std::chrono::steady_clock::now();
     if (exec_ != nullptr) {
       C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
     } else {
       enqueue(stream);
     }
+    const auto t_graph = std::chrono::steady_clock::now();
     // The one host read: the per-level and per-hop counts (and the bad-seed note).
     C10_CUDA_CHECK(cudaMemcpyAsync(host_counts_.data_ptr<int64_t>(), counters_.data_ptr<int64_t>(),
                                    num_counters * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
@@ -505,18 +509,28 @@ class SamplePlan {
     int64_t num_out_nodes = 0, num_out_edges = 0;
     for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.nodes[l];
     for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edges[h];
-    SampleOutput result{node.narrow(0, 0, num_out_nodes), row.narrow(0, 0, num_out_edges),
-                        col.narrow(0, 0, num_out_edges), edge.narrow(0, 0, num_out_edges),
-                        key_.disjoint ? batch.narrow(0, 0, num_out_nodes) : at::empty({0}, opts),
-                        at::from_blob(const_cast<int64_t*>(c.nodes), {hops_ + 1}, at::kLong).clone(),
-                        at::from_blob(const_cast<int64_t*>(c.edges), {hops_}, at::kLong).clone()};
+    // Shrink the fresh outputs to their used prefixes in place (no dispatch per view).
+    for (const at::Tensor* t : {&node, &row, &col, &edge}) {
+      t->unsafeGetTensorImpl()->set_sizes_contiguous({t == &node ? num_out_nodes : num_out_edges});
+    }
+    if (key_.disjoint) {
+      batch.unsafeGetTensorImpl()->set_sizes_contiguous({num_out_nodes});
+    } else {
+      batch = at::empty({0}, opts);
+    }
+    at::Tensor nodes_per_hop = at::empty({hops_ + 1}, at::kLong), edges_per_hop = at::empty({hops_}, at::kLong);
+    std::memcpy(nodes_per_hop.data_ptr<int64_t>(), c.nodes, (hops_ + 1) * sizeof(int64_t));
+    std::memcpy(edges_per_hop.data_ptr<int64_t>(), c.edges, hops_ * sizeof(int64_t));
     if (trace_enabled()) {
       const auto t3 = std::chrono::steady_clock::now();
       auto us = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::micro>(b - a).count()); };
-      std::fprintf(stderr, "pyg_accel sampler trace: launch %s us, wait %s us, finish %s us%s\n", us(t0, t1).c_str(),
-                   us(t1, t2).c_str(), us(t2, t3).c_str(), exec_ != nullptr ? " (graph)" : "");
+      std::fprintf(stderr,
+                   "pyg_accel sampler trace: alloc %s prepare %s launch %s read %s wait %s finish %s us%s\n",
+                   us(t0, t_alloc).c_str(), us(t_alloc, t_prepare).c_str(), us(t_prepare, t_graph).c_str(),
+                   us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(),
+                   exec_ != nullptr ? " (graph)" : "");
     }
-    return result;
+    return {node, row, col, edge, batch, nodes_per_hop, edges_per_hop};
   }
 
  private:

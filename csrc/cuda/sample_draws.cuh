@@ -12,23 +12,37 @@
 
 namespace pyg_accel {
 
-// k uniform draws among positions [start, start + degree): with replacement, or
-// without (Floyd's algorithm; the k outputs double as the set of chosen positions).
-__device__ inline void draw_uniform(int64_t start, int64_t degree, int64_t k, bool replace, uint64_t key,
-                                    int64_t* out) {
-  if (replace) {
-    for (int64_t j = 0; j < k; ++j) out[j] = start + uniform_below(key, j, degree);
-    return;
-  }
+// Floyd's algorithm: k distinct positions among [start, start + degree), drawn in
+// `chosen` (which doubles as the set of positions chosen so far).
+__device__ __forceinline__ void floyd(int64_t start, int64_t degree, int64_t k, uint64_t key, int64_t* chosen) {
   for (int64_t j = degree - k, n = 0; j < degree; ++j, ++n) {
     int64_t t = start + uniform_below(key, j, j + 1);
     for (int64_t q = 0; q < n; ++q) {
-      if (out[q] == t) {
+      if (chosen[q] == t) {
         t = start + j;
         break;
       }
     }
-    out[n] = t;
+    chosen[n] = t;
+  }
+}
+
+// Up to this many draws are made in thread-local memory (L1-cached) rather than by
+// re-reading the global output, which does not stay in L1.
+constexpr int64_t kLocalDraws = 32;
+
+// k uniform draws among positions [start, start + degree): with replacement, or
+// without (Floyd's algorithm).
+__device__ inline void draw_uniform(int64_t start, int64_t degree, int64_t k, bool replace, uint64_t key,
+                                    int64_t* out) {
+  if (replace) {
+    for (int64_t j = 0; j < k; ++j) out[j] = start + uniform_below(key, j, degree);
+  } else if (k <= kLocalDraws) {
+    int64_t chosen[kLocalDraws];
+    floyd(start, degree, k, key, chosen);
+    for (int64_t j = 0; j < k; ++j) out[j] = chosen[j];
+  } else {
+    floyd(start, degree, k, key, out);
   }
 }
 

@@ -60,10 +60,12 @@ __device__ __forceinline__ int64_t table_insert(const Table& t, uint64_t epoch, 
 }
 
 // Records that edge `position` reached the slot's key (the smallest position wins).
+// A position that already lost (the key is numbered, or an earlier position claimed
+// it) skips the atomic, so the many edges reaching a hub do not queue on its slot.
 __device__ __forceinline__ void table_claim_first(const Table& t, int64_t slot, uint64_t epoch, int64_t position) {
-  const unsigned long long v = t.slots[slot].value;
-  if (current(v, epoch) && (v & kAssigned)) return;
-  atomicMax(&t.slots[slot].value, tag(epoch, kMaxPosition - static_cast<uint64_t>(position)));
+  const unsigned long long mine = tag(epoch, kMaxPosition - static_cast<uint64_t>(position));
+  if (t.slots[slot].value >= mine) return;  // older epochs compare smaller, assigned words larger
+  atomicMax(&t.slots[slot].value, mine);
 }
 
 // Whether `position` is the first edge to reach the slot's still unnumbered key.

@@ -161,8 +161,9 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
         if edge_weight.numel() and not on_gpu and \
                 not bool(torch.isfinite(edge_weight).all() & (edge_weight >= 0).all()):
             raise ValueError('neighbor_sample: edge_weight must be finite and non-negative')
-    node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes, row.numel(),
-                                                   disjoint, temporal_strategy, edge_weight, device)
+    if node_time is not None or edge_time is not None or seed_time is not None or temporal_strategy != 'uniform':
+        node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes,
+                                                       row.numel(), disjoint, temporal_strategy, edge_weight, device)
     if random_seed is None:
         random_seed = int(torch.randint(0, 2**62, (1,)))
     out = ops().neighbor_sample(colptr.long(), row.long(), seed.long(), fanouts, bool(replace), bool(disjoint),
