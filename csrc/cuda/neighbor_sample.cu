@@ -180,7 +180,8 @@ __global__ void flag_kernel(const int64_t* slot_of, const int64_t* count_ptr, in
 // Numbers level `level`'s new nodes after all earlier ones, in first-seen order, and
 // (if another hop follows) records how many neighbours each will draw.
 __global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusive, const int64_t* slot_of,
-                              const int64_t* nbr, const int64_t* tree, int64_t len, int64_t level, Counters c,
+                              const int64_t* nbr, const int64_t* tree, const int64_t* count_ptr, int64_t len,
+                              int64_t level, Counters c,
                               Table t, bool count_next, HopArgs next) {
   const int64_t p = global_thread();
   if (p >= len) return;
@@ -189,7 +190,7 @@ __global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusi
     c.node_start[level] = base;
     c.nodes[level] = rank_inclusive[len - 1];
   }
-  if (!is_new[p]) return;
+  if ((count_ptr != nullptr && p >= *count_ptr) || !is_new[p]) return;
   const int64_t rank = rank_inclusive[p] - 1, id = base + rank, v = nbr[p], b = tree[p];
   table_assign(t, slot_of[p], static_cast<uint64_t>(*c.epoch), id);
   const Outputs* out = next.out;
@@ -235,6 +236,74 @@ __global__ void draw_kernel(HopArgs a, int64_t frontier_len) {
   }
 }
 
+// Uniform draws with a bounded fanout (<= 32), G lanes per frontier node (G = the
+// fanout rounded up to a power of two): lane j makes draw j, so the RNG work runs in
+// parallel, and Floyd's collisions are resolved in G warp votes. Same numbers, same
+// order as draw_uniform.
+template <int G>
+__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len) {
+  const int64_t t = global_thread();
+  const int64_t i = t / G;
+  const int lane = static_cast<int>(threadIdx.x % G);
+  const int warp_lane = static_cast<int>(threadIdx.x % 32);
+  const unsigned group_mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (warp_lane - lane);
+  const int64_t m = a.c.nodes[a.hop];
+  if (t == 0) {
+    const int64_t edges = m > 0 ? a.offsets[m - 1] : 0;
+    a.c.edges[a.hop] = edges;
+    a.c.edge_start[a.hop + 1] = a.c.edge_start[a.hop] + edges;
+  }
+  const bool live = i < frontier_len && i < m;
+  int64_t k = 0, o = 0, start = 0, degree = 0;
+  if (live) {
+    k = step(a.offsets, i);
+    o = a.offsets[i] - k;
+    const int64_t v = a.out->node[a.c.node_start[a.hop] + i];
+    start = a.g.colptr[v];
+    degree = a.g.colptr[v + 1] - start;
+  }
+  const bool floyd = live && k > 0 && !a.replace && k < degree;
+  int64_t mine = 0;  // this lane's draw
+  if (live && lane < k) {
+    const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
+    if (a.replace) {
+      mine = start + uniform_below(key, lane, degree);
+    } else if (k == degree) {
+      mine = start + lane;
+    } else {
+      const int64_t j = degree - k + lane;
+      mine = start + uniform_below(key, j, j + 1);
+    }
+  }
+  int64_t chosen = mine;
+  // Floyd, step n: candidate n stands unless an earlier step chose it, else j_n.
+  for (int n = 0; n < G; ++n) {
+    const int64_t candidate = __shfl_sync(0xffffffffu, mine, n, G);
+    const bool clash = floyd && lane < n && n < k && chosen == candidate;
+    const bool taken = (__ballot_sync(0xffffffffu, clash) & group_mask) != 0;
+    if (floyd && lane == n && taken) chosen = start + degree - k + n;
+  }
+  if (live && lane < k) {
+    a.drawn[o + lane] = chosen;
+    a.seg[o + lane] = i;
+  }
+}
+
+// Inserts `key` and claims it for edge p, once per distinct key of the warp: lanes
+// with the same key elect the lowest lane (the smallest p) to do the atomics, so
+// repeats of a node inside a warp add no atomic traffic. Every lane of the warp must
+// call it (`live` false: a lane with nothing to insert, whose key must be unique).
+__device__ __forceinline__ int64_t claim_in_warp(const Table& t, uint64_t epoch, int64_t key, bool live, int64_t p) {
+  const unsigned peers = __match_any_sync(0xffffffffu, static_cast<unsigned long long>(key));
+  const int leader = __ffs(peers) - 1;
+  int64_t slot = 0;
+  if (live && static_cast<int>(threadIdx.x % 32) == leader) {
+    slot = table_insert(t, epoch, static_cast<uint64_t>(key));
+    table_claim_first(t, slot, epoch, p);
+  }
+  return __shfl_sync(0xffffffffu, slot, leader);
+}
+
 struct ExpandArgs {
   bool disjoint;
   int64_t stride;  // key = tree * stride + node in disjoint mode
@@ -250,30 +319,37 @@ struct ExpandArgs {
 // (a hub takes all its edges), from a binary search over the offsets.
 __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
   const int64_t p = global_thread();
-  if (p >= x.len || p >= a.c.edges[a.hop]) return;
-  int64_t i, pos;
-  if (a.fanout >= 0) {
-    i = a.seg[p];
-    pos = a.drawn[p];
-  } else {
-    int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) >> 1;
-      if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
-    }
-    i = lo;
-    const int64_t k = step(a.offsets, i), v = a.out->node[a.c.node_start[a.hop] + i];
-    const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-    pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
-  }
+  const bool live = p < x.len && p < a.c.edges[a.hop];
+  if (__ballot_sync(0xffffffffu, live) == 0) return;  // whole warps past the end leave
   const Outputs out = *a.out;
-  const int64_t id = a.c.node_start[a.hop] + i, u = a.g.row[pos], b = out.batch[id];
-  const uint64_t epoch = *a.c.epoch;
-  const int64_t slot = table_insert(x.t, epoch, static_cast<uint64_t>(x.disjoint ? b * x.stride + u : u));
+  int64_t id = 0, pos = 0, u = 0, b = 0;
+  int64_t key = -1 - static_cast<int64_t>(threadIdx.x % 32);  // dead lanes: a key no one else has
+  if (live) {
+    int64_t i;
+    if (a.fanout >= 0) {
+      i = a.seg[p];
+      pos = a.drawn[p];
+    } else {
+      int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
+      }
+      i = lo;
+      const int64_t k = step(a.offsets, i), v = out.node[a.c.node_start[a.hop] + i];
+      const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+      pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
+    }
+    id = a.c.node_start[a.hop] + i;
+    u = a.g.row[pos];
+    b = out.batch[id];
+    key = x.disjoint ? b * x.stride + u : u;
+  }
+  const int64_t slot = claim_in_warp(x.t, static_cast<uint64_t>(*a.c.epoch), key, live, p);
+  if (!live) return;
   x.slot_of[p] = slot;
   x.nbr[p] = u;
   x.tree[p] = b;
-  table_claim_first(x.t, slot, epoch, p);
   const int64_t e = a.c.edge_start[a.hop] + p;
   out.col[e] = id;
   out.edge[e] = pos;
@@ -568,7 +644,8 @@ class SamplePlan {
     auto number_new = [&](int64_t len, const int64_t* count_ptr, int64_t static_count, int64_t level) {
       flag_kernel<<<grid_for(len), kBlock, 0, stream>>>(slot_of, count_ptr, static_count, len, c, table_, is_new);
       scan(is_new_, rank_, len, stream);
-      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, len, level, c, table_,
+      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, count_ptr, len, level, c,
+                                                           table_,
                                                            level < hops_, hop_args(level));
     };
     seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_buf_.data_ptr<int64_t>(), S, num_nodes_, key_.disjoint,
@@ -580,11 +657,30 @@ class SamplePlan {
       const HopArgs a = hop_args(h);
       const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slot_of};
       scan(counts_, offsets_, fl, stream);
-      draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a, fl);
+      launch_draw(a, fl, stream);
       expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
       number_new(el, c.edges + h, 0, h + 1);
       rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  }
+
+  // Uniform draws with fanouts up to 32 run G lanes per node, the rest a thread each.
+  void launch_draw(const HopArgs& a, int64_t fl, cudaStream_t stream) {
+    const int64_t f = a.fanout;
+    if (a.mode != Mode::kUniform || f < 0 || f > 32) {
+      draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a, fl);
+      return;
+    }
+    const int group = f <= 1 ? 1 : f <= 2 ? 2 : f <= 4 ? 4 : f <= 8 ? 8 : f <= 16 ? 16 : 32;
+    const unsigned grid = grid_for(fl * group);
+    switch (group) {
+      case 1: draw_group_kernel<1><<<grid, kBlock, 0, stream>>>(a, fl); break;
+      case 2: draw_group_kernel<2><<<grid, kBlock, 0, stream>>>(a, fl); break;
+      case 4: draw_group_kernel<4><<<grid, kBlock, 0, stream>>>(a, fl); break;
+      case 8: draw_group_kernel<8><<<grid, kBlock, 0, stream>>>(a, fl); break;
+      case 16: draw_group_kernel<16><<<grid, kBlock, 0, stream>>>(a, fl); break;
+      default: draw_group_kernel<32><<<grid, kBlock, 0, stream>>>(a, fl);
     }
   }
 
