@@ -89,7 +89,7 @@ struct Counters {
 // addresses from device memory (written by prepare_kernel) instead of baking them in.
 struct Outputs {
   int64_t* node;   // [node bound] global id per local id
-  int64_t* batch;  // [node bound] tree per local id (a plan scratch buffer unless disjoint)
+  int64_t* batch;  // [node bound] tree per local id (disjoint mode; else null)
   int64_t* row;    // [edge bound] per output edge
   int64_t* col;
   int64_t* edge;
@@ -181,7 +181,7 @@ __global__ void flag_kernel(const int64_t* slot_of, const int64_t* count_ptr, in
 // (if another hop follows) records how many neighbours each will draw.
 __global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusive, const int64_t* slot_of,
                               const int64_t* nbr, const int64_t* tree, const int64_t* count_ptr, int64_t len,
-                              int64_t level, Counters c,
+                              int64_t level, bool disjoint, Counters c,
                               Table t, bool count_next, HopArgs next) {
   const int64_t p = global_thread();
   if (p >= len) return;
@@ -191,11 +191,11 @@ __global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusi
     c.nodes[level] = rank_inclusive[len - 1];
   }
   if ((count_ptr != nullptr && p >= *count_ptr) || !is_new[p]) return;
-  const int64_t rank = rank_inclusive[p] - 1, id = base + rank, v = nbr[p], b = tree[p];
+  const int64_t rank = rank_inclusive[p] - 1, id = base + rank, v = nbr[p], b = disjoint ? tree[p] : 0;
   table_assign(t, slot_of[p], static_cast<uint64_t>(*c.epoch), id);
   const Outputs* out = next.out;
   out->node[id] = v;
-  out->batch[id] = b;
+  if (disjoint) out->batch[id] = b;
   if (count_next) next.counts[rank] = draw_count(next, v, b);
 }
 
@@ -254,6 +254,7 @@ __global__ void draw_group_kernel(HopArgs a, int64_t frontier_len) {
     a.c.edge_start[a.hop + 1] = a.c.edge_start[a.hop] + edges;
   }
   const bool live = i < frontier_len && i < m;
+  if (__ballot_sync(0xffffffffu, live) == 0) return;  // whole warps past the frontier leave
   int64_t k = 0, o = 0, start = 0, degree = 0;
   if (live) {
     k = step(a.offsets, i);
@@ -342,14 +343,14 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
     }
     id = a.c.node_start[a.hop] + i;
     u = a.g.row[pos];
-    b = out.batch[id];
+    if (x.disjoint) b = out.batch[id];  // trees matter only in disjoint mode
     key = x.disjoint ? b * x.stride + u : u;
   }
   const int64_t slot = claim_in_warp(x.t, static_cast<uint64_t>(*a.c.epoch), key, live, p);
   if (!live) return;
   x.slot_of[p] = slot;
   x.nbr[p] = u;
-  x.tree[p] = b;
+  if (x.disjoint) x.tree[p] = b;
   const int64_t e = a.c.edge_start[a.hop] + p;
   out.col[e] = id;
   out.edge[e] = pos;
@@ -503,7 +504,6 @@ class SamplePlan {
     table_slots_ = at::zeros({capacity, 2}, opts);  // epoch 0: every slot free
     table_ = {reinterpret_cast<TableSlot*>(table_slots_.data_ptr<int64_t>()), capacity - 1};
     edge_out_len_ = std::max<int64_t>(total_edges, 1);
-    if (!key_.disjoint) batch_scratch_ = at::empty({node_len_}, opts);
     out_slot_ = at::empty({static_cast<int64_t>(sizeof(Outputs) / sizeof(int64_t))}, opts);
     counts_ = at::zeros({frontier_len_}, opts);  // entries past a frontier are stale but finite
     offsets_ = at::empty({frontier_len_}, opts);
@@ -548,9 +548,10 @@ class SamplePlan {
     const auto opts = seed.options().dtype(at::kLong);
     at::Tensor node = at::empty({node_len_}, opts), row = at::empty({edge_out_len_}, opts),
                col = at::empty({edge_out_len_}, opts), edge = at::empty({edge_out_len_}, opts);
-    at::Tensor batch = key_.disjoint ? at::empty({node_len_}, opts) : batch_scratch_;
+    at::Tensor batch = key_.disjoint ? at::empty({node_len_}, opts) : at::Tensor();
     const auto t_alloc = std::chrono::steady_clock::now();
-    const Outputs out{node.data_ptr<int64_t>(), batch.data_ptr<int64_t>(), row.data_ptr<int64_t>(),
+    const Outputs out{node.data_ptr<int64_t>(), batch.defined() ? batch.data_ptr<int64_t>() : nullptr,
+                      row.data_ptr<int64_t>(),
                       col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()};
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
     prepare_kernel<<<grid_for(std::max(S, num_counters)), kBlock, 0, stream>>>(
@@ -644,7 +645,8 @@ class SamplePlan {
     auto number_new = [&](int64_t len, const int64_t* count_ptr, int64_t static_count, int64_t level) {
       flag_kernel<<<grid_for(len), kBlock, 0, stream>>>(slot_of, count_ptr, static_count, len, c, table_, is_new);
       scan(is_new_, rank_, len, stream);
-      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, count_ptr, len, level, c,
+      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, count_ptr, len, level,
+                                                           key_.disjoint, c,
                                                            table_,
                                                            level < hops_, hop_args(level));
     };
@@ -724,7 +726,7 @@ class SamplePlan {
   Table table_{};
   int64_t epoch_ = 0;
   int64_t edge_out_len_ = 1;
-  at::Tensor batch_scratch_, out_slot_, counts_, offsets_;
+  at::Tensor out_slot_, counts_, offsets_;
   at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_, is_new_, rank_;
   at::Tensor seed_buf_, seed_time_buf_, counters_, host_counts_, scan_temp_;
   std::mutex mutex_;

@@ -62,6 +62,8 @@ def _check_graph(colptr: Tensor, row: Tensor) -> None:
 
 
 def _check_fanouts(num_neighbors: Sequence[int]) -> List[int]:
+    if type(num_neighbors) is list and all(type(k) is int and k >= -1 for k in num_neighbors):
+        return num_neighbors  # the common case, checked cheaply
     if isinstance(num_neighbors, (int, Tensor)) or not all(isinstance(k, int) and not isinstance(k, bool)
                                                             for k in num_neighbors):
         raise TypeError(f'neighbor_sample: num_neighbors must be a list of ints (one per hop), got {num_neighbors!r}')
@@ -166,7 +168,8 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
     if random_seed is None:
         random_seed = int(torch.randint(0, 2**62, (1,)))
-    out = ops().neighbor_sample(colptr.long(), row.long(), seed.long(), fanouts, bool(replace), bool(disjoint),
+    as_long = lambda t: t if t.dtype == torch.int64 else t.long()  # noqa: E731
+    out = ops().neighbor_sample(as_long(colptr), as_long(row), as_long(seed), fanouts, bool(replace), bool(disjoint),
                                 int(random_seed), edge_weight, node_time, edge_time, seed_time, temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
