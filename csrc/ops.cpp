@@ -37,4 +37,17 @@ TORCH_LIBRARY(pyg_accel, m) {
         "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int random_seed) -> "
         "(Tensor[] node, Tensor[] batch, Tensor[] row, Tensor[] col, Tensor[] edge, Tensor num_sampled_nodes, "
         "Tensor num_sampled_edges)");
+  // Sparse-dense ops over a graph whose edges are sorted by destination: the edges of
+  // destination d are [ptr[d], ptr[d + 1]); dst[e] / src[e] are edge e's endpoints
+  // (int32 or int64, one dtype). Node features are [N, H, C] (H heads), per-edge values
+  // [E, H]; values may be fp32, fp16 or bf16 (fp32 accumulation; fp64 stays fp64).
+  // out[d, h, :] = sum over d's edges e of weight[e, h] * x[src[e], h, :]  (weight
+  // None: 1). out is [num_dst, H, C] with num_dst = ptr.numel() - 1, in x's dtype.
+  m.def("spmm(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x) -> Tensor");
+  // out[e, h] = sum_c a[dst[e], h, c] * b[src[e], h, c]  ([E, H], in a's dtype).
+  m.def("sddmm(Tensor ptr, Tensor dst, Tensor src, Tensor a, Tensor b) -> Tensor");
+  // Softmax of logits [E, H] over each destination's edges, as PyG's softmax:
+  // exp(l - max) / (sum exp(l - max) + 1e-16); and its backward y * (g - sum(y * g)).
+  m.def("edge_softmax(Tensor ptr, Tensor logits) -> Tensor");
+  m.def("edge_softmax_backward(Tensor ptr, Tensor out, Tensor grad) -> Tensor");
 }

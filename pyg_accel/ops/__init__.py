@@ -1,8 +1,9 @@
 """Typed wrappers over ``torch.ops.pyg_accel.*``: input validation, autograd and fake
 (meta) kernels for ``torch.compile``. One module per op family."""
 from .gather import gather, multi_gather, sharded_gather
+from .sparse import CooGraph, edge_softmax, sddmm, spmm
 from .sampling import (HeteroSampledSubgraph, SampledSubgraph, cuda_sampling_available, hetero_neighbor_sample,
                        neighbor_sample)
 
 __all__ = ['gather', 'multi_gather', 'sharded_gather', 'neighbor_sample', 'SampledSubgraph', 'cuda_sampling_available',
-           'hetero_neighbor_sample', 'HeteroSampledSubgraph']
+           'hetero_neighbor_sample', 'HeteroSampledSubgraph', 'CooGraph', 'spmm', 'sddmm', 'edge_softmax']

@@ -1,0 +1,176 @@
+// CPU SpMM, SDDMM and edge softmax over a destination-sorted COO graph (schemas and
+// semantics: csrc/ops.cpp). Destinations are independent, so every kernel runs a
+// parallel loop over them and reduces each one's edges in a private accumulator
+// (deterministic, no atomics).
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "../sparse_common.h"
+
+namespace pyg_accel {
+namespace {
+
+constexpr int64_t kGrain = 64;  // destinations per parallel task
+
+at::Tensor spmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
+                    const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t) {
+  const int64_t E = check_sparse_graph(ptr_t, dst_t, src_t, "spmm");
+  check_node_values(x_t, ptr_t, "spmm", "x");
+  const int64_t H = x_t.size(1), C = x_t.size(2), num_dst = ptr_t.numel() - 1;
+  if (weight_t.has_value()) {
+    check_edge_values(*weight_t, ptr_t, E, H, "spmm", "weight");
+    TORCH_CHECK(weight_t->scalar_type() == x_t.scalar_type(), "spmm: weight and x must share one dtype");
+  }
+  const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
+  const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
+  at::Tensor out = at::empty({num_dst, H, C}, x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    const int64_t* s = src.data_ptr<int64_t>();
+    const scalar_t* xs = x.data_ptr<scalar_t>();
+    const scalar_t* w = weight.defined() ? weight.data_ptr<scalar_t>() : nullptr;
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> acc(H * C);
+      for (int64_t d = begin; d < end; ++d) {
+        std::fill(acc.begin(), acc.end(), acc_t(0));
+        for (int64_t e = p[d]; e < p[d + 1]; ++e) {
+          const scalar_t* row = xs + s[e] * H * C;
+          for (int64_t h = 0; h < H; ++h) {
+            const acc_t we = w != nullptr ? static_cast<acc_t>(w[e * H + h]) : acc_t(1);
+            for (int64_t c = 0; c < C; ++c) acc[h * C + c] += we * static_cast<acc_t>(row[h * C + c]);
+          }
+        }
+        for (int64_t f = 0; f < H * C; ++f) o[d * H * C + f] = static_cast<scalar_t>(acc[f]);
+      }
+    });
+  });
+  (void)E;
+  return out;
+}
+
+at::Tensor sddmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t, const at::Tensor& a_t,
+                     const at::Tensor& b_t) {
+  const int64_t E = check_sparse_graph(ptr_t, dst_t, src_t, "sddmm");
+  check_node_values(a_t, ptr_t, "sddmm", "a");
+  check_node_values(b_t, ptr_t, "sddmm", "b");
+  TORCH_CHECK(a_t.size(1) == b_t.size(1) && a_t.size(2) == b_t.size(2) && a_t.scalar_type() == b_t.scalar_type(),
+              "sddmm: a and b must share heads, channels and dtype");
+  TORCH_CHECK(a_t.size(0) >= ptr_t.numel() - 1, "sddmm: a needs a row per destination");
+  const int64_t H = a_t.size(1), C = a_t.size(2), num_dst = ptr_t.numel() - 1;
+  const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), a = a_t.contiguous(),
+                   b = b_t.contiguous();
+  at::Tensor out = at::empty({E, H}, a.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "sddmm_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    const int64_t* s = src.data_ptr<int64_t>();
+    const scalar_t* as = a.data_ptr<scalar_t>();
+    const scalar_t* bs = b.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t d = begin; d < end; ++d) {
+        const scalar_t* arow = as + d * H * C;
+        for (int64_t e = p[d]; e < p[d + 1]; ++e) {
+          const scalar_t* brow = bs + s[e] * H * C;
+          for (int64_t h = 0; h < H; ++h) {
+            acc_t sum = 0;
+            for (int64_t c = 0; c < C; ++c) {
+              sum += static_cast<acc_t>(arow[h * C + c]) * static_cast<acc_t>(brow[h * C + c]);
+            }
+            o[e * H + h] = static_cast<scalar_t>(sum);
+          }
+        }
+      }
+    });
+  });
+  return out;
+}
+
+// One destination's softmax (forward) or its backward, per head.
+template <typename scalar_t>
+void softmax_segment(int64_t begin, int64_t end, int64_t H, const scalar_t* logits, scalar_t* out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t h = 0; h < H; ++h) {
+    acc_t mx = -std::numeric_limits<acc_t>::infinity();
+    for (int64_t e = begin; e < end; ++e) mx = std::max(mx, static_cast<acc_t>(logits[e * H + h]));
+    acc_t sum = 0;
+    for (int64_t e = begin; e < end; ++e) sum += std::exp(static_cast<acc_t>(logits[e * H + h]) - mx);
+    const acc_t scale = acc_t(1) / (sum + acc_t(1e-16));
+    for (int64_t e = begin; e < end; ++e) {
+      out[e * H + h] = static_cast<scalar_t>(std::exp(static_cast<acc_t>(logits[e * H + h]) - mx) * scale);
+    }
+  }
+}
+
+template <typename scalar_t>
+void softmax_backward_segment(int64_t begin, int64_t end, int64_t H, const scalar_t* y, const scalar_t* g,
+                              scalar_t* out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t h = 0; h < H; ++h) {
+    acc_t dot = 0;
+    for (int64_t e = begin; e < end; ++e) dot += static_cast<acc_t>(y[e * H + h]) * static_cast<acc_t>(g[e * H + h]);
+    for (int64_t e = begin; e < end; ++e) {
+      out[e * H + h] = static_cast<scalar_t>(static_cast<acc_t>(y[e * H + h]) *
+                                             (static_cast<acc_t>(g[e * H + h]) - dot));
+    }
+  }
+}
+
+at::Tensor edge_softmax_cpu(const at::Tensor& ptr_t, const at::Tensor& logits_t) {
+  TORCH_CHECK(ptr_t.dim() == 1 && ptr_t.numel() >= 1 && ptr_t.scalar_type() == at::kLong,
+              "edge_softmax: ptr must be a 1-D int64 tensor");
+  check_edge_values(logits_t, ptr_t, logits_t.dim() == 2 ? logits_t.size(0) : -1, -1, "edge_softmax", "logits");
+  const at::Tensor ptr = ptr_t.contiguous(), logits = logits_t.contiguous();
+  const int64_t H = logits.size(1), num_dst = ptr.numel() - 1;
+  at::Tensor out = at::empty_like(logits);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, logits.scalar_type(), "edge_softmax_cpu", [&] {
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t d = begin; d < end; ++d) {
+        softmax_segment(p[d], p[d + 1], H, logits.data_ptr<scalar_t>(), out.data_ptr<scalar_t>());
+      }
+    });
+  });
+  return out;
+}
+
+at::Tensor edge_softmax_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& y_t, const at::Tensor& g_t) {
+  TORCH_CHECK(ptr_t.dim() == 1 && ptr_t.numel() >= 1 && ptr_t.scalar_type() == at::kLong,
+              "edge_softmax_backward: ptr must be a 1-D int64 tensor");
+  TORCH_CHECK(y_t.sizes() == g_t.sizes() && y_t.dim() == 2 && y_t.scalar_type() == g_t.scalar_type(),
+              "edge_softmax_backward: out and grad must be [E, H] tensors of one dtype");
+  const at::Tensor ptr = ptr_t.contiguous(), y = y_t.contiguous(), g = g_t.contiguous();
+  const int64_t H = y.size(1), num_dst = ptr.numel() - 1;
+  at::Tensor out = at::empty_like(y);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, y.scalar_type(), "edge_softmax_backward_cpu", [&] {
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t d = begin; d < end; ++d) {
+        softmax_backward_segment(p[d], p[d + 1], H, y.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+                                 out.data_ptr<scalar_t>());
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
+  m.impl("spmm", &spmm_cpu);
+  m.impl("sddmm", &sddmm_cpu);
+  m.impl("edge_softmax", &edge_softmax_cpu);
+  m.impl("edge_softmax_backward", &edge_softmax_backward_cpu);
+}
+
+}  // namespace pyg_accel

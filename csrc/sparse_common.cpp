@@ -1,0 +1,36 @@
+#include "sparse_common.h"
+
+#include <string>
+
+namespace pyg_accel {
+
+int64_t check_sparse_graph(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const char* op) {
+  TORCH_CHECK(ptr.dim() == 1 && ptr.numel() >= 1 && ptr.scalar_type() == at::kLong, op,
+              ": ptr must be a 1-D int64 tensor of num_dst + 1 entries");
+  TORCH_CHECK(dst.dim() == 1 && src.dim() == 1 && dst.numel() == src.numel(), op,
+              ": dst and src must be 1-D tensors of one length (one entry per edge)");
+  TORCH_CHECK(dst.scalar_type() == src.scalar_type() &&
+                  (src.scalar_type() == at::kInt || src.scalar_type() == at::kLong),
+              op, ": dst and src must share one dtype, int32 or int64");
+  TORCH_CHECK(dst.device() == ptr.device() && src.device() == ptr.device(), op,
+              ": ptr, dst and src must be on one device");
+  return src.numel();
+}
+
+void check_node_values(const at::Tensor& t, const at::Tensor& ptr, const char* op, const char* name) {
+  TORCH_CHECK(t.dim() == 3, op, ": ", name, " must be [num_nodes, heads, channels], got ", std::to_string(t.dim()),
+              " dimensions");
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": ", name, " must be a floating tensor");
+  TORCH_CHECK(t.device() == ptr.device(), op, ": ", name, " must be on the graph's device");
+}
+
+void check_edge_values(const at::Tensor& t, const at::Tensor& ptr, int64_t num_edges, int64_t heads, const char* op,
+                       const char* name) {
+  TORCH_CHECK(t.dim() == 2 && t.size(0) == num_edges && (heads < 0 || t.size(1) == heads), op, ": ", name,
+              " must be [num_edges, heads] = [", std::to_string(num_edges), ", ",
+              heads < 0 ? std::string("H") : std::to_string(heads), "]");
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": ", name, " must be a floating tensor");
+  TORCH_CHECK(t.device() == ptr.device(), op, ": ", name, " must be on the graph's device");
+}
+
+}  // namespace pyg_accel

@@ -1,0 +1,275 @@
+"""Sparse-dense ops for message passing: SpMM, SDDMM and edge softmax over a graph
+held once as destination-sorted COO (``CooGraph``), with autograd.
+
+Edges flow ``edge_index[0]`` (source) → ``edge_index[1]`` (destination), as in PyG.
+Node features are ``[N, F]`` or ``[N, H, C]`` (H heads); per-edge values are ``[E]`` or
+``[E, H]`` **in the graph's sorted edge order** (``graph.sort_edges(values)`` puts values
+given in ``edge_index`` order into it). No op builds an ``E x F`` tensor.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .. import _build
+from ._library import check_cuda_built, ops
+
+__all__ = ['CooGraph', 'spmm', 'sddmm', 'edge_softmax']
+
+
+class CooGraph:
+    """A graph as COO sorted by destination, with its transpose built on first use.
+
+    Attributes:
+        ptr: ``[num_dst + 1]`` int64: destination d's edges are ``[ptr[d], ptr[d+1])``.
+        src, dst: ``[E]`` endpoints in sorted order (int32 when ids fit, else int64).
+        perm: ``[E]`` int64 input edge id of each sorted edge (``None``: input was sorted).
+        num_src, num_dst: node counts of the source and destination sides.
+    """
+
+    def __init__(self, ptr: Tensor, src: Tensor, dst: Tensor, perm: Optional[Tensor], num_src: int, num_dst: int):
+        self.ptr, self.src, self.dst, self.perm = ptr, src, dst, perm
+        self.num_src, self.num_dst = int(num_src), int(num_dst)
+        self._transpose: Optional[Tuple[CooGraph, Tensor]] = None
+        self._in_degree: Optional[Tensor] = None
+
+    @classmethod
+    def from_edge_index(cls, edge_index: Tensor, size: Optional[Tuple[int, int]] = None) -> 'CooGraph':
+        """Sorts ``edge_index`` ([2, E], any order, duplicates and self-loops kept) by
+        destination (stable). ``size = (num_src, num_dst)`` defaults to max id + 1."""
+        if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
+            raise ValueError(f'CooGraph: edge_index must be a [2, E] tensor, got '
+                             f'{tuple(getattr(edge_index, "shape", ()))}')
+        if edge_index.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f'CooGraph: edge_index must be int32 or int64, got {edge_index.dtype}')
+        src, dst = edge_index[0], edge_index[1]
+        if size is None:
+            n = int(edge_index.max()) + 1 if edge_index.numel() else 0
+            size = (n, n)
+        num_src, num_dst = int(size[0]), int(size[1])
+        if edge_index.numel():
+            lo, hi_src, hi_dst = int(edge_index.min()), int(src.max()), int(dst.max())
+            if lo < 0 or hi_src >= num_src or hi_dst >= num_dst:
+                raise IndexError(f'CooGraph: edge_index holds ids outside [0, {num_src}) x [0, {num_dst}) '
+                                 f'(min {lo}, max source {hi_src}, max destination {hi_dst})')
+        return cls._sorted(src, dst, num_src, num_dst)
+
+    @classmethod
+    def _sorted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> 'CooGraph':
+        dst64 = dst.long()
+        if dst64.numel() > 1 and bool((dst64[1:] < dst64[:-1]).any()):
+            perm = torch.sort(dst64, stable=True).indices
+            src, dst64 = src[perm], dst64[perm]
+        else:
+            perm = None
+        ptr = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
+        torch.cumsum(torch.bincount(dst64, minlength=num_dst), 0, out=ptr[1:])
+        index_dtype = torch.int32 if max(num_src, num_dst, src.numel()) < 2**31 else torch.int64
+        return cls(ptr, src.to(index_dtype), dst64.to(index_dtype), perm, num_src, num_dst)
+
+    @property
+    def num_edges(self) -> int:
+        return self.src.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.ptr.device
+
+    def in_degree(self) -> Tensor:
+        """``[num_dst]`` number of edges into each destination (int64)."""
+        if self._in_degree is None:
+            self._in_degree = self.ptr[1:] - self.ptr[:-1]
+        return self._in_degree
+
+    def sort_edges(self, values: Tensor) -> Tensor:
+        """Per-edge values given in ``edge_index`` order, in this graph's edge order."""
+        return values if self.perm is None else values[self.perm]
+
+    def transpose(self) -> Tuple['CooGraph', Tensor]:
+        """The reversed graph (sorted by source) and, for each of its edges, the
+        position of that edge in this graph (built once, then cached)."""
+        if self._transpose is None:
+            rev = CooGraph._sorted(self.dst, self.src, self.num_dst, self.num_src)
+            order = rev.perm if rev.perm is not None else torch.arange(self.num_edges, device=self.device)
+            rev.perm = None if self.perm is None else self.perm[order]
+            self._transpose = (rev, order)
+        return self._transpose
+
+    def to(self, device) -> 'CooGraph':
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return CooGraph(move(self.ptr), move(self.src), move(self.dst), move(self.perm), self.num_src, self.num_dst)
+
+    def __repr__(self) -> str:
+        return f'CooGraph(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges}, ' \
+               f'device={self.device})'
+
+
+def _heads3(x: Tensor, what: str) -> Tuple[Tensor, bool]:
+    """``x`` as [N, H, C] and whether it was given as [N, F]."""
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        raise TypeError(f'{what} must be a floating tensor, got {getattr(x, "dtype", type(x).__name__)}')
+    if x.dim() == 2:
+        return x.unsqueeze(1), True
+    if x.dim() == 3:
+        return x, False
+    raise ValueError(f'{what} must be [N, F] or [N, H, C], got shape {tuple(x.shape)}')
+
+
+def _edge2(values: Tensor, graph: CooGraph, heads: int, what: str) -> Tensor:
+    if not isinstance(values, Tensor) or not values.is_floating_point():
+        raise TypeError(f'{what} must be a floating tensor')
+    v = values.unsqueeze(1) if values.dim() == 1 else values
+    if v.dim() != 2 or v.size(0) != graph.num_edges or v.size(1) not in (1, heads):
+        raise ValueError(f'{what} must be [E] or [E, H] with E = {graph.num_edges}, H = {heads}; got '
+                         f'{tuple(values.shape)}')
+    return v.expand(graph.num_edges, heads)
+
+
+def _check_graph_and(graph: CooGraph, *tensors: Tensor) -> None:
+    if not isinstance(graph, CooGraph):
+        raise TypeError(f'expected a CooGraph, got {type(graph).__name__} (CooGraph.from_edge_index(edge_index))')
+    for t in tensors:
+        if t.device != graph.device:
+            raise ValueError(f'tensors on {t.device} and a graph on {graph.device}: move them to one device')
+    check_cuda_built(graph.device)
+
+
+class _SpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, graph: CooGraph, weight: Optional[Tensor], x: Tensor) -> Tensor:
+        ctx.graph = graph
+        ctx.save_for_backward(weight, x)
+        return ops().spmm(graph.ptr, graph.dst, graph.src, weight, x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        graph = ctx.graph
+        weight, x = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_w = grad_x = None
+        if ctx.needs_input_grad[1]:  # d out[d] / d w[e] = <grad[d], x[src]>
+            grad_w = ops().sddmm(graph.ptr, graph.dst, graph.src, grad, x)
+        if ctx.needs_input_grad[2]:  # the transpose: x[s] gets w[e] * grad[dst] over s's edges
+            rev, order = graph.transpose()
+            w = None if weight is None else weight[order]
+            grad_x = ops().spmm(rev.ptr, rev.dst, rev.src, w, grad)
+        return None, grad_w, grad_x
+
+
+class _SDDMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, graph: CooGraph, a: Tensor, b: Tensor) -> Tensor:
+        ctx.graph = graph
+        ctx.save_for_backward(a, b)
+        return ops().sddmm(graph.ptr, graph.dst, graph.src, a, b)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        graph = ctx.graph
+        a, b = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[1]:
+            grad_a = ops().spmm(graph.ptr, graph.dst, graph.src, grad, b)
+        if ctx.needs_input_grad[2]:
+            rev, order = graph.transpose()
+            grad_b = ops().spmm(rev.ptr, rev.dst, rev.src, grad[order], a)
+        return None, grad_a, grad_b
+
+
+class _EdgeSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, graph: CooGraph, logits: Tensor) -> Tensor:
+        out = ops().edge_softmax(graph.ptr, logits)
+        ctx.graph = graph
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (out,) = ctx.saved_tensors
+        return None, ops().edge_softmax_backward(ctx.graph.ptr, out, grad.contiguous())
+
+
+def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: str = 'sum') -> Tensor:
+    """Aggregates source features into destinations: ``out[d] = reduce_e w_e * x[src_e]``.
+
+    Args:
+        graph: the destination-sorted graph.
+        x: ``[num_src, F]`` or ``[num_src, H, C]`` source features (fp32/fp16/bf16/fp64).
+        weight: ``[E]`` or ``[E, H]`` edge weights in the graph's edge order (default 1).
+        reduce: ``'sum'`` or ``'mean'`` (sum over the in-degree; 0 for isolated nodes).
+
+    Returns:
+        ``[num_dst, F]`` or ``[num_dst, H, C]``, in ``x``'s dtype (fp32 accumulation).
+    """
+    if reduce not in ('sum', 'mean'):
+        raise ValueError(f"spmm: reduce must be 'sum' or 'mean', got {reduce!r}")
+    x3, flat = _heads3(x, 'spmm: x')
+    _check_graph_and(graph, x3, *([] if weight is None else [weight]))
+    if x3.size(0) != graph.num_src:
+        raise ValueError(f'spmm: x has {x3.size(0)} rows but the graph has {graph.num_src} source nodes')
+    w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm: weight').to(x3.dtype).contiguous()
+    out = _SpMM.apply(graph, w, x3.contiguous())
+    if reduce == 'mean':
+        out = out / graph.in_degree().clamp(min=1).to(out.dtype).view(-1, 1, 1)
+    return out.squeeze(1) if flat else out
+
+
+def sddmm(graph: CooGraph, a: Tensor, b: Tensor, op: str = 'dot') -> Tensor:
+    """Per-edge combination of a destination-side and a source-side node tensor.
+
+    ``op='dot'``: ``out[e, h] = <a[dst_e, h, :], b[src_e, h, :]>`` for ``a`` ``[num_dst, (H,) C]``
+    and ``b`` ``[num_src, (H,) C]``; ``op='add'``: ``out[e, h] = a[dst_e, h] + b[src_e, h]`` for
+    ``[num_dst, H]`` / ``[num_src, H]`` (GAT's attention logits). Returns ``[E]`` for 2-D
+    inputs to 'dot' and ``[E, H]`` otherwise, in the graph's edge order.
+    """
+    if op == 'add':
+        _check_graph_and(graph, a, b)
+        if a.dim() != b.dim() or a.shape[1:] != b.shape[1:]:
+            raise ValueError(f'sddmm: a and b must share their trailing shape, got {tuple(a.shape)} and '
+                             f'{tuple(b.shape)}')
+        return a.index_select(0, graph.dst.long()) + b.index_select(0, graph.src.long())
+    if op != 'dot':
+        raise ValueError(f"sddmm: op must be 'dot' or 'add', got {op!r}")
+    a3, flat = _heads3(a, 'sddmm: a')
+    b3, _ = _heads3(b, 'sddmm: b')
+    _check_graph_and(graph, a3, b3)
+    if a3.shape[1:] != b3.shape[1:] or a3.dtype != b3.dtype:
+        raise ValueError(f'sddmm: a and b must share heads, channels and dtype, got {tuple(a.shape)} {a.dtype} '
+                         f'and {tuple(b.shape)} {b.dtype}')
+    if a3.size(0) != graph.num_dst or b3.size(0) != graph.num_src:
+        raise ValueError(f'sddmm: a needs {graph.num_dst} rows (destinations) and b {graph.num_src} (sources), '
+                         f'got {a3.size(0)} and {b3.size(0)}')
+    out = _SDDMM.apply(graph, a3.contiguous(), b3.contiguous())
+    return out.squeeze(1) if flat else out
+
+
+def edge_softmax(graph: CooGraph, logits: Tensor) -> Tensor:
+    """Softmax of ``[E]`` / ``[E, H]`` logits over each destination's incoming edges,
+    computed as PyG's ``softmax``: ``exp(l - max) / (sum + 1e-16)``."""
+    _check_graph_and(graph, logits)
+    flat = logits.dim() == 1
+    values = _edge2(logits, graph, 1 if flat else logits.size(-1), 'edge_softmax: logits').contiguous()
+    out = _EdgeSoftmax.apply(graph, values)
+    return out.squeeze(1) if flat else out
+
+
+# Fake kernels ################################################################
+
+def _fake_spmm(ptr, dst, src, weight, x):
+    return x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
+
+
+def _fake_sddmm(ptr, dst, src, a, b):
+    return a.new_empty((src.shape[0], a.shape[1]))
+
+
+@_build.on_load
+def _register() -> None:
+    torch.library.register_fake('pyg_accel::spmm')(_fake_spmm)
+    torch.library.register_fake('pyg_accel::sddmm')(_fake_sddmm)
+    torch.library.register_fake('pyg_accel::edge_softmax')(lambda ptr, logits: torch.empty_like(logits))
+    torch.library.register_fake('pyg_accel::edge_softmax_backward')(lambda ptr, out, grad: torch.empty_like(out))

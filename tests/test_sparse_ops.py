@@ -1,0 +1,173 @@
+"""pyg_accel.ops.spmm / sddmm / edge_softmax and CooGraph against PyTorch references."""
+import pytest
+import torch
+from torch_geometric.utils import softmax as pyg_softmax
+
+from pyg_accel.ops import CooGraph, edge_softmax, sddmm, spmm
+
+from conftest import poison_cuda_allocator
+
+TOL = {torch.float32: dict(atol=1e-5, rtol=1e-4), torch.float64: dict(atol=1e-10, rtol=1e-9),
+       torch.bfloat16: dict(atol=3e-2, rtol=3e-2), torch.float16: dict(atol=5e-3, rtol=5e-3)}
+
+
+def random_edges(num_src=40, num_dst=30, num_edges=300, seed=0, device='cpu', dtype=torch.int64):
+    """Random bipartite edges with duplicates and self-loops; the last 5 destinations and
+    sources are isolated."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src - 5, (num_edges,), generator=g)
+    dst = torch.randint(0, num_dst - 5, (num_edges,), generator=g)
+    k = min(10, num_src - 5, num_dst - 5)
+    src[:k] = dst[:k] = torch.arange(k)  # self-loops (ids shared by both sides)
+    ei = torch.stack([torch.cat([src, src[:20]]), torch.cat([dst, dst[:20]])])  # duplicate edges
+    return ei.to(device=device, dtype=dtype)
+
+
+def ref_spmm(ei, x, w, reduce, num_dst):
+    """x [N, H, C], w [E, H] in edge_index order."""
+    msg = x[ei[0].long()] * (w.unsqueeze(-1) if w is not None else 1)
+    out = torch.zeros(num_dst, *x.shape[1:], dtype=x.dtype, device=x.device).index_add_(0, ei[1].long(), msg)
+    if reduce == 'mean':
+        deg = torch.bincount(ei[1].long(), minlength=num_dst).clamp(min=1)
+        out = out / deg.view(-1, 1, 1).to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
+@pytest.mark.parametrize('heads', [None, 1, 3])
+@pytest.mark.parametrize('weighted', [False, 'edge', 'edge-head'])
+@pytest.mark.parametrize('reduce', ['sum', 'mean'])
+def test_spmm_values_and_gradients(device, index_dtype, heads, weighted, reduce):
+    ei = random_edges(device=device, dtype=index_dtype)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    H = heads or 1
+    x = torch.randn(40, H, 8 if heads else 37, device=device, dtype=torch.float64, requires_grad=True)
+    w = None
+    if weighted:
+        w = torch.rand(ei.size(1), *((H,) if weighted == 'edge-head' else ()), device=device, dtype=torch.float64,
+                       requires_grad=True)
+    xin = x if heads else x[:, 0]
+    out = spmm(g, xin, None if w is None else g.sort_edges(w), reduce=reduce)
+    w_ref = None if w is None else (w if w.dim() == 2 else w.unsqueeze(1).expand(-1, H))
+    ref = ref_spmm(ei, x, w_ref, reduce, 30)
+    ref = ref if heads else ref[:, 0]
+    assert out.shape == ref.shape and out.dtype == x.dtype
+    torch.testing.assert_close(out, ref, **TOL[torch.float64])
+    grad = torch.randn_like(ref)
+    got = torch.autograd.grad(out, [x] + ([w] if w is not None else []), grad)
+    want = torch.autograd.grad(ref, [x] + ([w] if w is not None else []), grad)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16])
+def test_spmm_low_precision_accumulates_in_fp32(device, dtype):
+    ei = random_edges(200, 200, 5000, device=device)
+    g = CooGraph.from_edge_index(ei, (200, 200))
+    x = torch.randn(200, 64, device=device)
+    w = torch.rand(ei.size(1), device=device)
+    poison_cuda_allocator()
+    out = spmm(g, x.to(dtype), g.sort_edges(w).to(dtype))
+    ref = ref_spmm(ei, x.double().unsqueeze(1), w.double().unsqueeze(1), 'sum', 200)[:, 0]
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize('heads', [None, 4])
+def test_sddmm_dot_values_and_gradients(device, heads):
+    ei = random_edges(device=device)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    H = heads or 1
+    a = torch.randn(30, H, 33, device=device, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(40, H, 33, device=device, dtype=torch.float64, requires_grad=True)
+    poison_cuda_allocator()
+    out = sddmm(g, a if heads else a[:, 0], b if heads else b[:, 0])
+    ref = (a[ei[1].long()] * b[ei[0].long()]).sum(-1)  # [E, H] in edge_index order
+    ref = g.sort_edges(ref if heads else ref[:, 0])
+    torch.testing.assert_close(out, ref, **TOL[torch.float64])
+    grad = torch.randn_like(ref)
+    for x, y in zip(torch.autograd.grad(out, [a, b], grad), torch.autograd.grad(ref, [a, b], grad)):
+        torch.testing.assert_close(x, y, **TOL[torch.float64])
+
+
+def test_sddmm_add_is_gat_logits(device):
+    ei = random_edges(device=device)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    a_dst, a_src = torch.randn(30, 4, device=device), torch.randn(40, 4, device=device)
+    out = sddmm(g, a_dst, a_src, op='add')
+    torch.testing.assert_close(out, g.sort_edges(a_dst[ei[1].long()] + a_src[ei[0].long()]))
+
+
+@pytest.mark.parametrize('heads', [None, 3])
+def test_edge_softmax_matches_pyg(device, heads):
+    ei = random_edges(device=device)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    logits = (10 * torch.randn(ei.size(1), *((heads,) if heads else ()), device=device,
+                               dtype=torch.float64)).requires_grad_()
+    poison_cuda_allocator()
+    out = edge_softmax(g, g.sort_edges(logits))
+    ref = g.sort_edges(pyg_softmax(logits, ei[1].long(), num_nodes=30))
+    torch.testing.assert_close(out, ref, **TOL[torch.float64])
+    grad = torch.randn_like(ref)
+    torch.testing.assert_close(torch.autograd.grad(out, logits, grad)[0], torch.autograd.grad(ref, logits, grad)[0],
+                               **TOL[torch.float64])
+
+
+def test_empty_graph_and_isolated_nodes(device):
+    g = CooGraph.from_edge_index(torch.empty(2, 0, dtype=torch.long, device=device), (5, 7))
+    x = torch.randn(5, 16, device=device, requires_grad=True)
+    out = spmm(g, x)
+    assert out.shape == (7, 16) and bool((out == 0).all())
+    out.sum().backward()
+    assert bool((x.grad == 0).all())
+    assert sddmm(g, torch.randn(7, 4, device=device), torch.randn(5, 4, device=device)).shape == (0,)
+    assert edge_softmax(g, torch.empty(0, device=device)).shape == (0,)
+    assert spmm(g, x, reduce='mean').abs().sum() == 0
+
+
+def test_graph_sorting_transpose_and_int32(device):
+    ei = random_edges(device=device)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    assert g.src.dtype == torch.int32 and g.ptr.dtype == torch.int64
+    assert bool((g.dst[1:] >= g.dst[:-1]).all()) and torch.equal(g.ptr[-1].cpu(), torch.tensor(ei.size(1)))
+    assert torch.equal(ei[:, g.perm].cpu(), torch.stack([g.src, g.dst]).long().cpu())
+    rev, order = g.transpose()
+    assert (rev.num_src, rev.num_dst) == (30, 40) and bool((rev.dst[1:] >= rev.dst[:-1]).all())
+    assert torch.equal(rev.src.cpu(), g.dst[order].cpu()) and torch.equal(rev.dst.cpu(), g.src[order].cpu())
+    already = CooGraph.from_edge_index(torch.stack([g.src, g.dst]).long(), (40, 30))
+    assert already.perm is None
+
+
+def test_bad_input_is_a_clear_error():
+    ei = random_edges()
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    with pytest.raises(IndexError, match='outside'):
+        CooGraph.from_edge_index(ei, (40, 20))
+    with pytest.raises(TypeError, match='int32 or int64'):
+        CooGraph.from_edge_index(ei.float())
+    with pytest.raises(ValueError, match=r'\[2, E\]'):
+        CooGraph.from_edge_index(ei[0])
+    with pytest.raises(ValueError, match='source nodes'):
+        spmm(g, torch.randn(39, 4))
+    with pytest.raises(ValueError, match=r'\[E\] or \[E, H\]'):
+        spmm(g, torch.randn(40, 4), torch.rand(7))
+    with pytest.raises(TypeError, match='floating'):
+        spmm(g, torch.ones(40, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="'sum' or 'mean'"):
+        spmm(g, torch.randn(40, 4), reduce='max')
+    with pytest.raises(ValueError, match='rows'):
+        sddmm(g, torch.randn(40, 4), torch.randn(40, 4))
+    with pytest.raises(TypeError, match='CooGraph'):
+        spmm(ei, torch.randn(40, 4))
+
+
+def test_torch_compile_matches_eager():
+    ei = random_edges()
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    x, w = torch.randn(40, 2, 8), torch.rand(ei.size(1), 2)
+
+    def layer(x, w):
+        att = edge_softmax(g, w)
+        return spmm(g, x, att)
+
+    torch.testing.assert_close(torch.compile(layer)(x, w), layer(x, w))
