@@ -22,3 +22,14 @@ def test_sampling_benchmark_smoke(tmp_path):
     row = result['rows'][0]
     assert row['ours ms'] > 0 and row['per-hop torch ms'] > 0
     assert (tmp_path / 'sampling.json').is_file()
+
+
+import sparse as sparse_bench  # noqa: E402
+
+
+def test_sparse_benchmark_smoke(tmp_path):
+    result = sparse_bench.main(['--preset', 'tiny', '--device', 'cpu', '--features', '16', '--reps', '2',
+                                '--out', str(tmp_path)])
+    row = result['rows'][0]
+    assert row['spmm ours ms'] > 0 and row['sddmm ours ms'] > 0
+    assert (tmp_path / 'sparse.json').is_file()
