@@ -45,21 +45,25 @@ class CooGraph:
         if edge_index.dtype not in (torch.int32, torch.int64):
             raise TypeError(f'CooGraph: edge_index must be int32 or int64, got {edge_index.dtype}')
         src, dst = edge_index[0], edge_index[1]
-        if size is None:
-            n = int(edge_index.max()) + 1 if edge_index.numel() else 0
-            size = (n, n)
-        num_src, num_dst = int(size[0]), int(size[1])
-        if edge_index.numel():
-            lo, hi_src, hi_dst = int(edge_index.min()), int(src.max()), int(dst.max())
-            if lo < 0 or hi_src >= num_src or hi_dst >= num_dst:
-                raise IndexError(f'CooGraph: edge_index holds ids outside [0, {num_src}) x [0, {num_dst}) '
+        unsorted = False
+        if edge_index.numel():  # one host sync for the range and order checks
+            lo, hi_src, hi_dst, unsorted = torch.stack([edge_index.min(), src.max(), dst.max(),
+                                                        (dst[1:] < dst[:-1]).any().to(edge_index.dtype)]).tolist()
+            if size is None:
+                size = (max(hi_src, hi_dst) + 1,) * 2
+            if lo < 0 or hi_src >= size[0] or hi_dst >= size[1]:
+                raise IndexError(f'CooGraph: edge_index holds ids outside [0, {size[0]}) x [0, {size[1]}) '
                                  f'(min {lo}, max source {hi_src}, max destination {hi_dst})')
-        return cls._sorted(src, dst, num_src, num_dst)
+        size = size if size is not None else (0, 0)
+        return cls._sorted(src, dst, int(size[0]), int(size[1]), bool(unsorted))
 
     @classmethod
-    def _sorted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> 'CooGraph':
+    def _sorted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int, unsorted: Optional[bool] = None
+                ) -> 'CooGraph':
         dst64 = dst.long()
-        if dst64.numel() > 1 and bool((dst64[1:] < dst64[:-1]).any()):
+        if unsorted is None:
+            unsorted = dst64.numel() > 1 and bool((dst64[1:] < dst64[:-1]).any())
+        if unsorted:
             perm = torch.sort(dst64, stable=True).indices
             src, dst64 = src[perm], dst64[perm]
         else:

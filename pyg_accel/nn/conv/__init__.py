@@ -1,0 +1,5 @@
+"""Drop-in PyG convolutions on pyg_accel's sparse kernels."""
+from .gcn_conv import GCNConv
+from .sage_conv import SAGEConv
+
+__all__ = ['GCNConv', 'SAGEConv']

@@ -1,0 +1,125 @@
+"""pyg_accel.nn layers and models against PyG's: outputs, gradients, state_dict,
+options, input formats, torch.compile."""
+import copy
+
+import pytest
+import torch
+import torch_geometric.nn as pyg_nn
+from torch_geometric import EdgeIndex
+
+import pyg_accel.nn as acc_nn
+
+TOL = dict(atol=2e-5, rtol=2e-4)
+
+
+def graph(num_nodes=50, num_edges=400, seed=0, device='cpu', num_dst=None):
+    """Random edges with duplicates and self-loops; the last 5 nodes are isolated."""
+    g = torch.Generator().manual_seed(seed)
+    num_dst = num_dst or num_nodes
+    src = torch.randint(0, num_nodes - 5, (num_edges,), generator=g)
+    dst = torch.randint(0, num_dst - 5, (num_edges,), generator=g)
+    src[:10] = dst[:10] = torch.arange(10)
+    ei = torch.stack([torch.cat([src, src[:20]]), torch.cat([dst, dst[:20]])])
+    return ei.to(device)
+
+
+def same_layers(ours_cls, pyg_cls, *args, device='cpu', **kwargs):
+    torch.manual_seed(0)
+    ref = pyg_cls(*args, **kwargs).to(device)
+    ours = ours_cls(*args, **kwargs).to(device)
+    ours.load_state_dict(ref.state_dict())
+    return ours, ref
+
+
+def check_forward_backward(ours, ref, inputs_ours, inputs_ref, leaves):
+    out, want = ours(*inputs_ours), ref(*inputs_ref)
+    torch.testing.assert_close(out, want, **TOL)
+    grad = torch.randn_like(want)
+    got = torch.autograd.grad(out, list(ours.parameters()) + leaves, grad, allow_unused=True)
+    exp = torch.autograd.grad(want, list(ref.parameters()) + leaves, grad, allow_unused=True)
+    for a, b in zip(got, exp):
+        if b is None:
+            assert a is None or bool((a == 0).all())
+        else:
+            torch.testing.assert_close(a, b, **TOL)
+
+
+@pytest.mark.parametrize('options', [{}, {'improved': True}, {'add_self_loops': False}, {'normalize': False},
+                                     {'bias': False}, {'cached': True}])
+@pytest.mark.parametrize('weighted', [False, True])
+def test_gcn_conv_matches_pyg(device, options, weighted):
+    ei = graph(device=device)
+    ours, ref = same_layers(acc_nn.GCNConv, pyg_nn.GCNConv, 16, 8, device=device, **options)
+    x = torch.randn(50, 16, device=device, requires_grad=True)
+    w = torch.rand(ei.size(1), device=device, requires_grad=True) if weighted else None
+    check_forward_backward(ours, ref, (x, ei, w), (x, ei, w), [x] + ([w] if weighted else []))
+    if options.get('cached'):  # the cached graph is reused, as PyG's is
+        other = graph(seed=1, device=device)
+        torch.testing.assert_close(ours(x, other, w), ref(x, other, w), **TOL)
+
+
+def test_gcn_conv_input_formats_and_empty_graph(device):
+    ei = graph(device=device)
+    ours, ref = same_layers(acc_nn.GCNConv, pyg_nn.GCNConv, 16, 8, device=device)
+    x = torch.randn(50, 16, device=device)
+    want = ref(x, ei)
+    torch.testing.assert_close(ours(x, EdgeIndex(ei, sparse_size=(50, 50))), want, **TOL)
+    torch.testing.assert_close(ours(x, ei.int()), want, **TOL)
+    adj_t = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.size(1), device=device), (50, 50))
+    torch.testing.assert_close(ours(x, adj_t), ref(x, adj_t), **TOL)  # PyG's own path
+    empty = torch.empty(2, 0, dtype=torch.long, device=device)
+    torch.testing.assert_close(ours(x, empty), ref(x, empty), **TOL)
+
+
+@pytest.mark.parametrize('aggr', ['mean', 'sum', 'max'])
+@pytest.mark.parametrize('options', [{}, {'normalize': True}, {'root_weight': False}, {'project': True},
+                                     {'bias': False}])
+@pytest.mark.parametrize('widths', [(16, 8), (8, 16)])
+def test_sage_conv_matches_pyg(device, aggr, options, widths):
+    ei = graph(device=device)
+    ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, *widths, aggr=aggr, device=device, **options)
+    x = torch.randn(50, widths[0], device=device, requires_grad=True)
+    check_forward_backward(ours, ref, (x, ei), (x, ei), [x])
+
+
+def test_sage_conv_bipartite(device):
+    ei = graph(num_nodes=50, num_dst=30, device=device)
+    ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, (16, 12), 8, device=device)
+    x_src = torch.randn(50, 16, device=device, requires_grad=True)
+    x_dst = torch.randn(30, 12, device=device, requires_grad=True)
+    check_forward_backward(ours, ref, ((x_src, x_dst), ei), ((x_src, x_dst), ei), [x_src, x_dst])
+    out = ours((x_src, None), ei, size=(50, 30))
+    assert out.shape == (30, 8)
+
+
+def test_state_dict_round_trip_both_ways():
+    for ours_cls, pyg_cls in ((acc_nn.GCNConv, pyg_nn.GCNConv), (acc_nn.SAGEConv, pyg_nn.SAGEConv)):
+        ours, ref = ours_cls(16, 8), pyg_cls(16, 8)
+        assert list(ours.state_dict()) == list(ref.state_dict())
+        ours.load_state_dict(ref.state_dict())
+        ref2 = pyg_cls(16, 8)
+        ref2.load_state_dict(ours.state_dict())
+        x, ei = torch.randn(50, 16), graph()
+        torch.testing.assert_close(ref2(x, ei), ours(x, ei), **TOL)
+
+
+@pytest.mark.parametrize('name', ['GCN', 'GraphSAGE'])
+def test_models_match_pyg_and_compile(device, name):
+    torch.manual_seed(0)
+    ref = getattr(pyg_nn.models, name)(16, 32, 2, 4).to(device)
+    ours = getattr(acc_nn.models, name)(16, 32, 2, 4).to(device)
+    ours.load_state_dict(ref.state_dict())
+    ref.eval(), ours.eval()
+    x, ei = torch.randn(50, 16, device=device), graph(device=device)
+    torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)
+    assert all(type(c).__module__.startswith('pyg_accel') for c in ours.convs)
+    compiled = torch.compile(copy.deepcopy(ours))
+    torch.testing.assert_close(compiled(x, ei), ref(x, ei), **TOL)
+
+
+def test_bad_input_is_a_clear_error():
+    conv = acc_nn.SAGEConv(16, 8)
+    with pytest.raises(IndexError, match='outside'):
+        conv(torch.randn(10, 16), graph())
+    with pytest.raises(ValueError, match='tuple'):
+        acc_nn.GCNConv(16, 8)((torch.randn(50, 16), torch.randn(50, 16)), graph())
