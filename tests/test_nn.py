@@ -93,7 +93,8 @@ def test_sage_conv_bipartite(device):
 
 
 def test_state_dict_round_trip_both_ways():
-    for ours_cls, pyg_cls in ((acc_nn.GCNConv, pyg_nn.GCNConv), (acc_nn.SAGEConv, pyg_nn.SAGEConv)):
+    for ours_cls, pyg_cls in ((acc_nn.GCNConv, pyg_nn.GCNConv), (acc_nn.SAGEConv, pyg_nn.SAGEConv),
+                              (acc_nn.GATConv, pyg_nn.GATConv)):
         ours, ref = ours_cls(16, 8), pyg_cls(16, 8)
         assert list(ours.state_dict()) == list(ref.state_dict())
         ours.load_state_dict(ref.state_dict())
@@ -123,3 +124,45 @@ def test_bad_input_is_a_clear_error():
         conv(torch.randn(10, 16), graph())
     with pytest.raises(ValueError, match='tuple'):
         acc_nn.GCNConv(16, 8)((torch.randn(50, 16), torch.randn(50, 16)), graph())
+
+
+@pytest.mark.parametrize('options', [{}, {'heads': 4}, {'heads': 4, 'concat': False}, {'negative_slope': 0.5},
+                                     {'add_self_loops': False}, {'bias': False}, {'residual': True, 'heads': 2},
+                                     {'edge_dim': 3, 'heads': 2}, {'edge_dim': 3, 'fill_value': 0.5}])
+def test_gat_conv_matches_pyg(device, options):
+    ei = graph(device=device)
+    ours, ref = same_layers(acc_nn.GATConv, pyg_nn.GATConv, 16, 8, device=device, **options)
+    x = torch.randn(50, 16, device=device, requires_grad=True)
+    leaves = [x]
+    args = (x, ei)
+    if 'edge_dim' in options:
+        attr = torch.randn(ei.size(1), 3, device=device, requires_grad=True)
+        args, leaves = (x, ei, attr), [x, attr]
+    check_forward_backward(ours, ref, args, args, leaves)
+
+
+def test_gat_conv_attention_weights_bipartite_and_dropout(device):
+    ei = graph(num_nodes=50, num_dst=30, device=device)
+    ours, ref = same_layers(acc_nn.GATConv, pyg_nn.GATConv, (16, 12), 8, heads=3, device=device)
+    x_src = torch.randn(50, 16, device=device, requires_grad=True)
+    x_dst = torch.randn(30, 12, device=device, requires_grad=True)
+    check_forward_backward(ours, ref, ((x_src, x_dst), ei), ((x_src, x_dst), ei), [x_src, x_dst])
+    out, (ei_out, alpha) = ours((x_src, x_dst), ei, return_attention_weights=True)
+    want, (ei_ref, alpha_ref) = ref((x_src, x_dst), ei, return_attention_weights=True)
+    assert torch.equal(ei_out, ei_ref)
+    torch.testing.assert_close(alpha, alpha_ref, **TOL)
+    drop, _ = same_layers(acc_nn.GATConv, pyg_nn.GATConv, 16, 8, heads=2, dropout=0.5, device=device)
+    drop.train()
+    x = torch.randn(50, 16, device=device)
+    _, (_, att) = drop(x, graph(device=device), return_attention_weights=True)
+    assert bool((att == 0).any()) and drop(x, graph(device=device)).shape == (50, 16)
+
+
+def test_gat_model_matches_pyg(device):
+    torch.manual_seed(0)
+    ref = pyg_nn.models.GAT(16, 32, 2, 4, heads=4).to(device).eval()
+    ours = acc_nn.models.GAT(16, 32, 2, 4, heads=4).to(device).eval()
+    ours.load_state_dict(ref.state_dict())
+    assert all(type(c) is acc_nn.GATConv for c in ours.convs)
+    x, ei = torch.randn(50, 16, device=device), graph(device=device)
+    torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)
