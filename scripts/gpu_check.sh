@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build, CUDA tests, example and benchmarks on a GPU machine, in one command.
 #
-#   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling]
-#   (default: all five; bench = gather benchmark, sampling = sampler benchmark)
+#   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
+#   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
+#   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG)
 #
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
 # repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds the
@@ -39,6 +40,8 @@ for stage in $STAGES; do
     example) run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example" ;;
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
+    sparse) run sparse python3 benchmarks/sparse.py --preset products --out "$OUT_DIR" ;;
+    layers) run layers python3 benchmarks/layers.py --preset products --out "$OUT_DIR" ;;
     *) echo "unknown stage $stage"; status=1 ;;
   esac
 done

@@ -33,3 +33,13 @@ def test_sparse_benchmark_smoke(tmp_path):
     row = result['rows'][0]
     assert row['spmm ours ms'] > 0 and row['sddmm ours ms'] > 0
     assert (tmp_path / 'sparse.json').is_file()
+
+
+import layers as layers_bench  # noqa: E402
+
+
+def test_layers_benchmark_smoke(tmp_path):
+    result = layers_bench.main(['--preset', 'tiny', '--device', 'cpu', '--widths', '16', '--reps', '1',
+                                '--out', str(tmp_path)])
+    assert [r['layer'] for r in result['rows']] == ['GCNConv', 'SAGEConv', 'GATConv-8h']
+    assert all(r['ours ms'] > 0 and r['PyG ms'] > 0 for r in result['rows'])

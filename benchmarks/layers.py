@@ -1,0 +1,104 @@
+"""Layer benchmark: pyg_accel.nn's GCNConv, SAGEConv and GATConv against PyG's, forward
+plus backward, time and peak memory, on one synthetic graph.
+
+Both layers of a pair share weights (PyG's ``state_dict`` loaded into ours) and get the
+same ``x`` and ``edge_index``; outputs are compared before timing. On the GPU peak memory
+is ``torch.cuda.max_memory_allocated`` above the inputs during one forward + backward; a
+layer that runs out of memory is reported as OOM (and its peak as the limit).
+
+    python benchmarks/layers.py --preset products --widths 64 256 --out OUT
+    python benchmarks/layers.py --preset tiny --device cpu            # quick, CPU
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import torch_geometric.nn as pyg_nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import environment, median_time, print_table, save_json  # noqa: E402
+
+import pyg_accel.nn as acc_nn  # noqa: E402
+from pyg_accel.datasets import synthetic_dataset  # noqa: E402
+
+LAYERS = {  # name -> (ours, PyG's, constructor kwargs)
+    'GCNConv': (acc_nn.GCNConv, pyg_nn.GCNConv, {}),
+    'SAGEConv': (acc_nn.SAGEConv, pyg_nn.SAGEConv, {}),
+    'GATConv-8h': (acc_nn.GATConv, pyg_nn.GATConv, {'heads': 8}),
+}
+
+
+def step(layer, x, edge_index):
+    out = layer(x, edge_index)
+    out.sum().backward()
+    return out
+
+
+def measure(layer, x, edge_index, device, reps):
+    """(median ms of forward + backward, peak bytes above the inputs), NaN on OOM."""
+    try:
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            step(layer, x, edge_index)
+            peak = torch.cuda.max_memory_allocated() - base
+        else:
+            step(layer, x, edge_index)
+            peak = float('nan')
+        return median_time(lambda: step(layer, x, edge_index), device, reps=reps, warmup=1) * 1e3, peak
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return float('nan'), float('nan')
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--preset', default='products')
+    p.add_argument('--scale', type=float, default=1.0)
+    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--widths', type=int, nargs='*', default=[64, 256], help='in = out channels (GAT: out per head = width / 8)')
+    p.add_argument('--layers', nargs='*', default=list(LAYERS), choices=list(LAYERS))
+    p.add_argument('--reps', type=int, default=5)
+    p.add_argument('--out', default='bench-out')
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
+    n, edge_index = dataset.data.num_nodes, dataset.data.edge_index.to(device)
+    print(f'{dataset} on {device}', flush=True)
+    rows = []
+    for name in args.layers:
+        ours_cls, pyg_cls, kwargs = LAYERS[name]
+        for width in args.widths:
+            out_channels = width // kwargs.get('heads', 1)
+            torch.manual_seed(0)
+            ref = pyg_cls(width, out_channels, **kwargs).to(device)
+            ours = ours_cls(width, out_channels, **kwargs).to(device)
+            ours.load_state_dict(ref.state_dict())
+            x = torch.randn(n, width, device=device, requires_grad=True)
+            r = {'layer': name, 'width': width}
+            r['ours ms'], r['ours peak MB'] = measure(ours, x, edge_index, device, args.reps)
+            r['PyG ms'], r['PyG peak MB'] = measure(ref, x, edge_index, device, args.reps)
+            for key in ('ours peak MB', 'PyG peak MB'):
+                r[key] = r[key] / 2**20
+            if r['ours ms'] == r['ours ms'] and r['PyG ms'] == r['PyG ms']:
+                with torch.no_grad():
+                    torch.testing.assert_close(ours(x, edge_index), ref(x, edge_index), atol=1e-3, rtol=1e-3)
+            r['speed-up'] = r['PyG ms'] / r['ours ms']
+            r['memory ratio'] = r['ours peak MB'] / r['PyG peak MB']
+            rows.append(r)
+            print(r, flush=True)
+            del ref, ours, x
+            if device.type == 'cuda':
+                torch.cuda.empty_cache()
+    payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
+    payload['table'] = print_table(rows, list(rows[0]), f'layers on {dataset.name} ({device}), forward + backward')
+    save_json(Path(args.out) / 'layers.json', payload)
+    return payload
+
+
+if __name__ == '__main__':
+    main()
