@@ -83,6 +83,90 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
   }
 }
 
+#ifdef PYG_ACCEL_SPMM_V2
+// GNNOne's two-stage SpMM for fp32 rows of F % 4 == 0 (variant, off by default until
+// measured: scripts/sparse_variants.sh). Stage 1: a warp copies its chunk's ids (and,
+// for one head, weights) into shared memory with coalesced loads. Stage 2: groups of
+// `tpg` lanes each take consecutive cached edges; a lane owns 4 consecutive features
+// (one 16-byte load per edge, its head index fixed), keeps a running float4 sum and
+// flushes it at destination changes. Features beyond tpg * 4 go to blockIdx.y slices.
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+template <typename index_t>
+__global__ void spmm_v2_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
+                               const float* __restrict__ weight, const float* __restrict__ x, float* __restrict__ out,
+                               int64_t num_edges, int64_t heads, int64_t channels, int tpg) {
+  __shared__ int64_t s_dst[kWarpsPerBlock][kChunk];
+  __shared__ int64_t s_src[kWarpsPerBlock][kChunk];
+  __shared__ float s_w[kWarpsPerBlock][kChunk];
+  const int64_t F = heads * channels;
+  const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
+  const int groups = 32 / tpg, per_group = kChunk / groups;
+  const int64_t f = (static_cast<int64_t>(blockIdx.y) * tpg + gl) * 4;  // this lane's 4 features
+  const bool has_f = f < F;
+  const int64_t head = has_f ? f / channels : 0;
+  const bool staged_w = weight != nullptr && heads == 1;
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + wib;
+  const int64_t num_warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t base = warp * kChunk; base < num_edges; base += num_warps * kChunk) {
+#pragma unroll
+    for (int k = 0; k < kChunk / 32; ++k) {  // Stage 1
+      const int slot = k * 32 + lane;
+      const int64_t e = base + slot;
+      const bool ok = e < num_edges;
+      s_dst[wib][slot] = ok ? static_cast<int64_t>(dst[e]) : -1;
+      s_src[wib][slot] = ok ? static_cast<int64_t>(src[e]) : 0;
+      if (staged_w) s_w[wib][slot] = ok ? weight[e] : 0.f;
+    }
+    __syncwarp();
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    int64_t cur = -1;
+    for (int i = group * per_group; i < (group + 1) * per_group; ++i) {  // Stage 2
+      const int64_t d = s_dst[wib][i];
+      if (d < 0) break;
+      if (d != cur) {
+        if (cur >= 0 && has_f) {
+          float* o = out + cur * F + f;
+          atomicAdd(o, acc.x), atomicAdd(o + 1, acc.y), atomicAdd(o + 2, acc.z), atomicAdd(o + 3, acc.w);
+        }
+        acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        cur = d;
+      }
+      if (has_f) {
+        const float w = weight == nullptr ? 1.f : (staged_w ? s_w[wib][i] : weight[(base + i) * heads + head]);
+        const float4 v = *reinterpret_cast<const float4*>(x + s_src[wib][i] * F + f);
+        acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+      }
+    }
+    if (cur >= 0 && has_f) {
+      float* o = out + cur * F + f;
+      atomicAdd(o, acc.x), atomicAdd(o + 1, acc.y), atomicAdd(o + 2, acc.z), atomicAdd(o + 3, acc.w);
+    }
+    __syncwarp();  // the chunk's cache is read before the next chunk overwrites it
+  }
+}
+
+// Launches the v2 kernel when its layout applies (fp32, 4 | C, 16-byte aligned rows).
+bool try_spmm_v2(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight, const at::Tensor& x,
+                 at::Tensor& out, int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
+  if (x.scalar_type() != at::kFloat || C % 4 != 0 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) {
+    return false;
+  }
+  const int64_t F = H * C;
+  const int tpg = group_size(F / 4);
+  const int64_t slices = (F / 4 + tpg - 1) / tpg;
+  const int64_t warps = (E + kChunk - 1) / kChunk;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535 * 32)),
+                  static_cast<unsigned>(slices));
+  AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_v2_index", [&] {
+    spmm_v2_kernel<index_t><<<grid, kThreads, 0, stream>>>(
+        dst.data_ptr<index_t>(), src.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<float>() : nullptr,
+        x.data_ptr<float>(), out.data_ptr<float>(), E, H, C, tpg);
+  });
+  return true;
+}
+#endif  // PYG_ACCEL_SPMM_V2
+
 template <typename scalar_t, typename acc_t, typename index_t>
 __global__ void sddmm_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
                              const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, scalar_t* __restrict__ out,
@@ -177,6 +261,12 @@ at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::T
     const int64_t slices = (F + tpg * kPerLane - 1) / (tpg * kPerLane);
     const dim3 grid(blocks_for((E + kChunk - 1) / kChunk * 32), static_cast<unsigned>(slices));
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+#ifdef PYG_ACCEL_SPMM_V2
+    if (try_spmm_v2(dst, src, weight, x, acc, E, H, C, stream)) {
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return acc;
+    }
+#endif
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cuda", [&] {
       using acc_t = at::opmath_type<scalar_t>;
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_cuda_index", [&] {
