@@ -47,7 +47,10 @@ at::Tensor spmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::
           const scalar_t* row = xs + s[e] * H * C;
           for (int64_t h = 0; h < H; ++h) {
             const acc_t we = w != nullptr ? static_cast<acc_t>(w[e * H + h]) : acc_t(1);
-            for (int64_t c = 0; c < C; ++c) acc[h * C + c] += we * static_cast<acc_t>(row[h * C + c]);
+            acc_t* a = acc.data() + h * C;
+            const scalar_t* r = row + h * C;
+            _Pragma("omp simd")
+            for (int64_t c = 0; c < C; ++c) a[c] += we * static_cast<acc_t>(r[c]);
           }
         }
         for (int64_t f = 0; f < H * C; ++f) o[d * H * C + f] = static_cast<scalar_t>(acc[f]);
@@ -84,6 +87,7 @@ at::Tensor sddmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at:
           const scalar_t* brow = bs + s[e] * H * C;
           for (int64_t h = 0; h < H; ++h) {
             acc_t sum = 0;
+            _Pragma("omp simd reduction(+ : sum)")
             for (int64_t c = 0; c < C; ++c) {
               sum += static_cast<acc_t>(arow[h * C + c]) * static_cast<acc_t>(brow[h * C + c]);
             }
