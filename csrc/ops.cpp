@@ -27,6 +27,9 @@ TORCH_LIBRARY(pyg_accel, m) {
         "bool disjoint, int random_seed, Tensor? edge_weight=None, Tensor? node_time=None, "
         "Tensor? edge_time=None, Tensor? seed_time=None, str temporal_strategy='uniform') -> (Tensor node, "
         "Tensor row, Tensor col, Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)");
+  // Drops the CUDA sampler's cached plans (buffers and CUDA graphs; they are rebuilt on
+  // the next call); returns how many were dropped.
+  m.def("clear_sampler_plans() -> int");
   // Heterogeneous version (uniform): node types 0..T-1 with num_nodes[t]; edge type r
   // goes from src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node
   // type; num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop

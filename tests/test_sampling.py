@@ -368,6 +368,15 @@ def test_cuda_plans_without_graph_capture_or_spinning_agree(monkeypatch):
         assert torch.equal(got.node, want.node) and torch.equal(got.row, want.row)
 
 
+def test_clear_sampler_cache():
+    from pyg_accel.ops import clear_sampler_cache
+    if torch.cuda.is_available():
+        colptr, row = random_graph(device='cuda')
+        neighbor_sample(colptr, row, torch.tensor([1, 2], device='cuda'), [2])
+        assert clear_sampler_cache() >= 1
+    assert clear_sampler_cache() == 0
+
+
 @requires_cuda
 def test_cuda_plan_follows_in_place_graph_edits():
     """A plan is keyed by its tensors' versions: editing the graph in place is seen."""

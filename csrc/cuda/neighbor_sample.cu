@@ -760,6 +760,13 @@ class PlanCache {
     return plan;
   }
 
+  int64_t clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t n = static_cast<int64_t>(plans_.size());
+    plans_.clear();  // a plan in use by another thread lives until that call returns
+    return n;
+  }
+
   static PlanCache& instance() {
     static PlanCache* cache = new PlanCache();
     return *cache;
@@ -812,6 +819,10 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
 
 }  // namespace
 
+int64_t clear_sampler_plans() { return PlanCache::instance().clear(); }
+
 TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) { m.impl("neighbor_sample", &neighbor_sample_cuda); }
+
+TORCH_LIBRARY_IMPL(pyg_accel, CompositeExplicitAutograd, m) { m.impl("clear_sampler_plans", &clear_sampler_plans); }
 
 }  // namespace pyg_accel

@@ -2,8 +2,9 @@
 (meta) kernels for ``torch.compile``. One module per op family."""
 from .gather import gather, multi_gather, sharded_gather
 from .sparse import CooGraph, edge_softmax, sddmm, spmm
-from .sampling import (HeteroSampledSubgraph, SampledSubgraph, cuda_sampling_available, hetero_neighbor_sample,
-                       neighbor_sample)
+from .sampling import (HeteroSampledSubgraph, SampledSubgraph, clear_sampler_cache, cuda_sampling_available,
+                       hetero_neighbor_sample, neighbor_sample)
 
 __all__ = ['gather', 'multi_gather', 'sharded_gather', 'neighbor_sample', 'SampledSubgraph', 'cuda_sampling_available',
-           'hetero_neighbor_sample', 'HeteroSampledSubgraph', 'CooGraph', 'spmm', 'sddmm', 'edge_softmax']
+           'hetero_neighbor_sample', 'HeteroSampledSubgraph', 'CooGraph', 'spmm', 'sddmm', 'edge_softmax',
+           'clear_sampler_cache']

@@ -10,7 +10,7 @@ from .. import _build
 from ._library import check_cuda_built, ops
 
 __all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
-           'cuda_sampling_available']
+           'cuda_sampling_available', 'clear_sampler_cache']
 
 EdgeType = Tuple[str, str, str]
 
@@ -46,6 +46,15 @@ def cuda_sampling_available() -> bool:
 
 
 _CUDA_SAMPLING: Optional[bool] = None
+
+
+def clear_sampler_cache() -> int:
+    """Frees the CUDA sampler's cached plans (their buffers and CUDA graphs; each holds
+    memory sized by its batch's upper bounds, up to eight plans are kept) and returns how
+    many were dropped. Plans are rebuilt on demand; plans of freed graphs go by themselves."""
+    if not cuda_sampling_available():
+        return 0
+    return int(ops().clear_sampler_plans())
 
 
 def _check_graph(colptr: Tensor, row: Tensor) -> None:
