@@ -171,3 +171,17 @@ def test_torch_compile_matches_eager():
         return spmm(g, x, att)
 
     torch.testing.assert_close(torch.compile(layer)(x, w), layer(x, w))
+
+
+def test_opcheck(device):
+    """Schemas, fake kernels and dispatch of the raw ops (autograd lives in Python)."""
+    from pyg_accel.ops._library import ops
+    g = CooGraph.from_edge_index(random_edges(device=device), (40, 30))
+    x, w = torch.randn(40, 2, 8, device=device), torch.rand(g.num_edges, 2, device=device)
+    a = torch.randn(30, 2, 8, device=device)
+    logits = torch.randn(g.num_edges, 2, device=device)
+    torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, w, x))
+    torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, None, x))
+    torch.library.opcheck(ops().sddmm.default, (g.ptr, g.dst, g.src, a, x))
+    torch.library.opcheck(ops().edge_softmax.default, (g.ptr, logits))
+    torch.library.opcheck(ops().edge_softmax_backward.default, (g.ptr, logits.softmax(-1), logits))
