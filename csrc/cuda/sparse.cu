@@ -84,8 +84,8 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
 }
 
 #ifdef PYG_ACCEL_SPMM_V2
-// GNNOne's two-stage SpMM for fp32 rows of F % 4 == 0 (variant, off by default until
-// measured: scripts/sparse_variants.sh). Stage 1: a warp copies its chunk's ids (and,
+// PYG_ACCEL_SPMM_V2 (variant, off by default until measured: scripts/sparse_variants.sh):
+// GNNOne's two-stage SpMM for fp32 rows of F % 4 == 0, and a matching SDDMM. Stage 1: a warp copies its chunk's ids (and,
 // for one head, weights) into shared memory with coalesced loads. Stage 2: groups of
 // `tpg` lanes each take consecutive cached edges; a lane owns 4 consecutive features
 // (one 16-byte load per edge, its head index fixed), keeps a running float4 sum and
@@ -162,6 +162,69 @@ bool try_spmm_v2(const at::Tensor& dst, const at::Tensor& src, const at::Tensor&
     spmm_v2_kernel<index_t><<<grid, kThreads, 0, stream>>>(
         dst.data_ptr<index_t>(), src.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<float>() : nullptr,
         x.data_ptr<float>(), out.data_ptr<float>(), E, H, C, tpg);
+  });
+  return true;
+}
+// SDDMM for one head of fp32 channels, C % 4 == 0: the warp's chunk ids staged as in
+// SpMM; a group of `tpg` lanes per edge, consecutive cached edges per group, a[dst]
+// kept in registers while the destination repeats (edges are sorted by it), 16-byte
+// loads, a shuffle reduction per edge.
+template <typename index_t>
+__global__ void sddmm_v2_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
+                                const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
+                                int64_t num_edges, int64_t channels, int tpg) {
+  __shared__ int64_t s_dst[kWarpsPerBlock][kChunk];
+  __shared__ int64_t s_src[kWarpsPerBlock][kChunk];
+  const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
+  const int groups = 32 / tpg, per_group = kChunk / groups;
+  const int64_t quads = channels / 4;
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + wib;
+  const int64_t num_warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t base = warp * kChunk; base < num_edges; base += num_warps * kChunk) {
+#pragma unroll
+    for (int k = 0; k < kChunk / 32; ++k) {
+      const int slot = k * 32 + lane;
+      const int64_t e = base + slot;
+      s_dst[wib][slot] = e < num_edges ? static_cast<int64_t>(dst[e]) : -1;
+      s_src[wib][slot] = e < num_edges ? static_cast<int64_t>(src[e]) : 0;
+    }
+    __syncwarp();
+    int64_t cur = -1;
+    float4 ar = make_float4(0.f, 0.f, 0.f, 0.f);  // a[cur], this lane's first quad (reused)
+    for (int i = group * per_group; i < (group + 1) * per_group; ++i) {  // same trips for every lane
+      const int64_t d = s_dst[wib][i];
+      float sum = 0.f;
+      if (d >= 0) {
+        if (d != cur && gl < quads) ar = reinterpret_cast<const float4*>(a + d * channels)[gl];
+        cur = d;
+        const float4* brow = reinterpret_cast<const float4*>(b + s_src[wib][i] * channels);
+        for (int64_t q = gl; q < quads; q += tpg) {
+          const float4 av = q == gl ? ar : reinterpret_cast<const float4*>(a + d * channels)[q];
+          const float4 bv = brow[q];
+          sum += av.x * bv.x + av.y * bv.y + av.z * bv.z + av.w * bv.w;
+        }
+      }
+      for (int o = tpg / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o, tpg);
+      if (d >= 0 && gl == 0) out[base + i] = sum;
+    }
+    __syncwarp();
+  }
+}
+
+bool try_sddmm_v2(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& a, const at::Tensor& b,
+                  at::Tensor& out, int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
+  if (a.scalar_type() != at::kFloat || H != 1 || C % 4 != 0 || reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 ||
+      reinterpret_cast<uintptr_t>(b.data_ptr()) % 16) {
+    return false;
+  }
+  const int tpg = group_size(C / 4);
+  const int64_t warps = (E + kChunk - 1) / kChunk;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock,
+                                                                65535 * 32));
+  AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "sddmm_v2_index", [&] {
+    sddmm_v2_kernel<index_t><<<grid, kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
+                                                             a.data_ptr<float>(), b.data_ptr<float>(),
+                                                             out.data_ptr<float>(), E, C, tpg);
   });
   return true;
 }
@@ -296,6 +359,12 @@ at::Tensor sddmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::
     if (C == 0) return out.zero_();
     const int tpg = group_size(C);
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+#ifdef PYG_ACCEL_SPMM_V2
+    if (try_sddmm_v2(dst, src, a, b, out, E, H, C, stream)) {
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return out;
+    }
+#endif
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "sddmm_cuda", [&] {
       using acc_t = at::opmath_type<scalar_t>;
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "sddmm_cuda_index", [&] {
