@@ -431,3 +431,15 @@ def test_hetero_op_structure_and_errors():
     with pytest.raises(RuntimeError, match='out of range'):
         hetero_neighbor_sample(colptrs, rows, {'paper': torch.tensor([60])}, {et: [2] for et in graphs},
                                {'paper': 60, 'author': 30})
+
+
+def test_int32_graph_copies_are_reused_until_the_graph_changes():
+    from pyg_accel.ops.sampling import _graph_long
+    colptr, row = random_graph()
+    row32 = row.int()
+    first = _graph_long(row32)
+    assert first.dtype == torch.int64 and _graph_long(row32) is first
+    row32[0] = row32[1]  # an in-place edit makes a fresh copy
+    second = _graph_long(row32)
+    assert second is not first and torch.equal(second, row32.long())
+    assert _graph_long(row) is row

@@ -1,6 +1,7 @@
 """Multi-hop neighbour sampling over a CSC graph (``torch.ops.pyg_accel.neighbor_sample``)."""
 from __future__ import annotations
 
+import weakref
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -55,6 +56,24 @@ def clear_sampler_cache() -> int:
     if not cuda_sampling_available():
         return 0
     return int(ops().clear_sampler_plans())
+
+
+_LONG_COPIES: Dict[int, Tuple['weakref.ref[Tensor]', int, Tensor]] = {}  # id -> (tensor, version, copy)
+
+
+def _graph_long(t: Tensor) -> Tensor:
+    """``t`` as int64. An int32 graph tensor's copy is kept while the tensor lives and is
+    unmodified, so repeated calls reuse it (and the CUDA sampler's plan keyed by it)."""
+    if t.dtype == torch.int64:
+        return t
+    hit = _LONG_COPIES.get(id(t))
+    if hit is not None and hit[0]() is t and hit[1] == t._version:
+        return hit[2]
+    copy = t.long()
+    if hit is None or hit[0]() is not t:  # drop the entry with the tensor
+        weakref.finalize(t, _LONG_COPIES.pop, id(t), None)
+    _LONG_COPIES[id(t)] = (weakref.ref(t), t._version, copy)
+    return copy
 
 
 def _check_graph(colptr: Tensor, row: Tensor) -> None:
@@ -177,8 +196,8 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
     if random_seed is None:
         random_seed = int(torch.randint(0, 2**62, (1,)))
-    as_long = lambda t: t if t.dtype == torch.int64 else t.long()  # noqa: E731
-    out = ops().neighbor_sample(as_long(colptr), as_long(row), as_long(seed), fanouts, bool(replace), bool(disjoint),
+    out = ops().neighbor_sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(),
+                                fanouts, bool(replace), bool(disjoint),
                                 int(random_seed), edge_weight, node_time, edge_time, seed_time, temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
