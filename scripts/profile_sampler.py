@@ -1,7 +1,10 @@
 """Where a CUDA sampling call spends its time: wall and thread-CPU time of the Python
-API, of the raw op, with and without CUDA-graph replay, and a profiler table.
+API, of the raw op, with and without CUDA-graph replay, and a profiler table. With
+``--loop N`` it only makes N plain sampling calls, for external tools:
 
     python scripts/profile_sampler.py [--preset products] [--batch 1024] [--out DIR]
+    ncu --clock-control none --kernel-name regex:expand --launch-skip 5 --launch-count 1 \
+        python3 scripts/profile_sampler.py --loop 3
 """
 import argparse
 import os
@@ -35,6 +38,7 @@ def main():
     p.add_argument('--batch', type=int, default=1024)
     p.add_argument('--fanouts', type=int, nargs='*', default=[15, 10, 5])
     p.add_argument('--out', default='profile-out')
+    p.add_argument('--loop', type=int, default=0, help='only make this many sampling calls')
     args = p.parse_args()
     ds = synthetic_dataset(args.preset, device='cuda')
     gs = GraphStore('cuda')
@@ -43,6 +47,11 @@ def main():
     train = ds.split['train'].cuda()
     batches = [train[torch.randperm(train.numel(), device='cuda')[:args.batch]] for _ in range(40)]
     f = args.fanouts
+    if args.loop:
+        for i in range(args.loop):
+            out = neighbor_sample(colptr, row, batches[i % len(batches)], f)
+            print(i, out.num_sampled_nodes, out.num_sampled_edges, flush=True)
+        return
     api = lambda s: neighbor_sample(colptr, row, s, f)  # noqa: E731
     raw = lambda s: ops().neighbor_sample(colptr, row, s, f, False, False, 7, None, None, None, None,  # noqa: E731
                                           'uniform')

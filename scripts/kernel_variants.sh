@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds, checks and times the compile-time variants of one kernel family (tuning
+# macros in csrc/cuda), one library per variant, the default first.
+#   scripts/kernel_variants.sh OUT_DIR gather   # csrc/cuda/gather.cu: -DPYG_ACCEL_GATHER_ASYNC
+#   scripts/kernel_variants.sh OUT_DIR sparse   # csrc/cuda/sparse.cu: -DPYG_ACCEL_SPMM_V2
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:-gpu-out}
+FAMILY=${2:-gather}
+export PYTHONUNBUFFERED=1 PYG_ACCEL_CACHE_DIR=${PYG_ACCEL_CACHE_DIR:-$PWD/.build-cache}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+case $FAMILY in
+  gather) VARIANT=-DPYG_ACCEL_GATHER_ASYNC=1; TESTS=(tests/test_gather.py)
+          BENCH=(benchmarks/gather.py --no-pinned --row-bytes 256 400 512 1024 --reps 30) ;;
+  sparse) VARIANT=-DPYG_ACCEL_SPMM_V2=1; TESTS=(tests/test_sparse_ops.py tests/test_nn.py)
+          BENCH=(benchmarks/sparse.py --preset products --features 16 32 64 128 256 --reps 5) ;;
+  *) echo "unknown kernel family '$FAMILY' (gather or sparse)"; exit 2 ;;
+esac
+i=0
+for flags in "" "$VARIANT"; do
+  echo "=== $FAMILY variant $i: '${flags:-defaults}'"
+  PYG_ACCEL_CUDA_FLAGS="$flags" python3 -m pyg_accel.build > /dev/null 2>&1 || { echo "build failed"; continue; }
+  PYG_ACCEL_CUDA_FLAGS="$flags" python3 -m pytest "${TESTS[@]}" -q -x -p no:cacheprovider 2>&1 | tail -1
+  PYG_ACCEL_CUDA_FLAGS="$flags" python3 "${BENCH[@]}" --out "$OUT_DIR/$FAMILY-variant$i" 2>&1 | tail -12
+  i=$((i + 1))
+done
