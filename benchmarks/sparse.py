@@ -7,9 +7,10 @@
 * SDDMM ``out_e = <a[dst_e], b[src_e]>``: ours, ``torch.sparse.sampled_addmm`` on CSR,
   and the gather path (``(a[dst] * b[src]).sum(-1)``).
 
-Each kernel's achieved bandwidth is reported against its byte floor (every edge reads
-its index and weight and one feature row; no reuse assumed) and the measured copy
-bandwidth. A path that runs out of memory is reported as OOM.
+Each kernel's achieved bandwidth is reported against its gather-model byte floor (every
+edge reads its ids, its weight and one feature row from memory; seeds-kernels.md §6) at
+the measured copy bandwidth. On the GPU the generic CUDA kernels are timed beside the
+default two-stage ones. A path that runs out of memory is reported as OOM.
 
     python benchmarks/sparse.py --preset products --features 16 32 64 128 256 --out OUT
     python benchmarks/sparse.py --preset tiny --device cpu       # quick, CPU
@@ -17,6 +18,8 @@ bandwidth. A path that runs out of memory is reported as OOM.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +30,20 @@ from common import copy_bandwidth, environment, median_time, print_table, save_j
 
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.ops import CooGraph, sddmm, spmm  # noqa: E402
+
+
+@contextlib.contextmanager
+def generic_kernels():
+    """Runs the block with the generic CUDA kernels (PYG_ACCEL_SPARSE_KERNEL=generic)."""
+    old = os.environ.get('PYG_ACCEL_SPARSE_KERNEL')
+    os.environ['PYG_ACCEL_SPARSE_KERNEL'] = 'generic'
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ['PYG_ACCEL_SPARSE_KERNEL']
+        else:
+            os.environ['PYG_ACCEL_SPARSE_KERNEL'] = old
 
 
 def timed_or_oom(fn, device, reps):
@@ -72,15 +89,23 @@ def main(argv=None) -> dict:
         r['spmm PyG gather ms'] = timed_or_oom(
             lambda: torch.zeros_like(x).index_add_(0, dst64, x[src64] * weight.unsqueeze(1)), device, args.reps)
         r['sddmm ours ms'] = timed_or_oom(lambda: sddmm(graph, a, x), device, args.reps)
+        if device.type == 'cuda':  # the generic CUDA kernels, for reference
+            with generic_kernels():
+                r['spmm generic ms'] = timed_or_oom(lambda: spmm(graph, x, weight), device, args.reps)
+                r['sddmm generic ms'] = timed_or_oom(lambda: sddmm(graph, a, x), device, args.reps)
         r['sddmm sampled_addmm ms'] = timed_or_oom(
             lambda: torch.sparse.sampled_addmm(pattern, a, x.t(), beta=0.0), device, args.reps)
         r['sddmm gather ms'] = timed_or_oom(lambda: (a[dst64] * x[src64]).sum(-1), device, args.reps)
-        # Byte floors: per edge its two 4-byte ids (+ 4-byte weight for SpMM) and one
-        # F-wide fp32 row gathered (SDDMM: two rows); the node-sized output written.
+        # Gather-model byte floors (seeds-kernels.md §6): per edge its two 4-byte ids, a
+        # 4-byte weight (SpMM) or output (SDDMM) and one F-wide fp32 row gathered; the
+        # node-sized output written (SpMM) or a[dst] read once per destination (SDDMM,
+        # whose rows repeat along the sorted edges).
         spmm_bytes = E * (12 + 4 * F) + n * 4 * F
-        sddmm_bytes = E * (8 + 8 * F + 4)
+        sddmm_bytes = E * (12 + 4 * F) + n * 4 * F
         r['spmm ours GB/s'] = spmm_bytes / (r['spmm ours ms'] / 1e3) / 1e9
         r['spmm floor ms'] = spmm_bytes / copy_bps * 1e3 if copy_bps == copy_bps else float('nan')
+        r['spmm ours / floor'] = r['spmm ours ms'] / r['spmm floor ms']
+        r['sddmm ours / floor'] = r['sddmm ours ms'] / r['spmm floor ms']
         r['spmm vs torch.sparse'] = r['spmm torch.sparse ms'] / r['spmm ours ms']
         r['spmm vs PyG'] = r['spmm PyG gather ms'] / r['spmm ours ms']
         r['sddmm ours GB/s'] = sddmm_bytes / (r['sddmm ours ms'] / 1e3) / 1e9

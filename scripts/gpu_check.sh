@@ -5,6 +5,7 @@
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
 #   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG)
 #
+# PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
 # repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds the
 # torch-sparse / torch-scatter wheels (see ../shared/gpu-wheels), they are installed for
@@ -36,7 +37,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --f
 for stage in $STAGES; do
   case $stage in
     build) run build python3 -m pyg_accel.build ;;
-    tests) run tests python3 -m pytest tests -q -rs -p no:cacheprovider ;;
+    tests) run tests python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -q -rs -p no:cacheprovider ;;
     example) run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example" ;;
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;

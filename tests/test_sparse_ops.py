@@ -90,6 +90,48 @@ def test_sddmm_dot_values_and_gradients(device, heads):
         torch.testing.assert_close(x, y, **TOL[torch.float64])
 
 
+def hub_graph(num_nodes=3000, num_edges=40000, hub_edges=3000, device='cpu'):
+    """Random edges plus one destination with ``hub_edges`` in-edges (runs that span
+    several warp chunks) and isolated nodes at the end."""
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(0, num_nodes - 10, (num_edges + hub_edges,), generator=g)
+    dst = torch.cat([torch.randint(0, num_nodes - 10, (num_edges,), generator=g), torch.full((hub_edges,), 7)])
+    return torch.stack([src, dst]).to(device)
+
+
+# (heads, channels): one head of every width class, heads narrower than a group, heads
+# that fill groups, widths that take two vectors per lane, and layouts that fall back.
+KERNEL_LAYOUTS = [(1, 4), (1, 16), (1, 64), (1, 96), (1, 128), (1, 256), (1, 512), (8, 8), (8, 16), (4, 32),
+                  (3, 8), (2, 256), (1, 6)]
+
+
+@pytest.mark.parametrize('kernel', ['vec', 'generic'])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16])
+@pytest.mark.parametrize('layout', KERNEL_LAYOUTS, ids=[f'{h}x{c}' for h, c in KERNEL_LAYOUTS])
+def test_kernel_layouts_match_reference(device, kernel, dtype, layout, monkeypatch):
+    """Every feature layout through both CUDA kernel families (the two-stage vectorised
+    one and the generic one), against fp64 references, with poisoned outputs."""
+    if device.type == 'cpu' and kernel == 'generic':
+        pytest.skip('one CPU kernel')
+    monkeypatch.setenv('PYG_ACCEL_SPARSE_KERNEL', kernel)
+    H, C = layout
+    ei = hub_graph(device=device)
+    n = 3000
+    g = CooGraph.from_edge_index(ei, (n, n))
+    x = torch.randn(n, H, C, device=device).to(dtype)
+    a = torch.randn(n, H, C, device=device).to(dtype)
+    w = torch.rand(ei.size(1), H, device=device).to(dtype)
+    poison_cuda_allocator()
+    out = spmm(g, x, g.sort_edges(w))
+    ref = ref_spmm(ei, x.double(), w.double(), 'sum', n)
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else TOL[dtype]  # a 3000-edge hub row
+    torch.testing.assert_close(out.double(), ref, **tol)
+    poison_cuda_allocator()
+    dots = sddmm(g, a, x)
+    ref = g.sort_edges((a.double()[ei[1]] * x.double()[ei[0]]).sum(-1))
+    torch.testing.assert_close(dots.double(), ref, atol=TOL[dtype]['atol'] * C, rtol=TOL[dtype]['rtol'] * 4)
+
+
 def test_sddmm_add_is_gat_logits(device):
     ei = random_edges(device=device)
     g = CooGraph.from_edge_index(ei, (40, 30))

@@ -1,13 +1,17 @@
 // CUDA SpMM, SDDMM and edge softmax over a destination-sorted COO graph (schemas and
 // semantics: csrc/ops.cpp).
 //
-// SpMM follows GNNOne's edge-balanced layout: each warp takes fixed chunks of
-// consecutive edges whatever the degrees, split into thread groups sized to the
-// feature width; a group keeps a running sum in registers across consecutive edges of
-// one destination and adds it to the output (atomically) only when the destination
-// changes. Features wider than one group's slice are split over blockIdx.y.
-// SDDMM gives each edge a thread group that reduces its dot products by shuffles.
-// Edge softmax gives each destination a warp.
+// SpMM and SDDMM run GNNOne's two-stage kernels (sparse_vec.cuh: chunks of edges per
+// warp staged in shared memory, 16-byte feature loads by thread groups sized to the
+// row) whenever rows split into 16-byte vectors of one head; the generic kernels here
+// take every other layout (any width, fp64 rows of odd width, unaligned tensors) and
+// serve as the reference path (PYG_ACCEL_SPARSE_KERNEL=generic forces them).
+// Generic SpMM: each warp takes fixed chunks of consecutive edges whatever the degrees,
+// split into thread groups sized to the feature width; a group keeps a running sum in
+// registers across consecutive edges of one destination and adds it to the output
+// (atomically) only when the destination changes; wide rows are split over blockIdx.y.
+// Generic SDDMM gives each edge a thread group that reduces its dot products by
+// shuffles. Edge softmax gives each destination a warp.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -15,9 +19,12 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "../sparse_common.h"
+#include "sparse_vec.cuh"
 
 namespace pyg_accel {
 namespace {
@@ -43,6 +50,9 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
   const int64_t F = heads * channels;
   const int lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg, groups = 32 / tpg;
   const int64_t f0 = static_cast<int64_t>(blockIdx.y) * tpg * kPerLane + gl;  // this lane's first feature
+  int64_t head[kPerLane];  // head of each of this lane's features
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) head[j] = (f0 + j * tpg) / channels;
   const int64_t per_group = kChunk / groups;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t num_warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
@@ -68,7 +78,7 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
       for (int j = 0; j < kPerLane; ++j) {
         const int64_t f = f0 + j * tpg;
         if (f < F) {
-          const acc_t w = weight != nullptr ? static_cast<acc_t>(weight[e * heads + f / channels]) : acc_t(1);
+          const acc_t w = weight != nullptr ? static_cast<acc_t>(weight[e * heads + head[j]]) : acc_t(1);
           acc[j] += w * static_cast<acc_t>(row[f]);
         }
       }
@@ -83,152 +93,6 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
   }
 }
 
-#ifdef PYG_ACCEL_SPMM_V2
-// PYG_ACCEL_SPMM_V2 (variant, off by default until measured: scripts/sparse_variants.sh):
-// GNNOne's two-stage SpMM for fp32 rows of F % 4 == 0, and a matching SDDMM. Stage 1: a warp copies its chunk's ids (and,
-// for one head, weights) into shared memory with coalesced loads. Stage 2: groups of
-// `tpg` lanes each take consecutive cached edges; a lane owns 4 consecutive features
-// (one 16-byte load per edge, its head index fixed), keeps a running float4 sum and
-// flushes it at destination changes. Features beyond tpg * 4 go to blockIdx.y slices.
-constexpr int kWarpsPerBlock = kThreads / 32;
-
-template <typename index_t>
-__global__ void spmm_v2_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
-                               const float* __restrict__ weight, const float* __restrict__ x, float* __restrict__ out,
-                               int64_t num_edges, int64_t heads, int64_t channels, int tpg) {
-  __shared__ int64_t s_dst[kWarpsPerBlock][kChunk];
-  __shared__ int64_t s_src[kWarpsPerBlock][kChunk];
-  __shared__ float s_w[kWarpsPerBlock][kChunk];
-  const int64_t F = heads * channels;
-  const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const int groups = 32 / tpg, per_group = kChunk / groups;
-  const int64_t f = (static_cast<int64_t>(blockIdx.y) * tpg + gl) * 4;  // this lane's 4 features
-  const bool has_f = f < F;
-  const int64_t head = has_f ? f / channels : 0;
-  const bool staged_w = weight != nullptr && heads == 1;
-  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + wib;
-  const int64_t num_warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t base = warp * kChunk; base < num_edges; base += num_warps * kChunk) {
-#pragma unroll
-    for (int k = 0; k < kChunk / 32; ++k) {  // Stage 1
-      const int slot = k * 32 + lane;
-      const int64_t e = base + slot;
-      const bool ok = e < num_edges;
-      s_dst[wib][slot] = ok ? static_cast<int64_t>(dst[e]) : -1;
-      s_src[wib][slot] = ok ? static_cast<int64_t>(src[e]) : 0;
-      if (staged_w) s_w[wib][slot] = ok ? weight[e] : 0.f;
-    }
-    __syncwarp();
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    int64_t cur = -1;
-    for (int i = group * per_group; i < (group + 1) * per_group; ++i) {  // Stage 2
-      const int64_t d = s_dst[wib][i];
-      if (d < 0) break;
-      if (d != cur) {
-        if (cur >= 0 && has_f) {
-          float* o = out + cur * F + f;
-          atomicAdd(o, acc.x), atomicAdd(o + 1, acc.y), atomicAdd(o + 2, acc.z), atomicAdd(o + 3, acc.w);
-        }
-        acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        cur = d;
-      }
-      if (has_f) {
-        const float w = weight == nullptr ? 1.f : (staged_w ? s_w[wib][i] : weight[(base + i) * heads + head]);
-        const float4 v = *reinterpret_cast<const float4*>(x + s_src[wib][i] * F + f);
-        acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
-      }
-    }
-    if (cur >= 0 && has_f) {
-      float* o = out + cur * F + f;
-      atomicAdd(o, acc.x), atomicAdd(o + 1, acc.y), atomicAdd(o + 2, acc.z), atomicAdd(o + 3, acc.w);
-    }
-    __syncwarp();  // the chunk's cache is read before the next chunk overwrites it
-  }
-}
-
-// Launches the v2 kernel when its layout applies (fp32, 4 | C, 16-byte aligned rows).
-bool try_spmm_v2(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight, const at::Tensor& x,
-                 at::Tensor& out, int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
-  if (x.scalar_type() != at::kFloat || C % 4 != 0 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) {
-    return false;
-  }
-  const int64_t F = H * C;
-  const int tpg = group_size(F / 4);
-  const int64_t slices = (F / 4 + tpg - 1) / tpg;
-  const int64_t warps = (E + kChunk - 1) / kChunk;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535 * 32)),
-                  static_cast<unsigned>(slices));
-  AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_v2_index", [&] {
-    spmm_v2_kernel<index_t><<<grid, kThreads, 0, stream>>>(
-        dst.data_ptr<index_t>(), src.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<float>() : nullptr,
-        x.data_ptr<float>(), out.data_ptr<float>(), E, H, C, tpg);
-  });
-  return true;
-}
-// SDDMM for one head of fp32 channels, C % 4 == 0: the warp's chunk ids staged as in
-// SpMM; a group of `tpg` lanes per edge, consecutive cached edges per group, a[dst]
-// kept in registers while the destination repeats (edges are sorted by it), 16-byte
-// loads, a shuffle reduction per edge.
-template <typename index_t>
-__global__ void sddmm_v2_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
-                                const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
-                                int64_t num_edges, int64_t channels, int tpg) {
-  __shared__ int64_t s_dst[kWarpsPerBlock][kChunk];
-  __shared__ int64_t s_src[kWarpsPerBlock][kChunk];
-  const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const int groups = 32 / tpg, per_group = kChunk / groups;
-  const int64_t quads = channels / 4;
-  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + wib;
-  const int64_t num_warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t base = warp * kChunk; base < num_edges; base += num_warps * kChunk) {
-#pragma unroll
-    for (int k = 0; k < kChunk / 32; ++k) {
-      const int slot = k * 32 + lane;
-      const int64_t e = base + slot;
-      s_dst[wib][slot] = e < num_edges ? static_cast<int64_t>(dst[e]) : -1;
-      s_src[wib][slot] = e < num_edges ? static_cast<int64_t>(src[e]) : 0;
-    }
-    __syncwarp();
-    int64_t cur = -1;
-    float4 ar = make_float4(0.f, 0.f, 0.f, 0.f);  // a[cur], this lane's first quad (reused)
-    for (int i = group * per_group; i < (group + 1) * per_group; ++i) {  // same trips for every lane
-      const int64_t d = s_dst[wib][i];
-      float sum = 0.f;
-      if (d >= 0) {
-        if (d != cur && gl < quads) ar = reinterpret_cast<const float4*>(a + d * channels)[gl];
-        cur = d;
-        const float4* brow = reinterpret_cast<const float4*>(b + s_src[wib][i] * channels);
-        for (int64_t q = gl; q < quads; q += tpg) {
-          const float4 av = q == gl ? ar : reinterpret_cast<const float4*>(a + d * channels)[q];
-          const float4 bv = brow[q];
-          sum += av.x * bv.x + av.y * bv.y + av.z * bv.z + av.w * bv.w;
-        }
-      }
-      for (int o = tpg / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o, tpg);
-      if (d >= 0 && gl == 0) out[base + i] = sum;
-    }
-    __syncwarp();
-  }
-}
-
-bool try_sddmm_v2(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& a, const at::Tensor& b,
-                  at::Tensor& out, int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
-  if (a.scalar_type() != at::kFloat || H != 1 || C % 4 != 0 || reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 ||
-      reinterpret_cast<uintptr_t>(b.data_ptr()) % 16) {
-    return false;
-  }
-  const int tpg = group_size(C / 4);
-  const int64_t warps = (E + kChunk - 1) / kChunk;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock,
-                                                                65535 * 32));
-  AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "sddmm_v2_index", [&] {
-    sddmm_v2_kernel<index_t><<<grid, kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
-                                                             a.data_ptr<float>(), b.data_ptr<float>(),
-                                                             out.data_ptr<float>(), E, C, tpg);
-  });
-  return true;
-}
-#endif  // PYG_ACCEL_SPMM_V2
 
 template <typename scalar_t, typename acc_t, typename index_t>
 __global__ void sddmm_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
@@ -305,6 +169,62 @@ __global__ void edge_softmax_kernel(const int64_t* __restrict__ ptr, const scala
   }
 }
 
+// PYG_ACCEL_SPARSE_KERNEL=generic forces the generic kernels (read per call, so a
+// benchmark or a test can compare both paths in one process).
+bool use_vec_kernels() {
+  const char* env = std::getenv("PYG_ACCEL_SPARSE_KERNEL");
+  return env == nullptr || std::strcmp(env, "generic") != 0;
+}
+
+// Whether rows of x split into 16-byte vectors that each lie in one head.
+bool vec_layout(const at::Tensor& t, int64_t C) {
+  const int64_t V = 16 / static_cast<int64_t>(t.element_size());
+  return C % V == 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+bool try_spmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight, const at::Tensor& x,
+                  at::Tensor& out, int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
+  if (!vec_layout(x, C)) return false;
+  const int64_t vecs = H * C / (16 / x.element_size());
+  const int tpg = group_size(vecs);
+  const int64_t warps = (E + vec::kChunk - 1) / vec::kChunk;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
+                  static_cast<unsigned>((vecs + tpg - 1) / tpg));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_vec", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_vec_index", [&] {
+      vec::spmm_vec_kernel<scalar_t, acc_t, index_t><<<grid, vec::kThreads, 0, stream>>>(
+          dst.data_ptr<index_t>(), src.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
+          x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg);
+    });
+  });
+  return true;
+}
+
+bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& a, const at::Tensor& b,
+                   at::Tensor& out, int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
+  if (!vec_layout(a, C) || !vec_layout(b, C)) return false;
+  const int64_t V = 16 / a.element_size(), vecs = H * C / V, lanes_per_head = C / V;
+  const int tpg = group_size(vecs);
+  const int64_t per_lane = (vecs + tpg - 1) / tpg;
+  const bool heads_fit = H == 1 || (lanes_per_head <= tpg && (lanes_per_head & (lanes_per_head - 1)) == 0);
+  if (per_lane > 2 || !heads_fit) return false;
+  const int64_t warps = (E + vec::kChunk - 1) / vec::kChunk;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "sddmm_vec", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "sddmm_vec_index", [&] {
+      const auto kernel = per_lane == 1 ? vec::sddmm_vec_kernel<scalar_t, acc_t, index_t, 1>
+                                        : vec::sddmm_vec_kernel<scalar_t, acc_t, index_t, 2>;
+      kernel<<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
+                                                 a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
+                                                 out.data_ptr<scalar_t>(), E, H, C, tpg,
+                                                 static_cast<int>(lanes_per_head));
+    });
+  });
+  return true;
+}
+
 at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
                      const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t) {
   const int64_t E = check_sparse_graph(ptr, dst_t, src_t, "spmm");
@@ -324,12 +244,10 @@ at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::T
     const int64_t slices = (F + tpg * kPerLane - 1) / (tpg * kPerLane);
     const dim3 grid(blocks_for((E + kChunk - 1) / kChunk * 32), static_cast<unsigned>(slices));
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-#ifdef PYG_ACCEL_SPMM_V2
-    if (try_spmm_v2(dst, src, weight, x, acc, E, H, C, stream)) {
+    if (use_vec_kernels() && try_spmm_vec(dst, src, weight, x, acc, E, H, C, stream)) {
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return acc;
+      return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
     }
-#endif
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cuda", [&] {
       using acc_t = at::opmath_type<scalar_t>;
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_cuda_index", [&] {
@@ -359,12 +277,10 @@ at::Tensor sddmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::
     if (C == 0) return out.zero_();
     const int tpg = group_size(C);
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-#ifdef PYG_ACCEL_SPMM_V2
-    if (try_sddmm_v2(dst, src, a, b, out, E, H, C, stream)) {
+    if (use_vec_kernels() && try_sddmm_vec(dst, src, a, b, out, E, H, C, stream)) {
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return out;
     }
-#endif
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "sddmm_cuda", [&] {
       using acc_t = at::opmath_type<scalar_t>;
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "sddmm_cuda_index", [&] {

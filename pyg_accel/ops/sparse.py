@@ -60,18 +60,18 @@ class CooGraph:
     @classmethod
     def _sorted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int, unsorted: Optional[bool] = None
                 ) -> 'CooGraph':
-        dst64 = dst.long()
+        index_dtype = torch.int32 if max(num_src, num_dst, src.numel()) < 2**31 else torch.int64
+        key = dst.to(index_dtype)  # 32-bit keys: half the radix-sort passes of int64
         if unsorted is None:
-            unsorted = dst64.numel() > 1 and bool((dst64[1:] < dst64[:-1]).any())
+            unsorted = key.numel() > 1 and bool((key[1:] < key[:-1]).any())
         if unsorted:
-            perm = torch.sort(dst64, stable=True).indices
-            src, dst64 = src[perm], dst64[perm]
+            key, perm = torch.sort(key, stable=True)
+            src = src[perm]
         else:
             perm = None
         ptr = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
-        torch.cumsum(torch.bincount(dst64, minlength=num_dst), 0, out=ptr[1:])
-        index_dtype = torch.int32 if max(num_src, num_dst, src.numel()) < 2**31 else torch.int64
-        return cls(ptr, src.to(index_dtype), dst64.to(index_dtype), perm, num_src, num_dst)
+        torch.cumsum(torch.bincount(key, minlength=num_dst), 0, out=ptr[1:])
+        return cls(ptr, src.to(index_dtype), key, perm, num_src, num_dst)
 
     @property
     def num_edges(self) -> int:
@@ -235,7 +235,7 @@ def sddmm(graph: CooGraph, a: Tensor, b: Tensor, op: str = 'dot') -> Tensor:
         if a.dim() != b.dim() or a.shape[1:] != b.shape[1:]:
             raise ValueError(f'sddmm: a and b must share their trailing shape, got {tuple(a.shape)} and '
                              f'{tuple(b.shape)}')
-        return a.index_select(0, graph.dst.long()) + b.index_select(0, graph.src.long())
+        return a.index_select(0, graph.dst) + b.index_select(0, graph.src)
     if op != 'dot':
         raise ValueError(f"sddmm: op must be 'dot' or 'add', got {op!r}")
     a3, flat = _heads3(a, 'sddmm: a')

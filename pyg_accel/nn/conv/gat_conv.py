@@ -61,7 +61,7 @@ class GATConv(pyg_nn.GATConv):
             ei, edge_attr = add_self_loops(ei, edge_attr, fill_value=self.fill_value, num_nodes=num_nodes)
         graph = coo_graph(ei, (x_src.size(0), num_dst))
         if alpha_dst is None:
-            alpha = alpha_src.index_select(0, graph.src.long())
+            alpha = alpha_src.index_select(0, graph.src)
         else:
             alpha = sddmm(graph, alpha_dst, alpha_src, op='add')  # [E, H], sorted edge order
         if graph.num_edges > 0:
