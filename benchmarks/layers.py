@@ -55,6 +55,17 @@ def measure(layer, x, edge_index, device, reps):
         return float('nan'), float('nan')
 
 
+def profile(layer, x, edge_index, top: int = 12) -> str:
+    """The ``top`` CUDA kernels of one forward + backward by their own device time."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    step(layer, x, edge_index)
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step(layer, x, edge_index)
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by='self_device_time_total', row_limit=top, max_name_column_width=60)
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--preset', default='products')
@@ -63,6 +74,7 @@ def main(argv=None) -> dict:
     p.add_argument('--widths', type=int, nargs='*', default=[64, 256], help='in = out channels (GAT: out per head = width / 8)')
     p.add_argument('--layers', nargs='*', default=list(LAYERS), choices=list(LAYERS))
     p.add_argument('--reps', type=int, default=5)
+    p.add_argument('--profile', action='store_true', help="print our layers' top CUDA kernels (GPU)")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
     device = torch.device(args.device)
@@ -87,6 +99,8 @@ def main(argv=None) -> dict:
             if r['ours ms'] == r['ours ms'] and r['PyG ms'] == r['PyG ms']:
                 with torch.no_grad():
                     torch.testing.assert_close(ours(x, edge_index), ref(x, edge_index), atol=1e-3, rtol=1e-3)
+            if args.profile and device.type == 'cuda':
+                print(f'{name} width {width}, ours: top kernels\n' + profile(ours, x, edge_index), flush=True)
             r['speed-up'] = r['PyG ms'] / r['ours ms']
             r['memory ratio'] = r['ours peak MB'] / r['PyG peak MB']
             rows.append(r)

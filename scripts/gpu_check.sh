@@ -41,8 +41,11 @@ for stage in $STAGES; do
     example) run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example" ;;
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
-    sparse) run sparse python3 benchmarks/sparse.py --preset products --out "$OUT_DIR" ;;
-    layers) run layers python3 benchmarks/layers.py --preset products --out "$OUT_DIR" ;;
+    sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
+    layers)  # PyG's GATConv runs out of memory on the full products-size graph: GAT also at half size
+      run layers python3 benchmarks/layers.py --preset products --widths 64 128 --reps 3 --profile --out "$OUT_DIR"
+      run layers_gat python3 benchmarks/layers.py --preset products --scale 0.5 --layers GATConv-8h --widths 64 128 \
+        --reps 3 --profile --out "$OUT_DIR/gat_half" ;;
     *) echo "unknown stage $stage"; status=1 ;;
   esac
 done

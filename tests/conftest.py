@@ -9,8 +9,24 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason='needs a CUDA GPU')
 requires_two_gpus = pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason='needs 2 GPUs')
 
 
+def _torch_scatter_without_cuda() -> bool:
+    """Whether an installed torch-scatter is a CPU-only build (the baseline wheels in
+    ../shared/gpu-wheels are): PyG would route CUDA scatter-max through it and fail."""
+    try:
+        import torch_scatter  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        return int(torch.ops.torch_scatter.cuda_version()) == -1
+    except (AttributeError, RuntimeError):
+        return True
+
+
 def pytest_configure(config):
     torch.manual_seed(0)
+    if HAS_CUDA and _torch_scatter_without_cuda():  # PyG's references then use torch.scatter_reduce
+        import torch_geometric.typing
+        torch_geometric.typing.WITH_TORCH_SCATTER = False
 
 
 @pytest.fixture(params=DEVICES)

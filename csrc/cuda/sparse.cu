@@ -187,7 +187,8 @@ bool try_spmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tensor
   if (!vec_layout(x, C)) return false;
   const int64_t vecs = H * C / (16 / x.element_size());
   const int tpg = group_size(vecs);
-  const int64_t warps = (E + vec::kChunk - 1) / vec::kChunk;
+  const int64_t chunk = vec::Chunk(tpg).edges();
+  const int64_t warps = (E + chunk - 1) / chunk;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                   static_cast<unsigned>((vecs + tpg - 1) / tpg));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_vec", [&] {
@@ -209,7 +210,8 @@ bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tenso
   const int64_t per_lane = (vecs + tpg - 1) / tpg;
   const bool heads_fit = H == 1 || (lanes_per_head <= tpg && (lanes_per_head & (lanes_per_head - 1)) == 0);
   if (per_lane > 2 || !heads_fit) return false;
-  const int64_t warps = (E + vec::kChunk - 1) / vec::kChunk;
+  const int64_t chunk = vec::Chunk(tpg).edges();
+  const int64_t warps = (E + chunk - 1) / chunk;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "sddmm_vec", [&] {
     using acc_t = at::opmath_type<scalar_t>;
