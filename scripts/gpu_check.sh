@@ -3,7 +3,8 @@
 #
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
-#   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG)
+#   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
+#   the PyTorch gathers/sorts the layers use)
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
@@ -42,6 +43,7 @@ for stage in $STAGES; do
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
+    primitives) run primitives python3 scripts/primitive_costs.py ;;
     layers)  # PyG's GATConv runs out of memory on the full products-size graph: GAT also at half size
       run layers python3 benchmarks/layers.py --preset products --widths 64 128 --reps 3 --profile --out "$OUT_DIR"
       run layers_gat python3 benchmarks/layers.py --preset products --scale 0.5 --layers GATConv-8h --widths 64 128 \

@@ -140,7 +140,7 @@ def test_sddmm_add_is_gat_logits(device):
     torch.testing.assert_close(out, g.sort_edges(a_dst[ei[1].long()] + a_src[ei[0].long()]))
 
 
-@pytest.mark.parametrize('heads', [None, 3])
+@pytest.mark.parametrize('heads', [None, 3, 8])
 def test_edge_softmax_matches_pyg(device, heads):
     ei = random_edges(device=device)
     g = CooGraph.from_edge_index(ei, (40, 30))

@@ -120,19 +120,23 @@ __global__ void sddmm_kernel(const index_t* __restrict__ dst, const index_t* __r
   }
 }
 
+// Max / sum over the lanes that share `lane % heads` (heads divides 32).
 template <typename acc_t>
-__device__ __forceinline__ acc_t warp_max(acc_t v) {
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+__device__ __forceinline__ acc_t head_max(acc_t v, int64_t heads) {
+  for (int o = 16; o >= heads; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
 template <typename acc_t>
-__device__ __forceinline__ acc_t warp_sum(acc_t v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+__device__ __forceinline__ acc_t head_sum(acc_t v, int64_t heads) {
+  for (int o = 16; o >= heads; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-// One warp per destination (grid-stride); backward when grad != nullptr.
+// Edge softmax with one warp per destination (grid-stride); backward when grad !=
+// nullptr (values are then the softmax outputs). When the head count divides 32 the
+// warp walks the destination's [edges x heads] block flat, so every load is coalesced
+// and lane l always holds head l % heads; other head counts loop over the heads.
 template <typename scalar_t>
 __global__ void edge_softmax_kernel(const int64_t* __restrict__ ptr, const scalar_t* __restrict__ values,
                                     const scalar_t* __restrict__ grad, scalar_t* __restrict__ out, int64_t num_dst,
@@ -141,28 +145,30 @@ __global__ void edge_softmax_kernel(const int64_t* __restrict__ ptr, const scala
   const int lane = threadIdx.x % 32;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t num_warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  const bool flat = 32 % heads == 0;
+  const int64_t step = flat ? 32 : 32 * heads, group = flat ? heads : 1;  // lanes l, l ^ o (o >= group) reduce together
   for (int64_t d = warp; d < num_dst; d += num_warps) {
-    const int64_t begin = ptr[d], end = ptr[d + 1];
-    for (int64_t h = 0; h < heads; ++h) {
+    const int64_t begin = ptr[d] * heads, end = ptr[d + 1] * heads;
+    for (int64_t h = 0; h < (flat ? 1 : heads); ++h) {
+      const int64_t first = begin + (flat ? lane : lane * heads + h);
       if (grad == nullptr) {  // forward: values are logits
         acc_t mx = -INFINITY;
-        for (int64_t e = begin + lane; e < end; e += 32) mx = max(mx, static_cast<acc_t>(values[e * heads + h]));
-        mx = warp_max(mx);
+        for (int64_t i = first; i < end; i += step) mx = max(mx, static_cast<acc_t>(values[i]));
+        mx = head_max(mx, group);
         acc_t sum = 0;
-        for (int64_t e = begin + lane; e < end; e += 32) sum += exp(static_cast<acc_t>(values[e * heads + h]) - mx);
-        const acc_t scale = acc_t(1) / (warp_sum(sum) + acc_t(1e-16));
-        for (int64_t e = begin + lane; e < end; e += 32) {
-          out[e * heads + h] = static_cast<scalar_t>(exp(static_cast<acc_t>(values[e * heads + h]) - mx) * scale);
+        for (int64_t i = first; i < end; i += step) sum += exp(static_cast<acc_t>(values[i]) - mx);
+        const acc_t scale = acc_t(1) / (head_sum(sum, group) + acc_t(1e-16));
+        for (int64_t i = first; i < end; i += step) {
+          out[i] = static_cast<scalar_t>(exp(static_cast<acc_t>(values[i]) - mx) * scale);
         }
-      } else {  // backward: values are the softmax outputs
+      } else {
         acc_t dot = 0;
-        for (int64_t e = begin + lane; e < end; e += 32) {
-          dot += static_cast<acc_t>(values[e * heads + h]) * static_cast<acc_t>(grad[e * heads + h]);
+        for (int64_t i = first; i < end; i += step) {
+          dot += static_cast<acc_t>(values[i]) * static_cast<acc_t>(grad[i]);
         }
-        dot = warp_sum(dot);
-        for (int64_t e = begin + lane; e < end; e += 32) {
-          out[e * heads + h] = static_cast<scalar_t>(static_cast<acc_t>(values[e * heads + h]) *
-                                                     (static_cast<acc_t>(grad[e * heads + h]) - dot));
+        dot = head_sum(dot, group);
+        for (int64_t i = first; i < end; i += step) {
+          out[i] = static_cast<scalar_t>(static_cast<acc_t>(values[i]) * (static_cast<acc_t>(grad[i]) - dot));
         }
       }
     }
@@ -187,7 +193,7 @@ bool try_spmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tensor
   if (!vec_layout(x, C)) return false;
   const int64_t vecs = H * C / (16 / x.element_size());
   const int tpg = group_size(vecs);
-  const int64_t chunk = vec::Chunk(tpg).edges();
+  const int64_t chunk = vec::Chunk(tpg, vec::kRun).edges();
   const int64_t warps = (E + chunk - 1) / chunk;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                   static_cast<unsigned>((vecs + tpg - 1) / tpg));
@@ -210,7 +216,7 @@ bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tenso
   const int64_t per_lane = (vecs + tpg - 1) / tpg;
   const bool heads_fit = H == 1 || (lanes_per_head <= tpg && (lanes_per_head & (lanes_per_head - 1)) == 0);
   if (per_lane > 2 || !heads_fit) return false;
-  const int64_t chunk = vec::Chunk(tpg).edges();
+  const int64_t chunk = vec::Chunk(tpg, 0).edges();
   const int64_t warps = (E + chunk - 1) / chunk;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "sddmm_vec", [&] {

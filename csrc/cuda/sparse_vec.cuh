@@ -25,7 +25,7 @@ namespace vec {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kStage = 128;   // edges a warp stages per round (GNNOne's CACHE_SIZE)
-constexpr int kRun = 64;      // fewest consecutive edges per group (whatever the group count)
+constexpr int kRun = 64;      // SpMM: fewest consecutive edges per group (whatever the group count)
 constexpr int kUnroll = 4;    // gathers in flight per lane; divides every group's share per round
 constexpr int kSlots = kStage + 32;  // a round plus one padding word per group (<= 32 groups)
 
@@ -35,11 +35,13 @@ struct Width {
 };
 
 // How a warp's chunk splits: `groups` groups of `tpg` lanes, each owning `per_group`
-// consecutive edges, staged in `rounds` rounds of `per_round` edges per group.
+// (at least `min_run`) consecutive edges, staged in `rounds` rounds of `per_round` edges
+// per group. SpMM asks for long runs (a cut run costs an atomic flush); SDDMM, whose
+// cut runs only reload a[dst], takes one round.
 struct Chunk {
   int groups, per_round, per_group, rounds;
-  __host__ __device__ explicit Chunk(int tpg)
-      : groups(32 / tpg), per_round(kStage / groups), per_group(per_round > kRun ? per_round : kRun),
+  __host__ __device__ Chunk(int tpg, int min_run)
+      : groups(32 / tpg), per_round(kStage / groups), per_group(per_round > min_run ? per_round : min_run),
         rounds(per_group / per_round) {}
   __host__ __device__ int64_t edges() const { return static_cast<int64_t>(groups) * per_group; }
 };
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) spmm_vec_kernel(
   __shared__ index_t s_src_all[kWarps][kSlots];
   __shared__ acc_t s_w_all[kWarps][kSlots];
   const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const Chunk c(tpg);
+  const Chunk c(tpg, kRun);
   const int64_t F = heads * channels;
   const int64_t f = (static_cast<int64_t>(blockIdx.y) * tpg + gl) * V;  // this lane's first feature
   const bool has_f = f < F;
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(kThreads) sddmm_vec_kernel(
   __shared__ index_t s_dst_all[kWarps][kSlots];
   __shared__ index_t s_src_all[kWarps][kSlots];
   const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const Chunk c(tpg);
+  const Chunk c(tpg, 0);
   const int64_t F = heads * channels;
   const int width = heads == 1 ? tpg : lanes_per_head;  // lanes that reduce one (edge, head)
   index_t* s_dst = s_dst_all[wib];

@@ -30,7 +30,8 @@ class CooGraph:
     """
 
     def __init__(self, ptr: Tensor, src: Tensor, dst: Tensor, perm: Optional[Tensor], num_src: int, num_dst: int):
-        self.ptr, self.src, self.dst, self.perm = ptr, src, dst, perm
+        self.ptr, self.src, self.dst, self._perm = ptr, src, dst, perm
+        self._perm_of: Optional[Tuple[Tensor, Tensor]] = None  # (perm, order): perm = perm[order] when asked
         self.num_src, self.num_dst = int(num_src), int(num_dst)
         self._transpose: Optional[Tuple[CooGraph, Tensor]] = None
         self._in_degree: Optional[Tensor] = None
@@ -64,14 +65,27 @@ class CooGraph:
         key = dst.to(index_dtype)  # 32-bit keys: half the radix-sort passes of int64
         if unsorted is None:
             unsorted = key.numel() > 1 and bool((key[1:] < key[:-1]).any())
+        src = src.to(index_dtype)
         if unsorted:
             key, perm = torch.sort(key, stable=True)
             src = src[perm]
         else:
             perm = None
-        ptr = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
-        torch.cumsum(torch.bincount(key, minlength=num_dst), 0, out=ptr[1:])
-        return cls(ptr, src.to(index_dtype), key, perm, num_src, num_dst)
+        # ptr[d] = first edge with key >= d: one binary search per node over the sorted
+        # keys, cheaper on the GPU than a histogram's atomics into hub counters
+        ptr = torch.searchsorted(key, torch.arange(num_dst + 1, dtype=key.dtype, device=key.device))
+        return cls(ptr, src, key, perm, num_src, num_dst)
+
+    @property
+    def perm(self) -> Optional[Tensor]:
+        if self._perm_of is not None:  # a transpose's, composed on first use (backward passes never ask)
+            outer, order = self._perm_of
+            self._perm, self._perm_of = outer[order], None
+        return self._perm
+
+    @perm.setter
+    def perm(self, value: Optional[Tensor]) -> None:
+        self._perm, self._perm_of = value, None
 
     @property
     def num_edges(self) -> int:
@@ -97,7 +111,9 @@ class CooGraph:
         if self._transpose is None:
             rev = CooGraph._sorted(self.dst, self.src, self.num_dst, self.num_src)
             order = rev.perm if rev.perm is not None else torch.arange(self.num_edges, device=self.device)
-            rev.perm = None if self.perm is None else self.perm[order]
+            rev.perm = None
+            if self.perm is not None:
+                rev._perm_of = (self.perm, order)
             self._transpose = (rev, order)
         return self._transpose
 
