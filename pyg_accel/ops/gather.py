@@ -149,7 +149,7 @@ def _fake_rows(table: Tensor, index: Tensor) -> Tensor:
 
 def _scatter_grad(grad: Tensor, index: Tensor, shape: torch.Size, device: torch.device) -> Tensor:
     out = torch.zeros(shape, dtype=grad.dtype, device=grad.device)
-    out.index_add_(0, index.to(grad.device, torch.int64), grad)
+    out.index_add_(0, index.to(grad.device), grad)  # int32 or int64
     return out.to(device)
 
 

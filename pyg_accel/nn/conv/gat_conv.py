@@ -12,6 +12,7 @@ from torch_geometric.typing import OptPairTensor, OptTensor
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ...ops import edge_softmax, sddmm, spmm
+from ...ops.sparse import take_rows
 from ._graph import accelerated, coo_graph, plain_edge_index
 
 
@@ -61,7 +62,7 @@ class GATConv(pyg_nn.GATConv):
             ei, edge_attr = add_self_loops(ei, edge_attr, fill_value=self.fill_value, num_nodes=num_nodes)
         graph = coo_graph(ei, (x_src.size(0), num_dst))
         if alpha_dst is None:
-            alpha = alpha_src.index_select(0, graph.src)
+            alpha = take_rows(alpha_src, graph.src)
         else:
             alpha = sddmm(graph, alpha_dst, alpha_src, op='add')  # [E, H], sorted edge order
         if graph.num_edges > 0:
@@ -71,7 +72,8 @@ class GATConv(pyg_nn.GATConv):
                 alpha = alpha + (attr * self.att_edge).sum(dim=-1)
             alpha = F.leaky_relu(alpha, self.negative_slope)
             alpha = edge_softmax(graph, alpha)
-            alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+            if self.training and self.dropout > 0:
+                alpha = F.dropout(alpha, p=self.dropout, training=True)
         out = spmm(graph, x_src, alpha)
         out = out.view(-1, H * C) if self.concat else out.mean(dim=1)
         if res is not None:
