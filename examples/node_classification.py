@@ -2,7 +2,9 @@
 
 Trains a GNN on the embedded default graph (or a synthetic OGB-like graph, or real OGB
 data under --root) with its features and topology held in pyg_accel's FeatureStore /
-GraphStore: on the GPU when one is present, else on the CPU.
+GraphStore: on the GPU when one is present, else on the CPU. The model is PyG's
+GraphSAGE / GCN / GAT built from pyg_accel's drop-in convolutions (--layers-from pyg
+builds it from PyG's own).
 
     python examples/node_classification.py                           # embedded default
     python examples/node_classification.py --dataset synthetic-products --epochs 20
@@ -24,14 +26,16 @@ from typing import Dict, List
 import torch
 import torch.nn.functional as F
 from torch_geometric.data import TensorAttr
-from torch_geometric.nn.models import GAT, GCN, GraphSAGE
+import torch_geometric.nn.models as pyg_models
 from tqdm import tqdm
 
+import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.datasets import load_dataset
 
-MODELS = {'sage': GraphSAGE, 'gcn': GCN, 'gat': GAT}
+MODELS = {'sage': 'GraphSAGE', 'gcn': 'GCN', 'gat': 'GAT'}
+LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}  # where the model's convolutions come from
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,6 +44,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--root', default='data/ogb', help='folder holding OGB datasets (never downloaded)')
     p.add_argument('--scale', type=float, default=1.0, help='size factor for synthetic presets')
     p.add_argument('--model', choices=sorted(MODELS), default='sage')
+    p.add_argument('--layers-from', choices=sorted(LAYERS), default='pyg_accel',
+                   help="pyg_accel's drop-in convolutions (default) or PyG's own, for comparison")
     p.add_argument('--hidden', type=int, default=128)
     p.add_argument('--layers', type=int, default=2)
     p.add_argument('--dropout', type=float, default=0.3)
@@ -65,7 +71,8 @@ def default_locations(device: torch.device):
 
 def build_model(args, num_features: int, num_classes: int) -> torch.nn.Module:
     kwargs = {'heads': 4} if args.model == 'gat' else {}
-    return MODELS[args.model](num_features, args.hidden, args.layers, num_classes, dropout=args.dropout, **kwargs)
+    model_cls = getattr(LAYERS[args.layers_from], MODELS[args.model])
+    return model_cls(num_features, args.hidden, args.layers, num_classes, dropout=args.dropout, **kwargs)
 
 
 @torch.no_grad()
