@@ -54,6 +54,43 @@ def timed_or_oom(fn, device, reps):
         return float('nan')
 
 
+def _title(graph: str, env: dict) -> str:
+    """'synthetic-products: 2449029 nodes, 61859140 edges, NVIDIA H100 …' from a dataset repr."""
+    inner = graph[graph.find('(') + 1:graph.rfind(')')]
+    return f"{', '.join(inner.split(', ')[:2])} edges; {env.get('gpu')}".replace(' edges edges', ' edges')
+
+
+def plot(rows, path: Path, title: str) -> None:
+    """SpMM and SDDMM times against F: ours, the baselines and the gather-model floor."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    x = [r['F'] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, name, series in (
+            (left, 'SpMM', [('spmm ours ms', 'pyg_accel'), ('spmm torch.sparse ms', 'torch.sparse.mm (cuSPARSE)'),
+                            ('spmm PyG gather ms', "PyG's gather + index_add_"), ('spmm floor ms', 'byte floor')]),
+            (right, 'SDDMM', [('sddmm ours ms', 'pyg_accel'), ('sddmm sampled_addmm ms', 'torch.sparse.sampled_addmm'),
+                              ('sddmm gather ms', "gather: (a[dst] * b[src]).sum(-1)"),
+                              ('spmm floor ms', 'byte floor')])):
+        for key, label in series:
+            if key in rows[0]:
+                ax.plot(x, [r[key] for r in rows], marker='o', ls='--' if 'floor' in key else '-', label=label)
+        ax.set(xscale='log', yscale='log', xlabel='feature width F (fp32)', title=name)
+        ax.set_xticks(x, [str(v) for v in x])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.legend(fontsize=8)
+    left.set_ylabel('ms (median)')
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f'wrote {path}')
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--preset', default='products')
@@ -62,7 +99,13 @@ def main(argv=None) -> dict:
     p.add_argument('--features', type=int, nargs='*', default=[16, 32, 64, 128, 256])
     p.add_argument('--reps', type=int, default=10)
     p.add_argument('--out', default='bench-out')
+    p.add_argument('--plot-from', default=None, help='only redraw the plot of a saved sparse.json into --out')
     args = p.parse_args(argv)
+    if args.plot_from:
+        import json
+        payload = json.loads(Path(args.plot_from).read_text())
+        plot(payload['rows'], Path(args.out) / 'sparse.png', _title(payload['graph'], payload['env']))
+        return payload
     device = torch.device(args.device)
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
     n, ei = dataset.data.num_nodes, dataset.data.edge_index.to(device)
@@ -118,6 +161,7 @@ def main(argv=None) -> dict:
                'rows': rows}
     payload['table'] = print_table(rows, columns, f'SpMM / SDDMM on {dataset.name} ({device}), median ms')
     save_json(Path(args.out) / 'sparse.json', payload)
+    plot(rows, Path(args.out) / 'sparse.png', _title(payload['graph'], payload['env']))
     return payload
 
 

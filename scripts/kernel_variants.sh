@@ -2,7 +2,8 @@
 # Builds, checks and times the compile-time variants of one kernel family (tuning
 # macros in csrc/cuda), one library per variant, the default first.
 #   scripts/kernel_variants.sh OUT_DIR gather   # csrc/cuda/gather.cu: -DPYG_ACCEL_GATHER_ASYNC
-#   scripts/kernel_variants.sh OUT_DIR sparse   # csrc/cuda/sparse.cu: -DPYG_ACCEL_SPMM_V2
+# (The sparse kernels' two families are switched at run time instead:
+# PYG_ACCEL_SPARSE_KERNEL=generic; benchmarks/sparse.py times both.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-gpu-out}
@@ -12,9 +13,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 case $FAMILY in
   gather) VARIANT=-DPYG_ACCEL_GATHER_ASYNC=1; TESTS=(tests/test_gather.py)
           BENCH=(benchmarks/gather.py --no-pinned --row-bytes 256 400 512 1024 --reps 30) ;;
-  sparse) VARIANT=-DPYG_ACCEL_SPMM_V2=1; TESTS=(tests/test_sparse_ops.py tests/test_nn.py)
-          BENCH=(benchmarks/sparse.py --preset products --features 16 32 64 128 256 --reps 5) ;;
-  *) echo "unknown kernel family '$FAMILY' (gather or sparse)"; exit 2 ;;
+  *) echo "unknown kernel family '$FAMILY' (gather)"; exit 2 ;;
 esac
 i=0
 for flags in "" "$VARIANT"; do
