@@ -54,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--mode', choices=['full', 'neighbor'], default='neighbor')
     p.add_argument('--num-neighbors', default='15,10', help='fanout per hop for --mode neighbor')
     p.add_argument('--batch-size', type=int, default=1024)
+    p.add_argument('--no-pipeline', action='store_true',
+                   help='sample the next batch only after the current one trained (default: overlap them)')
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
     p.add_argument('--location', default=None, help="store location: 'cuda', 'pinned' or 'cpu' (default: the device)")
     p.add_argument('--seed', type=int, default=0)
@@ -107,7 +109,7 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args) -> List
     """Mini-batches from pyg_accel.loader.NeighborLoader (PyG's loader, our sampler)."""
     fanout = [int(v) for v in args.num_neighbors.split(',')]
     loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'],
-                            batch_size=args.batch_size, shuffle=True)
+                            batch_size=args.batch_size, shuffle=True, pipeline=not args.no_pipeline)
     x_all = fs.get_tensor(group_name=None, attr_name='x', index=None)
     y_all = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
     row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
@@ -116,7 +118,7 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args) -> List
     for epoch in bar:
         start = time.perf_counter()
         model.train()
-        total = 0.0
+        total = torch.zeros((), device=device)  # summed on the device: no host sync per batch
         for batch in loader:
             batch = batch.to(device)
             opt.zero_grad()
@@ -124,12 +126,12 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args) -> List
             loss = F.cross_entropy(out, batch.y[:batch.batch_size])
             loss.backward()
             opt.step()
-            total += float(loss.detach()) * batch.batch_size
+            total += loss.detach() * batch.batch_size
         model.eval()
         with torch.no_grad():  # full-graph inference for evaluation
             logits = model(x_all.to(device), edge_index)
         acc = accuracy(logits, y_all, {k: v.to(device) for k, v in split.items()})
-        history.append(_record(epoch, total / split['train'].numel(), acc, start, device, bar))
+        history.append(_record(epoch, float(total) / split['train'].numel(), acc, start, device, bar))
     return history
 
 

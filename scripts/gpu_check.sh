@@ -4,7 +4,7 @@
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
 #   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
-#   the PyTorch gathers/sorts the layers use)
+#   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs)
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
@@ -44,6 +44,10 @@ for stage in $STAGES; do
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
+    e2e)  # issue 5's setting, then WholeGraph's (fewer batches timed, the rest scaled)
+      run e2e python3 benchmarks/end_to_end.py --out "$OUT_DIR"
+      run e2e_wholegraph python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --max-batches 100 \
+        --pyg-batches 4 --out "$OUT_DIR" ;;
     layers)  # PyG's GATConv runs out of memory on the full products-size graph: GAT also at half size
       run layers python3 benchmarks/layers.py --preset products --widths 64 128 --reps 3 --profile --out "$OUT_DIR"
       run layers_gat python3 benchmarks/layers.py --preset products --scale 0.5 --layers GATConv-8h --widths 64 128 \

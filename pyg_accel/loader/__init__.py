@@ -3,6 +3,11 @@
 Same signatures as PyG's; pass ``neighbor_sampler=`` to override. Batches stay on the
 device of the graph. Use ``num_workers=0`` with GPU-resident graphs: CUDA cannot run in
 forked DataLoader workers, so asking for workers then is an error.
+
+With GPU batches the loaders pipeline by default (``pipeline=True``): batch *i + 1* is
+sampled and gathered on a side CUDA stream while batch *i* trains (see
+:mod:`pyg_accel.loader.prefetch`; :class:`PrefetchLoader` does the same for PyG's own
+loaders). ``pipeline=False`` iterates plainly.
 """
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ from typing import Any, Dict, Optional
 import torch_geometric.loader
 
 from ..sampler import NeighborSampler
+from .prefetch import PrefetchLoader, prefetch_batches
 
-__all__ = ['NeighborLoader', 'LinkNeighborLoader']
+__all__ = ['NeighborLoader', 'LinkNeighborLoader', 'PrefetchLoader', 'prefetch_batches']
 
 _SAMPLER_ARGS = ('subgraph_type', 'replace', 'disjoint', 'temporal_strategy', 'time_attr', 'weight_attr')
 
@@ -35,17 +41,32 @@ def _our_sampler(data, num_neighbors, kwargs: Dict[str, Any], sampler: Optional[
     return sampler
 
 
-class NeighborLoader(torch_geometric.loader.NeighborLoader):
-    """:class:`torch_geometric.loader.NeighborLoader` driving :class:`pyg_accel.sampler.NeighborSampler`."""
+class _Pipelined:
+    """Mixin: iterate through :func:`prefetch_batches` when batches live on a GPU."""
 
-    def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, **kwargs):
+    def _setup_pipeline(self, pipeline: bool, on_gpu: bool) -> None:
+        self.pipeline, self._on_gpu = pipeline, on_gpu
+
+    def __iter__(self):
+        batches = super().__iter__()
+        return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
+
+
+class NeighborLoader(_Pipelined, torch_geometric.loader.NeighborLoader):
+    """:class:`torch_geometric.loader.NeighborLoader` driving :class:`pyg_accel.sampler.NeighborSampler`
+    (``pipeline``: prefetch the next batch on a side CUDA stream; GPU batches only)."""
+
+    def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, pipeline: bool = True, **kwargs):
         sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
         super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
+        self._setup_pipeline(pipeline, _uses_gpu(data, sampler))
 
 
-class LinkNeighborLoader(torch_geometric.loader.LinkNeighborLoader):
-    """:class:`torch_geometric.loader.LinkNeighborLoader` driving :class:`pyg_accel.sampler.NeighborSampler`."""
+class LinkNeighborLoader(_Pipelined, torch_geometric.loader.LinkNeighborLoader):
+    """:class:`torch_geometric.loader.LinkNeighborLoader` driving :class:`pyg_accel.sampler.NeighborSampler`
+    (``pipeline``: prefetch the next batch on a side CUDA stream; GPU batches only)."""
 
-    def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, **kwargs):
+    def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, pipeline: bool = True, **kwargs):
         sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
         super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
+        self._setup_pipeline(pipeline, _uses_gpu(data, sampler))
