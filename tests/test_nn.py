@@ -166,3 +166,36 @@ def test_gat_model_matches_pyg(device):
     assert all(type(c) is acc_nn.GATConv for c in ours.convs)
     x, ei = torch.randn(50, 16, device=device), graph(device=device)
     torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)
+
+
+def test_layers_share_one_graph_per_edge_index(device):
+    """The sorted graph (and GCN's normalisation) is built once per edge_index object and
+    reused by every layer that sees it, until the tensor is modified in place."""
+    from pyg_accel.nn.conv._graph import coo_graph
+    ei = graph(50, 300, device=device)
+    first = coo_graph(ei, (50, 50))
+    assert coo_graph(ei, (50, 50)) is first and coo_graph(ei, (60, 60)) is not first
+    ei[0, 0] = 1  # in place: a new version, a new graph
+    assert coo_graph(ei, (50, 50)) is not first
+    model = acc_nn.models.GCN(8, 16, 3, 4).to(device)
+    x = torch.randn(50, 8, device=device)
+    model(x, ei)
+    shared, _ = ei._pyg_accel_gcn[1]
+    model(x, ei)
+    assert ei._pyg_accel_gcn[1][0] is shared
+
+
+def test_trusted_edge_index_skips_validation_but_not_results(device):
+    from pyg_accel.nn.conv._graph import coo_graph
+    from pyg_accel.ops.sparse import is_trusted_edge_index, trust_edge_index
+    ei = graph(50, 300, device=device)
+    trusted = trust_edge_index(ei.clone(), 50, 50)
+    assert is_trusted_edge_index(trusted, (50, 50)) and not is_trusted_edge_index(trusted, (40, 50))
+    a, b = coo_graph(ei, (50, 50)), coo_graph(trusted, (50, 50))
+    assert torch.equal(a.ptr, b.ptr) and torch.equal(a.src, b.src) and torch.equal(a.perm, b.perm)
+    bad = graph(50, 300, device=device)
+    bad[0, 3] = 99
+    with pytest.raises(IndexError, match='outside'):
+        coo_graph(bad, (50, 50))  # not trusted: checked
+    trusted[0, 0] = 0  # modified after the mark: checked again
+    assert not is_trusted_edge_index(trusted, (50, 50))

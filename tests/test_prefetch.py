@@ -64,6 +64,14 @@ def test_batches_stay_intact_while_the_consumer_stream_is_busy():
     assert len(checks) == 20 and all(checks)
 
 
+def test_our_loaders_mark_their_edge_indices_trusted():
+    from pyg_accel.ops.sparse import is_trusted_edge_index
+    fs, gs = from_data(community_data(), 'cpu')
+    for batch in NeighborLoader((fs, gs), [3, 3], input_nodes=torch.arange(20), batch_size=10):
+        assert is_trusted_edge_index(batch.edge_index, (batch.num_nodes, batch.num_nodes))
+        assert int(batch.edge_index.max()) < batch.num_nodes
+
+
 def test_record_stream_walks_every_container():
     if not HAS_CUDA:  # CPU tensors are left alone
         assert _record_stream((torch.ones(2), [torch.zeros(1)], {'a': torch.ones(1)}), None) is not None

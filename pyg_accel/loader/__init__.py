@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+import torch
 import torch_geometric.loader
 
+from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
 from .prefetch import PrefetchLoader, prefetch_batches
 
@@ -48,8 +50,22 @@ class _Pipelined:
         self.pipeline, self._on_gpu = pipeline, on_gpu
 
     def __iter__(self):
-        batches = super().__iter__()
+        batches = _trusted(super().__iter__())
         return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
+
+
+def _trusted(batches):
+    """Marks each batch's edge indices as in range (our sampler made them), so that
+    pyg_accel's layers skip the validating host sync."""
+    for batch in batches:
+        if hasattr(batch, 'edge_types') and hasattr(batch, 'node_types'):  # HeteroData
+            for (src, _, dst) in batch.edge_types:
+                edge_index = batch[src, _, dst].get('edge_index')
+                if isinstance(edge_index, torch.Tensor):
+                    trust_edge_index(edge_index, batch[src].num_nodes, batch[dst].num_nodes)
+        elif isinstance(getattr(batch, 'edge_index', None), torch.Tensor):
+            trust_edge_index(batch.edge_index, batch.num_nodes, batch.num_nodes)
+        yield batch
 
 
 class NeighborLoader(_Pipelined, torch_geometric.loader.NeighborLoader):

@@ -32,6 +32,19 @@ def take_rows(t: Tensor, index: Tensor) -> Tensor:
     return t.index_select(0, index)
 
 
+def trust_edge_index(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
+    """Records that ``edge_index`` (as it is now) holds sources in ``[0, num_src)`` and
+    destinations in ``[0, num_dst)``, so that layers build its graph without the
+    validating host sync. pyg_accel's loaders mark the batches they produce."""
+    edge_index._pyg_accel_trusted = (edge_index._version, int(num_src), int(num_dst))
+    return edge_index
+
+
+def is_trusted_edge_index(edge_index: Tensor, size: Tuple[int, int]) -> bool:
+    mark = getattr(edge_index, '_pyg_accel_trusted', None)
+    return mark is not None and mark[0] == edge_index._version and mark[1] <= size[0] and mark[2] <= size[1]
+
+
 class CooGraph:
     """A graph as COO sorted by destination, with its transpose built on first use.
 

@@ -2,12 +2,15 @@
 graph object built from them."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor
 
 from ...ops import CooGraph
+from ...ops.sparse import is_trusted_edge_index
+
+T = TypeVar('T')
 
 
 def plain_edge_index(edge_index) -> Optional[Tensor]:
@@ -31,5 +34,28 @@ def accelerated(conv) -> bool:
             and getattr(conv, 'decomposed_layers', 1) == 1)
 
 
+def cached_on(t: Tensor, slot: str, key: tuple, build: Callable[[], T]) -> T:
+    """``build()``, memoised on the tensor object ``t`` while its version and ``key``
+    match: the layers of one model share what they derive from one ``edge_index``
+    (one sorted graph, one transpose, one normalisation per batch), and full-graph
+    training derives it once. Not memoised under ``torch.compile``."""
+    if torch.compiler.is_compiling():
+        return build()
+    full_key = (t._version,) + key
+    hit = getattr(t, slot, None)
+    if hit is not None and hit[0] == full_key:
+        return hit[1]
+    value = build()
+    setattr(t, slot, (full_key, value))
+    return value
+
+
 def coo_graph(edge_index: Tensor, size: Tuple[int, int]) -> CooGraph:
-    return CooGraph.from_edge_index(edge_index, size)
+    """The destination-sorted graph of ``edge_index`` (memoised on it). Edge indices
+    from pyg_accel's loaders are known to be in range and are sorted without the
+    validating host sync; others are checked first."""
+    def build() -> CooGraph:
+        if is_trusted_edge_index(edge_index, size):
+            return CooGraph._sorted(edge_index[0], edge_index[1], int(size[0]), int(size[1]), unsorted=True)
+        return CooGraph.from_edge_index(edge_index, size)
+    return cached_on(edge_index, '_pyg_accel_coo', (int(size[0]), int(size[1])), build)

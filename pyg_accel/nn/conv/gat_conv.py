@@ -13,7 +13,8 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ...ops import edge_softmax, sddmm, spmm
 from ...ops.sparse import take_rows
-from ._graph import accelerated, coo_graph, plain_edge_index
+from ...ops.sparse import is_trusted_edge_index, trust_edge_index
+from ._graph import accelerated, cached_on, coo_graph, plain_edge_index
 
 
 class GATConv(pyg_nn.GATConv):
@@ -55,12 +56,24 @@ class GATConv(pyg_nn.GATConv):
         alpha_src = (x_src * self.att_src).sum(dim=-1)
         alpha_dst = None if x_dst is None else (x_dst * self.att_dst).sum(dim=-1)
         num_dst = size[1] if size is not None else (x_dst.size(0) if x_dst is not None else x_src.size(0))
-        if self.add_self_loops:
-            num_nodes = x_src.size(0) if x_dst is None else min(x_src.size(0), x_dst.size(0))
-            num_nodes = min(size) if size is not None else num_nodes
-            ei, edge_attr = remove_self_loops(ei, edge_attr)
-            ei, edge_attr = add_self_loops(ei, edge_attr, fill_value=self.fill_value, num_nodes=num_nodes)
-        graph = coo_graph(ei, (x_src.size(0), num_dst))
+        num_nodes = x_src.size(0) if x_dst is None else min(x_src.size(0), x_dst.size(0))
+        num_nodes = min(size) if size is not None else num_nodes
+        shape = (x_src.size(0), num_dst)
+
+        def build(edge_attr):
+            e = ei
+            if self.add_self_loops:
+                e, edge_attr = remove_self_loops(e, edge_attr)
+                e, edge_attr = add_self_loops(e, edge_attr, fill_value=self.fill_value, num_nodes=num_nodes)
+                if is_trusted_edge_index(ei, shape):  # the loops stay inside both node sets
+                    trust_edge_index(e, *shape)
+            return e, edge_attr, coo_graph(e, shape)
+
+        if edge_attr is None:  # shared by the layers that see this edge_index
+            ei, _, graph = cached_on(ei, '_pyg_accel_gat', shape + (num_nodes, self.add_self_loops),
+                                     lambda: build(None))
+        else:
+            ei, edge_attr, graph = build(edge_attr)
         if alpha_dst is None:
             alpha = take_rows(alpha_src, graph.src)
         else:

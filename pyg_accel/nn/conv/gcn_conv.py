@@ -10,7 +10,8 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.typing import OptTensor
 
 from ...ops import spmm
-from ._graph import accelerated, coo_graph, plain_edge_index
+from ...ops.sparse import is_trusted_edge_index, trust_edge_index
+from ._graph import accelerated, cached_on, coo_graph, plain_edge_index
 
 
 class GCNConv(pyg_nn.GCNConv):
@@ -36,11 +37,21 @@ class GCNConv(pyg_nn.GCNConv):
             graph, weight = self._cached_graph
         else:
             n = x.size(self.node_dim)
-            if self.normalize:
-                ei, edge_weight = gcn_norm(ei, edge_weight, n, self.improved, self.add_self_loops, self.flow,
-                                           x.dtype)
-            graph = coo_graph(ei, (n, n))
-            weight = None if edge_weight is None else graph.sort_edges(edge_weight)
+
+            def build():
+                e, w = ei, edge_weight
+                if self.normalize:
+                    e, w = gcn_norm(e, w, n, self.improved, self.add_self_loops, self.flow, x.dtype)
+                    if is_trusted_edge_index(ei, (n, n)):  # self-loops stay inside [0, n)
+                        trust_edge_index(e, n, n)
+                graph = coo_graph(e, (n, n))
+                return graph, (None if w is None else graph.sort_edges(w))
+
+            if edge_weight is None:  # shared by the layers that see this edge_index
+                key = (n, self.improved, self.add_self_loops, self.normalize, x.dtype)
+                graph, weight = cached_on(ei, '_pyg_accel_gcn', key, build)
+            else:
+                graph, weight = build()
             if self.cached:
                 self._cached_graph = (graph, weight)
         out = spmm(graph, self.lin(x), weight)
