@@ -44,8 +44,9 @@ for stage in $STAGES; do
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
-    e2e)  # issue 5's setting, then WholeGraph's (fewer batches timed, the rest scaled)
+    e2e)  # issue 5's setting (plain, then with trim_to_layer), then WholeGraph's (fewer batches timed)
       run e2e python3 benchmarks/end_to_end.py --out "$OUT_DIR"
+      run e2e_trim python3 benchmarks/end_to_end.py --trim --out "$OUT_DIR"
       run e2e_wholegraph python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --max-batches 100 \
         --pyg-batches 4 --out "$OUT_DIR" ;;
     layers)  # PyG's GATConv runs out of memory on the full products-size graph: GAT also at half size

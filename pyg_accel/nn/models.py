@@ -3,27 +3,52 @@ from __future__ import annotations
 
 import torch_geometric.nn as pyg_nn
 import torch_geometric.nn.models as pyg_models
+from torch import Tensor
+from torch_geometric.utils._trim_to_layer import TrimToLayer
 
+from ..ops.sparse import is_trusted_edge_index, trust_edge_index
 from .conv import GATConv, GCNConv, SAGEConv
 
 __all__ = ['GCN', 'GAT', 'GraphSAGE']
 
 
-class GCN(pyg_models.GCN):
+class _TrustedTrim(TrimToLayer):
+    """PyG's ``trim_to_layer`` (``model(..., num_sampled_nodes_per_hop=...,
+    num_sampled_edges_per_hop=...)``) that keeps the in-range mark of a loader's
+    ``edge_index`` on the trimmed one: trimming keeps the hops whose nodes remain."""
+
+    def forward(self, layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr=None):
+        trusted = isinstance(edge_index, Tensor) and is_trusted_edge_index(edge_index, (x.size(0), x.size(0)))
+        x, edge_index, edge_attr = super().forward(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x,
+                                                   edge_index, edge_attr)
+        if trusted and isinstance(edge_index, Tensor):
+            trust_edge_index(edge_index, x.size(0), x.size(0))
+        return x, edge_index, edge_attr
+
+
+class _AccelGNN:
+    """Mixin for PyG's ``BasicGNN`` models: trimming that keeps the in-range mark."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._trim = _TrustedTrim()
+
+
+class GCN(_AccelGNN, pyg_models.GCN):
     """:class:`torch_geometric.nn.models.GCN` built from :class:`pyg_accel.nn.GCNConv`."""
 
     def init_conv(self, in_channels, out_channels, **kwargs):
         return GCNConv(in_channels, out_channels, **kwargs)
 
 
-class GraphSAGE(pyg_models.GraphSAGE):
+class GraphSAGE(_AccelGNN, pyg_models.GraphSAGE):
     """:class:`torch_geometric.nn.models.GraphSAGE` built from :class:`pyg_accel.nn.SAGEConv`."""
 
     def init_conv(self, in_channels, out_channels, **kwargs):
         return SAGEConv(in_channels, out_channels, **kwargs)
 
 
-class GAT(pyg_models.GAT):
+class GAT(_AccelGNN, pyg_models.GAT):
     """:class:`torch_geometric.nn.models.GAT` built from :class:`pyg_accel.nn.GATConv`
     (``v2=True`` keeps PyG's ``GATv2Conv``)."""
 
