@@ -130,7 +130,7 @@ def main(argv=None) -> dict:
     p.add_argument('--hidden', type=int, default=256)
     p.add_argument('--layers', type=int, default=3)
     p.add_argument('--max-batches', type=int, default=1000, help='batches timed per epoch (the rest scaled)')
-    p.add_argument('--pyg-batches', type=int, default=8, help="batches timed for stock PyG's CPU sampler")
+    p.add_argument('--pyg-batches', type=int, default=16, help="batches timed for stock PyG's CPU sampler")
     p.add_argument('--split-batches', type=int, default=10)
     p.add_argument('--profile-batches', type=int, default=20)
     p.add_argument('--configs', nargs='*', default=['pyg', 'accel-sampler', 'accel-sync', 'accel'])
