@@ -89,8 +89,8 @@ class CooGraph:
                 ) -> 'CooGraph':
         index_dtype = torch.int32 if max(num_src, num_dst, src.numel()) < 2**31 else torch.int64
         key = dst.to(index_dtype)  # 32-bit keys: half the radix-sort passes of int64
-        if unsorted is None:
-            unsorted = key.numel() > 1 and bool((key[1:] < key[:-1]).any())
+        if unsorted is None:  # on a GPU, sorting beats the host sync that checking would cost
+            unsorted = key.numel() > 1 and (key.is_cuda or bool((key[1:] < key[:-1]).any()))
         src = src.to(index_dtype)
         if unsorted:
             key, perm = torch.sort(key, stable=True)
