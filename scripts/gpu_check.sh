@@ -4,7 +4,8 @@
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
 #   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
-#   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs)
+#   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs,
+#   cache = pinned features behind a GPU row cache)
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
@@ -44,6 +45,7 @@ for stage in $STAGES; do
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
+    cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;
     e2e)  # issue 5's setting (plain, then with trim_to_layer), then WholeGraph's (fewer batches timed)
       run e2e python3 benchmarks/end_to_end.py --out "$OUT_DIR"
       run e2e_trim python3 benchmarks/end_to_end.py --trim --out "$OUT_DIR"

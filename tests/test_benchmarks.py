@@ -43,3 +43,25 @@ def test_layers_benchmark_smoke(tmp_path):
                                 '--out', str(tmp_path)])
     assert [r['layer'] for r in result['rows']] == ['GCNConv', 'SAGEConv', 'GATConv-8h']
     assert all(r['ours ms'] > 0 and r['PyG ms'] > 0 for r in result['rows'])
+
+
+import end_to_end as e2e_bench  # noqa: E402
+
+
+def test_end_to_end_benchmark_smoke(tmp_path):
+    result = e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--configs', 'accel-sync', 'accel',
+                             '--max-batches', '2', '--split-batches', '1', '--trim', '--out', str(tmp_path)])
+    assert [r['config'] for r in result['rows']] == ['accel-sync', 'accel']
+    assert all(r['epoch s'] > 0 for r in result['rows'])
+    assert (tmp_path / 'end_to_end_15_10_5_b1024_trim.json').is_file()
+
+
+import feature_cache as cache_bench  # noqa: E402
+from conftest import requires_cuda  # noqa: E402
+
+
+@requires_cuda
+def test_feature_cache_benchmark_smoke(tmp_path):
+    result = cache_bench.main(['--preset', 'tiny', '--batches', '2', '--batch-size', '16', '--fractions', '0.5',
+                               '--out', str(tmp_path)])
+    assert result['rows'][-1]['hit rate'] > 0.5 and (tmp_path / 'feature_cache.json').is_file()

@@ -17,6 +17,7 @@ from torch_geometric.data import TensorAttr
 
 from ..ops import gather, multi_gather
 from .location import Location, LocationLike, resolve_location
+from .row_cache import RowCache
 
 __all__ = ['FeatureStore']
 
@@ -68,6 +69,45 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         super().__init__()
         self.location: Location = resolve_location(location, device)
         self._tensors: Dict[Key, Tensor] = {}
+        self._caches: Dict[Key, RowCache] = {}
+
+    # GPU row cache ###########################################################
+
+    def cache_rows(self, attr_name: str = 'x', group_name=None, rows: Optional[Tensor] = None,
+                   num_rows: Optional[int] = None, memory_fraction: Optional[float] = None) -> RowCache:
+        """Puts a cache of hot rows of a stored tensor in front of it: the rows ``rows``
+        (hottest first; e.g. :func:`pyg_accel.data.rows_by_degree`) copied to the GPU.
+
+        Meant for features in ``'pinned'`` host memory (graphs larger than the GPU):
+        every read then serves cached rows from GPU memory and the rest from host
+        memory in one gather launch. ``num_rows`` keeps the first rows of ``rows``;
+        ``memory_fraction`` sizes the cache from the GPU's free memory instead. A whole
+        new tensor put under the same name drops the cache; row updates reach it.
+        Returns the :class:`RowCache` (``hit_rate()``, ``reset_stats()``)."""
+        key = (group_name, attr_name)
+        stored = self._stored(self._tensor_attr_cls.cast(group_name, attr_name))
+        if rows is None:
+            raise ValueError('FeatureStore.cache_rows: give the rows to cache, hottest first '
+                             '(pyg_accel.data.rows_by_degree(graph_store) ranks nodes by degree)')
+        rows = torch.as_tensor(rows).reshape(-1)
+        if memory_fraction is not None:
+            if self.device.type != 'cuda' or not 0 < memory_fraction <= 1:
+                raise ValueError('FeatureStore.cache_rows: memory_fraction in (0, 1] sizes a GPU cache')
+            row_bytes = max(1, stored[0].numel() * stored.element_size())
+            free = torch.cuda.mem_get_info(self.device)[0]
+            num_rows = int(free * memory_fraction) // row_bytes
+        if num_rows is not None:
+            rows = rows[:max(0, int(num_rows))]
+        self._caches[key] = RowCache(stored, rows, self.device)
+        return self._caches[key]
+
+    def row_cache(self, attr_name: str = 'x', group_name=None) -> Optional[RowCache]:
+        """The cache in front of a stored tensor, if any."""
+        return self._caches.get((group_name, attr_name))
+
+    def _read(self, key: Key, stored: Tensor, index: Tensor) -> Tensor:
+        cache = self._caches.get(key)
+        return gather(stored, index) if cache is None else cache.gather(stored, index)
 
     @property
     def device(self) -> torch.device:
@@ -94,6 +134,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
             if tensor.dim() < 1:
                 raise ValueError('FeatureStore.put_tensor: expected a tensor with a row dimension, got a 0-d tensor')
             self._tensors[self._key(attr)] = self.location.place(tensor)
+            self._caches.pop(self._key(attr), None)  # a new tensor: its old cache is stale
             return True
         stored = self._stored(attr)  # a partial write updates rows of an existing tensor
         rows = self._row_ids(attr.index, stored)
@@ -104,6 +145,8 @@ class FeatureStore(torch_geometric.data.FeatureStore):
             raise ValueError(f'FeatureStore.put_tensor: expected shape {(rows.numel(), *stored.shape[1:])} '
                              f'for {rows.numel()} rows of {attr.attr_name!r}, got {tuple(tensor.shape)}')
         stored[rows.to(stored.device)] = tensor.to(stored.device)
+        if self._key(attr) in self._caches:
+            self._caches[self._key(attr)].update(rows, tensor)
         return True
 
     def _row_ids(self, index: object, stored: Tensor) -> Tensor:
@@ -128,6 +171,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         if attr.index is not None:
             raise ValueError('FeatureStore.remove_tensor removes whole tensors; leave index=None')
+        self._caches.pop(self._key(attr), None)
         return self._tensors.pop(self._key(attr), None) is not None
 
     # Reads ###################################################################
@@ -141,7 +185,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
             return stored[index].to(self.device, non_blocking=True)
         if isinstance(index, int):
             return stored[self._row_ids(index, stored)].to(self.device, non_blocking=True)
-        return gather(stored, self._gather_index(index, stored.shape[0]))
+        return self._read(self._key(attr), stored, self._gather_index(index, stored.shape[0]))
 
     def _gather_index(self, index: object, num_rows: int) -> Tensor:
         ids = _index_tensor(index, num_rows)
@@ -161,8 +205,13 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         for members in groups.values():
             tables = [self._stored(attrs[i]) for i in members]
             index = self._gather_index(attrs[members[0]].index, min(t.shape[0] for t in tables))
-            for i, tensor in zip(members, multi_gather(tables, index)):
-                out[i] = tensor
+            cached = [i for i in members if self._key(attrs[i]) in self._caches]
+            plain = [i for i in members if i not in cached]
+            for i in cached:  # one launch per cached table (its hits and misses together)
+                out[i] = self._read(self._key(attrs[i]), self._stored(attrs[i]), index)
+            if plain:
+                for i, tensor in zip(plain, multi_gather([self._stored(attrs[i]) for i in plain], index)):
+                    out[i] = tensor
         return out
 
     def _get_tensor_size(self, attr: TensorAttr) -> Tuple[int, ...]:
