@@ -12,8 +12,10 @@ builds it from PyG's own).
     python examples/node_classification.py --mode full                # whole-graph training
 
 --mode neighbor (default) trains on mini-batches from pyg_accel.loader.NeighborLoader
-(PyG's NeighborLoader driving pyg_accel's sampler over the stores); --mode full trains on
-the whole graph read from the stores.
+(PyG's NeighborLoader driving pyg_accel's sampler over the stores, the next batch
+prepared while the current one trains); --mode full trains on the whole graph read from
+the stores. --baseline pyg runs the same model and loop on stock PyG (its own loader and
+layers) for comparison; scripts/accuracy_parity.py compares the two over seeds.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import torch_geometric.nn.models as pyg_models
 from tqdm import tqdm
 
 import pyg_accel.nn.models as accel_models
-from pyg_accel.data import from_data
+from pyg_accel.data import from_data, rows_by_degree
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.datasets import load_dataset
 
@@ -46,6 +48,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--model', choices=sorted(MODELS), default='sage')
     p.add_argument('--layers-from', choices=sorted(LAYERS), default='pyg_accel',
                    help="pyg_accel's drop-in convolutions (default) or PyG's own, for comparison")
+    p.add_argument('--baseline', choices=['none', 'pyg'], default='none',
+                   help="'pyg': the same model and loop on stock PyG (its CPU sampler on the CPU Data, its layers; "
+                        "needs pyg-lib or torch-sparse)")
     p.add_argument('--hidden', type=int, default=128)
     p.add_argument('--layers', type=int, default=2)
     p.add_argument('--dropout', type=float, default=0.3)
@@ -58,6 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help='sample the next batch only after the current one trained (default: overlap them)')
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
     p.add_argument('--location', default=None, help="store location: 'cuda', 'pinned' or 'cpu' (default: the device)")
+    p.add_argument('--cache-fraction', type=float, default=None,
+                   help='features in pinned host memory behind a GPU cache of this share of the rows, highest '
+                        'degree first (graphs larger than the GPU); the hit rate is reported per epoch')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/node_classification', help='folder for the metrics JSON and plot')
     return p.parse_args(argv)
@@ -105,11 +113,20 @@ def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
     return history
 
 
-def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args) -> List[dict]:
-    """Mini-batches from pyg_accel.loader.NeighborLoader (PyG's loader, our sampler)."""
+def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=None) -> List[dict]:
+    """Mini-batches from pyg_accel.loader.NeighborLoader (PyG's loader, our sampler), or
+    with ``--baseline pyg`` from stock PyG's NeighborLoader on the CPU ``data``."""
     fanout = [int(v) for v in args.num_neighbors.split(',')]
-    loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'],
-                            batch_size=args.batch_size, shuffle=True, pipeline=not args.no_pipeline)
+    if args.baseline == 'pyg':
+        import torch_geometric.loader
+        import torch_geometric.typing
+        if not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE):
+            raise SystemExit("--baseline pyg: stock PyG's NeighborLoader needs pyg-lib or torch-sparse installed")
+        loader = torch_geometric.loader.NeighborLoader(data, num_neighbors=fanout, input_nodes=split['train'].cpu(),
+                                                       batch_size=args.batch_size, shuffle=True)
+    else:
+        loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'],
+                                batch_size=args.batch_size, shuffle=True, pipeline=not args.no_pipeline)
     x_all = fs.get_tensor(group_name=None, attr_name='x', index=None)
     y_all = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
     row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
@@ -131,7 +148,13 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args) -> List
         with torch.no_grad():  # full-graph inference for evaluation
             logits = model(x_all.to(device), edge_index)
         acc = accuracy(logits, y_all, {k: v.to(device) for k, v in split.items()})
-        history.append(_record(epoch, float(total) / split['train'].numel(), acc, start, device, bar))
+        row = _record(epoch, float(total) / split['train'].numel(), acc, start, device, bar)
+        cache = fs.row_cache('x')
+        if cache is not None:  # share of the epoch's feature reads served from the GPU cache
+            row['cache_hit_rate'] = cache.hit_rate()
+            tqdm.write(f'           feature cache hit rate {row["cache_hit_rate"]:.1%}')
+            cache.reset_stats()
+        history.append(row)
     return history
 
 
@@ -171,21 +194,30 @@ def save_results(history: List[dict], args, out: Path, summary: dict) -> None:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.baseline == 'pyg':
+        args.layers_from = 'pyg'
     device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto' else args.device)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
     load_s = time.perf_counter() - start
     feature_location, graph_location = default_locations(device)
+    if args.cache_fraction is not None and device.type == 'cuda':
+        feature_location = 'pinned'  # the cache's home: host memory read by the GPU
     fs, gs = from_data(dataset.data, location=args.location or feature_location,
                        graph_location=args.location or graph_location)
-    print(f'{dataset}\ndevice {device}; features: {fs.location}, graph: {gs.location}; loaded in {load_s:.1f} s')
+    cache = None
+    if args.cache_fraction is not None:
+        num_rows = int(args.cache_fraction * dataset.data.num_nodes)
+        cache = fs.cache_rows('x', rows=rows_by_degree(gs), num_rows=num_rows)
+    print(f'{dataset}\ndevice {device}; features: {fs.location}, graph: {gs.location}; loaded in {load_s:.1f} s'
+          + (f'; {cache}' if cache is not None else ''))
 
     model = build_model(args, dataset.num_features, dataset.num_classes).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
     train = train_full if args.mode == 'full' else \
-        lambda *a: train_neighbor(*a, args)  # noqa: E731
+        lambda *a: train_neighbor(*a, args, data=dataset.data.cpu())  # noqa: E731
     history = train(model, opt, fs, gs, dataset.split, device, args.epochs, bar)
 
     best = max(history, key=lambda h: h['valid_acc'])
