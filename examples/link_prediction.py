@@ -15,7 +15,6 @@ rest; the curves are saved as PNG.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -30,6 +29,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.loader import LinkNeighborLoader
+from results import save_results
 
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}
 
@@ -134,7 +134,8 @@ def main(argv=None) -> dict:
     best = max(history, key=lambda h: h['valid_auc'])
     summary = {'best_epoch': best['epoch'], 'valid_auc': best['valid_auc'], 'test_auc': best['test_auc']}
     print(f"best valid AUC {best['valid_auc']:.4f} at epoch {best['epoch']}: test AUC {best['test_auc']:.4f}")
-    _save(history, args, Path(args.out), summary)
+    save_results(history, args, Path(args.out), summary, {'valid_auc': 'valid', 'test_auc': 'test'}, 'ROC-AUC',
+                 f'link prediction on {args.dataset}')
     return summary
 
 
@@ -148,29 +149,6 @@ def _loading_seconds(loader, device, batches: int = 3) -> float:
             torch.cuda.synchronize(device)
         total, count = total + time.perf_counter() - start, count + 1
     return total / max(count, 1)
-
-
-def _save(history, args, out: Path, summary) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / 'metrics.json').write_text(json.dumps({'args': vars(args), 'summary': summary, 'history': history},
-                                                 indent=2))
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    epochs = [h['epoch'] for h in history]
-    ax1.plot(epochs, [h['loss'] for h in history])
-    ax1.set(xlabel='epoch', ylabel='training loss', title='loss')
-    for key in ('valid_auc', 'test_auc'):
-        ax2.plot(epochs, [h[key] for h in history], label=key)
-    ax2.set(xlabel='epoch', ylabel='ROC-AUC', title=f'link prediction on {args.dataset}')
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(out / 'curves.png', dpi=110)
-    plt.close(fig)
 
 
 if __name__ == '__main__':

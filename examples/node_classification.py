@@ -35,6 +35,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data, rows_by_degree
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.datasets import load_dataset
+from results import save_results
 
 MODELS = {'sage': 'GraphSAGE', 'gcn': 'GCN', 'gat': 'GAT'}
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}  # where the model's convolutions come from
@@ -169,29 +170,6 @@ def _record(epoch, loss, acc, start, device, bar) -> dict:
     return row
 
 
-def save_results(history: List[dict], args, out: Path, summary: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / 'metrics.json').write_text(json.dumps({'args': vars(args), 'summary': summary, 'history': history},
-                                                 indent=2))
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    epochs = [h['epoch'] for h in history]
-    ax1.plot(epochs, [h['loss'] for h in history])
-    ax1.set(xlabel='epoch', ylabel='training loss', title='loss')
-    for key in ('train', 'valid', 'test'):
-        ax2.plot(epochs, [h[f'{key}_acc'] for h in history], label=key)
-    ax2.set(xlabel='epoch', ylabel='accuracy', title=f'{args.model} on {args.dataset}')
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(out / 'curves.png', dpi=110)
-    plt.close(fig)
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.baseline == 'pyg':
@@ -226,7 +204,8 @@ def main(argv=None) -> dict:
                'median_epoch_s': sorted(h['seconds'] for h in history)[len(history) // 2]}
     print(f"best valid {best['valid_acc']:.4f} at epoch {best['epoch']}: test {best['test_acc']:.4f}; "
           f"median epoch {summary['median_epoch_s'] * 1e3:.0f} ms")
-    save_results(history, args, Path(args.out), summary)
+    save_results(history, args, Path(args.out), summary, {f'{k}_acc': k for k in ('train', 'valid', 'test')},
+                 'accuracy', f'{args.model} on {args.dataset}')
     print(f'metrics and curves in {args.out}/')
     return summary
 
