@@ -20,7 +20,6 @@ layers) for comparison; scripts/accuracy_parity.py compares the two over seeds.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Dict, List
