@@ -45,6 +45,7 @@ class CSCGraph:
 
     @property
     def num_edges(self) -> int:
+        """Number of stored edges."""
         return int(self.row.numel())
 
     def col(self) -> Tensor:
@@ -168,6 +169,7 @@ class GraphStore(torch_geometric.data.GraphStore):
 
     @property
     def device(self) -> torch.device:
+        """Where the graph's index tensors are read (the GPU for 'cuda' and 'pinned')."""
         return self.location.device
 
     def graph(self, edge_type: EdgeType = None) -> CSCGraph:
@@ -250,6 +252,7 @@ class GraphStore(torch_geometric.data.GraphStore):
         return csc.features[name]
 
     def edge_feature_names(self, edge_type: EdgeType = None) -> List[str]:
+        """Names of the per-edge tensors stored for ``edge_type``."""
         return sorted(self.graph(edge_type).features)
 
     def __repr__(self) -> str:

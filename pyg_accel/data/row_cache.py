@@ -62,11 +62,13 @@ class RowCache:
         return int(self._hits) / lookups if lookups else float('nan')
 
     def reset_stats(self) -> None:
+        """Zeroes the hit and lookup counters (e.g. once per epoch)."""
         self._hits.zero_()
         self._lookups.zero_()
 
     @property
     def nbytes(self) -> int:
+        """GPU bytes held: the cached rows and the slot table."""
         return self.cache.numel() * self.cache.element_size() + self.slot.numel() * self.slot.element_size()
 
     def __repr__(self) -> str:

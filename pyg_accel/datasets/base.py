@@ -29,9 +29,11 @@ class NodeDataset:
 
     @property
     def num_features(self) -> int:
+        """Width of ``data.x``."""
         return int(self.data.x.shape[1])
 
     def to(self, device) -> 'NodeDataset':
+        """The dataset with its graph and split on ``device``."""
         return NodeDataset(self.name, self.data.to(device), {k: v.to(device) for k, v in self.split.items()},
                            self.num_classes)
 

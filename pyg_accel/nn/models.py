@@ -38,6 +38,7 @@ class GCN(_AccelGNN, pyg_models.GCN):
     """:class:`torch_geometric.nn.models.GCN` built from :class:`pyg_accel.nn.GCNConv`."""
 
     def init_conv(self, in_channels, out_channels, **kwargs):
+        """One layer: :class:`pyg_accel.nn.GCNConv`."""
         return GCNConv(in_channels, out_channels, **kwargs)
 
 
@@ -45,6 +46,7 @@ class GraphSAGE(_AccelGNN, pyg_models.GraphSAGE):
     """:class:`torch_geometric.nn.models.GraphSAGE` built from :class:`pyg_accel.nn.SAGEConv`."""
 
     def init_conv(self, in_channels, out_channels, **kwargs):
+        """One layer: :class:`pyg_accel.nn.SAGEConv`."""
         return SAGEConv(in_channels, out_channels, **kwargs)
 
 
@@ -53,6 +55,7 @@ class GAT(_AccelGNN, pyg_models.GAT):
     (``v2=True`` keeps PyG's ``GATv2Conv``)."""
 
     def init_conv(self, in_channels, out_channels, **kwargs):
+        """One layer: :class:`pyg_accel.nn.GATConv` with the widths and heads PyG picks."""
         conv = super().init_conv(in_channels, out_channels, **kwargs)  # PyG's choice of widths and heads
         if type(conv) is not pyg_nn.GATConv:
             return conv

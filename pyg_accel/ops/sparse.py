@@ -104,6 +104,7 @@ class CooGraph:
 
     @property
     def perm(self) -> Optional[Tensor]:
+        """``[E]`` int64 input edge id of each sorted edge (``None``: the input was sorted)."""
         if self._perm_of is not None:  # a transpose's, composed on first use (backward passes never ask)
             outer, order = self._perm_of
             self._perm, self._perm_of = outer[order], None
@@ -115,10 +116,12 @@ class CooGraph:
 
     @property
     def num_edges(self) -> int:
+        """Number of edges (duplicates and self-loops included)."""
         return self.src.numel()
 
     @property
     def device(self) -> torch.device:
+        """The device of the graph's tensors."""
         return self.ptr.device
 
     def in_degree(self) -> Tensor:
@@ -144,6 +147,7 @@ class CooGraph:
         return self._transpose
 
     def to(self, device) -> 'CooGraph':
+        """A copy of the graph on ``device`` (the transpose is rebuilt there on use)."""
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return CooGraph(move(self.ptr), move(self.src), move(self.dst), move(self.perm), self.num_src, self.num_dst)
 

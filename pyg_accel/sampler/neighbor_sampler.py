@@ -237,6 +237,7 @@ class NeighborSampler(BaseSampler):
 
     @property
     def is_temporal(self) -> bool:
+        """Whether node or edge times restrict the sampled neighbours."""
         return self.node_time is not None or self.edge_time is not None
 
     @property
@@ -248,6 +249,8 @@ class NeighborSampler(BaseSampler):
 
     @property
     def edge_permutation(self):
+        """PyG's ``BaseSampler.edge_permutation``: CSC position -> input edge id (``None``
+        when they coincide), so that loaders map sampled edge ids back to edge features."""
         return self.hetero.perm if self.hetero is not None else self.perm
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
