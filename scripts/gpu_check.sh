@@ -40,7 +40,11 @@ for stage in $STAGES; do
   case $stage in
     build) run build python3 -m pyg_accel.build ;;
     tests) run tests python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -q -rs -p no:cacheprovider ;;
-    example) run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example" ;;
+    example)
+      run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example"
+      run example_link python3 examples/link_prediction.py --epochs 5 --out "$OUT_DIR/example_link"
+      run example_papers python3 examples/node_classification.py --dataset synthetic-papers100M --scale 0.02 \
+        --cache-fraction 0.2 --epochs 3 --out "$OUT_DIR/example_papers" ;;
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
