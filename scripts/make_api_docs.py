@@ -28,12 +28,14 @@ def _doc(obj) -> str:
 
 
 def _members(cls) -> List[str]:
-    """Public callables and properties defined in ``cls`` itself."""
+    """Public methods and properties written in ``cls``'s own body (not ones a library
+    attaches at run time, such as PyG's generated ``propagate``)."""
     names = []
     for name, value in vars(cls).items():
         if name.startswith('_'):
             continue
-        if callable(value) or isinstance(value, (property, classmethod, staticmethod)):
+        func = value.fget if isinstance(value, property) else getattr(value, '__func__', value)
+        if callable(func) and getattr(func, '__qualname__', '').startswith(cls.__qualname__ + '.'):
             names.append(name)
     return names
 
@@ -57,8 +59,11 @@ def document(module_name: str) -> List[str]:
                 kind = 'property' if isinstance(value, property) else 'method'
                 sig = '' if kind == 'property' else _signature(target)
                 lines += [f'#### {kind} `{name}.{member}{sig}`', '', _doc(target), '']
-        else:
-            lines += [f'### `{module_name}.{name}{_signature(obj) if callable(obj) else ""}`', '', _doc(obj), '']
+        elif callable(obj):
+            lines += [f'### `{module_name}.{name}{_signature(obj)}`', '', _doc(obj), '']
+        else:  # a constant: its type and, for mappings, its keys
+            keys = f': keys {", ".join(map(repr, obj))}' if isinstance(obj, dict) else ''
+            lines += [f'### `{module_name}.{name}`', '', f'A `{type(obj).__name__}`{keys}.', '']
     return lines
 
 
