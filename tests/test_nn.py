@@ -199,3 +199,11 @@ def test_trusted_edge_index_skips_validation_but_not_results(device):
         coo_graph(bad, (50, 50))  # not trusted: checked
     trusted[0, 0] = 0  # modified after the mark: checked again
     assert not is_trusted_edge_index(trusted, (50, 50))
+
+
+def test_graph_memo_can_be_switched_off(monkeypatch):
+    from pyg_accel.nn.conv._graph import coo_graph
+    ei = graph(50, 300)
+    monkeypatch.setenv('PYG_ACCEL_GRAPH_MEMO', '0')
+    assert coo_graph(ei, (50, 50)) is not coo_graph(ei, (50, 50))
+    assert not hasattr(ei, '_pyg_accel_coo')

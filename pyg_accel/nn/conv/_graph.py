@@ -2,6 +2,7 @@
 graph object built from them."""
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional, Tuple, TypeVar
 
 import torch
@@ -38,8 +39,10 @@ def cached_on(t: Tensor, slot: str, key: tuple, build: Callable[[], T]) -> T:
     """``build()``, memoised on the tensor object ``t`` while its version and ``key``
     match: the layers of one model share what they derive from one ``edge_index``
     (one sorted graph, one transpose, one normalisation per batch), and full-graph
-    training derives it once. Not memoised under ``torch.compile``."""
-    if torch.compiler.is_compiling():
+    training derives it once. Not memoised under ``torch.compile``, nor with
+    ``PYG_ACCEL_GRAPH_MEMO=0`` (the memo lives as long as the ``edge_index`` tensor: a
+    full products-size graph keeps about 2 GB of sorted copies)."""
+    if torch.compiler.is_compiling() or os.environ.get('PYG_ACCEL_GRAPH_MEMO', '1') == '0':
         return build()
     full_key = (t._version,) + key
     hit = getattr(t, slot, None)
