@@ -227,3 +227,12 @@ def test_opcheck(device):
     torch.library.opcheck(ops().sddmm.default, (g.ptr, g.dst, g.src, a, x))
     torch.library.opcheck(ops().edge_softmax.default, (g.ptr, logits))
     torch.library.opcheck(ops().edge_softmax_backward.default, (g.ptr, logits.softmax(-1), logits))
+
+
+def test_take_rows_handles_tables_without_rows(device):
+    from pyg_accel.ops.sparse import take_rows
+    empty = torch.empty(0, 8, device=device)
+    assert take_rows(empty, torch.empty(0, dtype=torch.long, device=device)).shape == (0, 8)
+    table = torch.randn(5, 8, device=device)
+    index = torch.tensor([4, 0, 4], device=device)
+    assert torch.equal(take_rows(table, index), table[index])

@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 
 import torch
 import torch_geometric.loader
+from torch_geometric.data import HeteroData
 
 from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
@@ -58,7 +59,7 @@ def _trusted(batches):
     """Marks each batch's edge indices as in range (our sampler made them), so that
     pyg_accel's layers skip the validating host sync."""
     for batch in batches:
-        if hasattr(batch, 'edge_types') and hasattr(batch, 'node_types'):  # HeteroData
+        if isinstance(batch, HeteroData):
             for (src, _, dst) in batch.edge_types:
                 edge_index = batch[src, _, dst].get('edge_index')
                 if isinstance(edge_index, torch.Tensor):

@@ -27,7 +27,7 @@ def take_rows(t: Tensor, index: Tensor) -> Tensor:
     ``index_select`` / advanced indexing runs far below bandwidth on narrow rows (an
     H100, 62 M rows of 32 B: 37 ms against 3.9 ms; ``scripts/primitive_costs.py``).
     """
-    if t.is_cuda and t.dim() >= 2 and t[0].numel() * t.element_size() >= 16:
+    if t.is_cuda and t.dim() >= 2 and t.shape[1:].numel() * t.element_size() >= 16:  # (t may have no rows)
         return gather(t, index, check_bounds=False)
     return t.index_select(0, index)
 
