@@ -71,7 +71,10 @@ def test_link_neighbor_loader_with_negatives(dataset, stores, neg_sampling):
     edges = dataset.data.edge_index[:, :256]
     loader = LinkNeighborLoader(stores, [5, 5], neighbor_sampler=sampler, edge_label_index=(None, edges),
                                 batch_size=64, neg_sampling=neg_sampling, shuffle=False)
-    batch = next(iter(loader)).cpu()
+    batch = next(iter(loader))
+    for key, value in batch.items():  # one device for the whole batch, seed-edge labels included
+        assert not isinstance(value, torch.Tensor) or value.device.type == sampler.device.type, key
+    batch = batch.cpu()
     assert torch.equal(batch.n_id[batch.edge_index], dataset.data.edge_index[:, batch.e_id])
     if neg_sampling == 'binary':
         assert batch.edge_label.sum() == 64 and batch.edge_label_index.shape == (2, 128)

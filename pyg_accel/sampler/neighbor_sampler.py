@@ -258,7 +258,12 @@ class NeighborSampler(BaseSampler):
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
-        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, self.node_time, neg_sampling)
+        out = edge_sample(index, self._sample, self.num_nodes, self.disjoint, self.node_time, neg_sampling)
+        # PyG builds the labels, label indices and times of the seed edges (negatives
+        # included) on the CPU: move them to where the sampled subgraph lives
+        out.metadata = tuple(t.to(self.device, non_blocking=True) if isinstance(t, Tensor) else t
+                             for t in out.metadata)
+        return out
 
     def _sample(self, seed, seed_time=None, **kwargs):
         if self.hetero is not None:
