@@ -32,17 +32,25 @@ def take_rows(t: Tensor, index: Tensor) -> Tensor:
     return t.index_select(0, index)
 
 
-def trust_edge_index(edge_index: Tensor, num_src: int, num_dst: int) -> Tensor:
+def trust_edge_index(edge_index: Tensor, num_src: int, num_dst: int, dst_sorted: bool = False) -> Tensor:
     """Records that ``edge_index`` (as it is now) holds sources in ``[0, num_src)`` and
-    destinations in ``[0, num_dst)``, so that layers build its graph without the
-    validating host sync. pyg_accel's loaders mark the batches they produce."""
-    edge_index._pyg_accel_trusted = (edge_index._version, int(num_src), int(num_dst))
+    destinations in ``[0, num_dst)`` (and, with ``dst_sorted``, destinations in
+    non-decreasing order), so that layers build its graph without the validating host
+    sync (and without sorting). pyg_accel's loaders mark the batches they produce."""
+    edge_index._pyg_accel_trusted = (edge_index._version, int(num_src), int(num_dst), bool(dst_sorted))
     return edge_index
 
 
 def is_trusted_edge_index(edge_index: Tensor, size: Tuple[int, int]) -> bool:
+    """Whether ``edge_index`` was marked in range for a graph of ``size`` and is unchanged since."""
     mark = getattr(edge_index, '_pyg_accel_trusted', None)
     return mark is not None and mark[0] == edge_index._version and mark[1] <= size[0] and mark[2] <= size[1]
+
+
+def is_trusted_dst_sorted(edge_index: Tensor) -> bool:
+    """Whether ``edge_index`` was marked sorted by destination and is unchanged since."""
+    mark = getattr(edge_index, '_pyg_accel_trusted', None)
+    return mark is not None and mark[0] == edge_index._version and mark[3]
 
 
 class CooGraph:
@@ -61,6 +69,7 @@ class CooGraph:
         self.num_src, self.num_dst = int(num_src), int(num_dst)
         self._transpose: Optional[Tuple[CooGraph, Tensor]] = None
         self._in_degree: Optional[Tensor] = None
+        self._mean_weight: Optional[Tensor] = None
 
     @classmethod
     def from_edge_index(cls, edge_index: Tensor, size: Optional[Tuple[int, int]] = None) -> 'CooGraph':
@@ -129,6 +138,14 @@ class CooGraph:
         if self._in_degree is None:
             self._in_degree = self.ptr[1:] - self.ptr[:-1]
         return self._in_degree
+
+    def mean_weight(self, dtype: torch.dtype) -> Tensor:
+        """``[E]`` weight ``1 / in_degree(dst_e)`` of each sorted edge: a weighted sum
+        with it is the mean over incoming edges (built once per graph)."""
+        if self._mean_weight is None or self._mean_weight.dtype != dtype:
+            inv = 1.0 / self.in_degree().clamp(min=1).to(torch.float64)
+            self._mean_weight = take_rows(inv.to(dtype), self.dst)
+        return self._mean_weight
 
     def sort_edges(self, values: Tensor) -> Tensor:
         """Per-edge values given in ``edge_index`` order, in this graph's edge order."""
@@ -243,6 +260,9 @@ class _EdgeSoftmax(torch.autograd.Function):
         return None, ops().edge_softmax_backward(ctx.graph.ptr, out, grad.contiguous())
 
 
+_MEAN_BY_WEIGHT = (torch.float32, torch.float64)
+
+
 def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: str = 'sum') -> Tensor:
     """Aggregates source features into destinations: ``out[d] = reduce_e w_e * x[src_e]``.
 
@@ -261,9 +281,13 @@ def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: st
     _check_graph_and(graph, x3, *([] if weight is None else [weight]))
     if x3.size(0) != graph.num_src:
         raise ValueError(f'spmm: x has {x3.size(0)} rows but the graph has {graph.num_src} source nodes')
-    w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm: weight').to(x3.dtype).contiguous()
-    out = _SpMM.apply(graph, w, x3.contiguous())
-    if reduce == 'mean':
+    w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm: weight').to(x3.dtype)
+    divide = reduce == 'mean' and x3.dtype not in _MEAN_BY_WEIGHT
+    if reduce == 'mean' and not divide:  # the mean as a weighted sum: no extra pass over [N, F] either way
+        mean_w = graph.mean_weight(x3.dtype)
+        w = mean_w.unsqueeze(1).expand(graph.num_edges, x3.size(1)) if w is None else w * mean_w.unsqueeze(1)
+    out = _SpMM.apply(graph, None if w is None else w.contiguous(), x3.contiguous())
+    if divide:  # (a 16-bit 1/deg would round before the fp32 accumulation: divide the output instead)
         out = out / graph.in_degree().clamp(min=1).to(out.dtype).view(-1, 1, 1)
     return out.squeeze(1) if flat else out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 from torch import Tensor
+from torch.nn.parameter import UninitializedParameter
 from torch_geometric.typing import OptPairTensor
 
 from ...ops import spmm
@@ -41,7 +42,11 @@ class SAGEConv(pyg_nn.SAGEConv):
         else:
             out = self.lin_l(spmm(graph, x_src, reduce=reduce))
         if self.root_weight and x_dst is not None:
-            out = out + self.lin_r(x_dst)
+            root = self.lin_r.weight
+            if self.lin_r.bias is None and not isinstance(root, UninitializedParameter) and x_dst.dim() == 2:
+                out = out.addmm_(x_dst, root.t())  # summed by the GEMM in place: no pass of its own
+            else:
+                out = out + self.lin_r(x_dst)
         if self.normalize:
             out = F.normalize(out, p=2., dim=-1)
         return out
