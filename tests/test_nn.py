@@ -201,6 +201,22 @@ def test_trusted_edge_index_skips_validation_but_not_results(device):
     assert not is_trusted_edge_index(trusted, (50, 50))
 
 
+def test_edge_index_marked_sorted_builds_its_graph_without_sorting(device):
+    from pyg_accel.nn.conv._graph import coo_graph
+    from pyg_accel.ops.sparse import is_trusted_dst_sorted, trust_edge_index
+    ei = graph(50, 300, device=device)
+    ei = ei[:, torch.argsort(ei[1], stable=True)]
+    marked = trust_edge_index(ei.clone(), 50, 50, dst_sorted=True)
+    assert is_trusted_dst_sorted(marked) and not is_trusted_dst_sorted(trust_edge_index(ei.clone(), 50, 50))
+    g = coo_graph(marked, (50, 50))
+    assert g.perm is None  # taken as it is
+    ref = coo_graph(ei, (50, 50))
+    assert torch.equal(g.ptr, ref.ptr) and torch.equal(g.src, ref.src)
+    x = torch.randn(50, 8, device=device)
+    conv = acc_nn.SAGEConv(8, 4).to(device)
+    torch.testing.assert_close(conv(x, marked), conv(x, ei))
+
+
 def test_graph_memo_can_be_switched_off(monkeypatch):
     from pyg_accel.nn.conv._graph import coo_graph
     ei = graph(50, 300)

@@ -65,11 +65,20 @@ def test_batches_stay_intact_while_the_consumer_stream_is_busy():
 
 
 def test_our_loaders_mark_their_edge_indices_trusted():
-    from pyg_accel.ops.sparse import is_trusted_edge_index
+    from pyg_accel.ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
     fs, gs = from_data(community_data(), 'cpu')
     for batch in NeighborLoader((fs, gs), [3, 3], input_nodes=torch.arange(20), batch_size=10):
         assert is_trusted_edge_index(batch.edge_index, (batch.num_nodes, batch.num_nodes))
         assert int(batch.edge_index.max()) < batch.num_nodes
+        assert is_trusted_dst_sorted(batch.edge_index)
+        dst = batch.edge_index[1]
+        assert bool((dst[1:] >= dst[:-1]).all())
+    bidirectional = NeighborLoader((fs, gs), [3, 3], input_nodes=torch.arange(20), batch_size=10,
+                                   subgraph_type='bidirectional')
+    assert not is_trusted_dst_sorted(next(iter(bidirectional)).edge_index)
+    transformed = NeighborLoader((fs, gs), [3, 3], input_nodes=torch.arange(20), batch_size=10,
+                                 transform=lambda b: b)  # a transform may rewrite edge_index: no marks
+    assert not is_trusted_edge_index(next(iter(transformed)).edge_index, (10**6, 10**6))
 
 
 def test_record_stream_walks_every_container():
@@ -122,7 +131,7 @@ def test_trimmed_models_match_pyg_and_keep_the_mark(name):
     loader's batch: the same seed outputs as PyG's model on the same weights, and every
     trimmed layer's edge_index still marked in range."""
     import torch_geometric.nn.models as pyg_models
-    from pyg_accel.ops.sparse import is_trusted_edge_index
+    from pyg_accel.ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
     fs, gs = from_data(community_data(), 'cpu')
     batch = next(iter(NeighborLoader((fs, gs), [4, 3, 2], input_nodes=torch.arange(40), batch_size=40)))
     torch.manual_seed(0)
@@ -132,7 +141,7 @@ def test_trimmed_models_match_pyg_and_keep_the_mark(name):
     seen = []
     for conv in ours.convs:
         conv.register_forward_pre_hook(lambda mod, args: seen.append(
-            is_trusted_edge_index(args[1], (args[0].size(0), args[0].size(0)))))
+            is_trusted_edge_index(args[1], (args[0].size(0), args[0].size(0))) and is_trusted_dst_sorted(args[1])))
     trim = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
     out = ours(batch.x, batch.edge_index, **trim)[:40]
     assert seen == [True, True, True]

@@ -33,6 +33,7 @@ def check_structure(out, colptr, row, seed, fanouts, replace, disjoint):
     cum_edges = [0] + torch.tensor(out.num_sampled_edges).cumsum(0).tolist()
     assert len(out.num_sampled_nodes) == len(fanouts) + 1 and len(out.num_sampled_edges) == len(fanouts)
     assert cum_nodes[-1] == node.numel() and cum_edges[-1] == r.numel() == c.numel() == e.numel()
+    assert bool((c[1:] >= c[:-1]).all())  # edges grouped by the node they were sampled for, in node order
     if disjoint:
         assert torch.equal(node[:seed.numel()], seed.cpu()) and torch.equal(out.batch[:seed.numel()].cpu(),
                                                                             torch.arange(seed.numel()))
@@ -275,6 +276,23 @@ def test_weighted_counts_and_errors(sample_device):
 
 
 # Temporal sampling ###########################################################
+
+@pytest.mark.parametrize('mode', ['weighted', 'temporal-uniform', 'temporal-last'])
+def test_edges_grouped_by_destination_in_every_mode(sample_device, mode):
+    """``col`` never decreases (layers build their graph from it without sorting)."""
+    colptr, row = random_graph(300, 4000, device=sample_device)
+    g = torch.Generator().manual_seed(3)
+    extra = dict(disjoint=mode.startswith('temporal'))
+    if mode == 'weighted':
+        extra['edge_weight'] = torch.rand(row.numel(), generator=g).to(sample_device)
+    else:
+        extra.update(node_time=torch.randint(0, 50, (300,), generator=g).to(sample_device),
+                     seed_time=torch.randint(20, 50, (40,), generator=g).to(sample_device),
+                     temporal_strategy=mode.split('-')[1])
+    seed = torch.randint(0, 295, (40,), generator=g).to(sample_device)
+    out = neighbor_sample(colptr, row, seed, [5, 3, -1], random_seed=1, **extra)
+    assert out.col.numel() > 0 and bool((out.col[1:] >= out.col[:-1]).all())
+
 
 def test_temporal_op_filters_and_strategies(sample_device):
     colptr = torch.tensor([0, 6] + [6] * 6, device=sample_device)  # node 0 <- 1..6

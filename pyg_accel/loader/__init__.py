@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional
 import torch
 import torch_geometric.loader
 from torch_geometric.data import HeteroData
+from torch_geometric.sampler.base import SubgraphType
 
 from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
@@ -47,17 +48,23 @@ def _our_sampler(data, num_neighbors, kwargs: Dict[str, Any], sampler: Optional[
 class _Pipelined:
     """Mixin: iterate through :func:`prefetch_batches` when batches live on a GPU."""
 
-    def _setup_pipeline(self, pipeline: bool, on_gpu: bool) -> None:
+    def _setup_pipeline(self, pipeline: bool, on_gpu: bool, sampler) -> None:
         self.pipeline, self._on_gpu = pipeline, on_gpu
+        # our sampler's directional output lists each node's edges together, in node order
+        self._dst_sorted = (isinstance(sampler, NeighborSampler)
+                            and sampler.subgraph_type == SubgraphType.directional)
 
     def __iter__(self):
-        batches = _trusted(super().__iter__())
+        batches = super().__iter__()
+        if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
+            batches = _trusted(batches, self._dst_sorted)
         return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
 
 
-def _trusted(batches):
-    """Marks each batch's edge indices as in range (our sampler made them), so that
-    pyg_accel's layers skip the validating host sync."""
+def _trusted(batches, dst_sorted: bool):
+    """Marks each batch's edge indices as in range (our sampler made them), and a
+    homogeneous batch's as sorted by destination when ``dst_sorted``, so that
+    pyg_accel's layers skip the validating host sync and the sort."""
     for batch in batches:
         if isinstance(batch, HeteroData):
             for (src, _, dst) in batch.edge_types:
@@ -65,7 +72,7 @@ def _trusted(batches):
                 if isinstance(edge_index, torch.Tensor):
                     trust_edge_index(edge_index, batch[src].num_nodes, batch[dst].num_nodes)
         elif isinstance(getattr(batch, 'edge_index', None), torch.Tensor):
-            trust_edge_index(batch.edge_index, batch.num_nodes, batch.num_nodes)
+            trust_edge_index(batch.edge_index, batch.num_nodes, batch.num_nodes, dst_sorted=dst_sorted)
         yield batch
 
 
@@ -76,7 +83,7 @@ class NeighborLoader(_Pipelined, torch_geometric.loader.NeighborLoader):
     def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, pipeline: bool = True, **kwargs):
         sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
         super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
-        self._setup_pipeline(pipeline, _uses_gpu(data, sampler))
+        self._setup_pipeline(pipeline, _uses_gpu(data, sampler), sampler)
 
 
 class LinkNeighborLoader(_Pipelined, torch_geometric.loader.LinkNeighborLoader):
@@ -86,4 +93,4 @@ class LinkNeighborLoader(_Pipelined, torch_geometric.loader.LinkNeighborLoader):
     def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, pipeline: bool = True, **kwargs):
         sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
         super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
-        self._setup_pipeline(pipeline, _uses_gpu(data, sampler))
+        self._setup_pipeline(pipeline, _uses_gpu(data, sampler), sampler)

@@ -6,7 +6,7 @@ import torch_geometric.nn.models as pyg_models
 from torch import Tensor
 from torch_geometric.utils._trim_to_layer import TrimToLayer
 
-from ..ops.sparse import is_trusted_edge_index, trust_edge_index
+from ..ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index, trust_edge_index
 from .conv import GATConv, GCNConv, SAGEConv
 
 __all__ = ['GCN', 'GAT', 'GraphSAGE']
@@ -15,14 +15,16 @@ __all__ = ['GCN', 'GAT', 'GraphSAGE']
 class _TrustedTrim(TrimToLayer):
     """PyG's ``trim_to_layer`` (``model(..., num_sampled_nodes_per_hop=...,
     num_sampled_edges_per_hop=...)``) that keeps the in-range mark of a loader's
-    ``edge_index`` on the trimmed one: trimming keeps the hops whose nodes remain."""
+    ``edge_index`` on the trimmed one: trimming keeps the hops whose nodes remain (a
+    prefix of the edges, so sorted edges stay sorted)."""
 
     def forward(self, layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr=None):
         trusted = isinstance(edge_index, Tensor) and is_trusted_edge_index(edge_index, (x.size(0), x.size(0)))
+        dst_sorted = trusted and is_trusted_dst_sorted(edge_index)
         x, edge_index, edge_attr = super().forward(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x,
                                                    edge_index, edge_attr)
         if trusted and isinstance(edge_index, Tensor):
-            trust_edge_index(edge_index, x.size(0), x.size(0))
+            trust_edge_index(edge_index, x.size(0), x.size(0), dst_sorted=dst_sorted)
         return x, edge_index, edge_attr
 
 

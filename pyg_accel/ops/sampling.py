@@ -22,7 +22,8 @@ class SampledSubgraph(NamedTuple):
     Attributes:
         node: ``[N']`` global ids: the seeds first (input order), then each hop's new nodes.
         row: ``[E']`` local id of each sampled neighbour (edge source).
-        col: ``[E']`` local id of the node it was sampled for (edge destination).
+        col: ``[E']`` local id of the node it was sampled for (edge destination), in
+            non-decreasing order: each node's edges are consecutive, in node order.
         edge: ``[E']`` CSC position of each sampled edge.
         batch: ``[N']`` seed index of every node (``disjoint=True``), else ``None``.
         num_sampled_nodes: nodes added per hop, hop 0 being the seeds.

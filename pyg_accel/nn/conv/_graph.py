@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ...ops import CooGraph
-from ...ops.sparse import is_trusted_edge_index
+from ...ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
 
 T = TypeVar('T')
 
@@ -56,9 +56,10 @@ def cached_on(t: Tensor, slot: str, key: tuple, build: Callable[[], T]) -> T:
 def coo_graph(edge_index: Tensor, size: Tuple[int, int]) -> CooGraph:
     """The destination-sorted graph of ``edge_index`` (memoised on it). Edge indices
     from pyg_accel's loaders are known to be in range and are sorted without the
-    validating host sync; others are checked first."""
+    validating host sync (not at all when marked sorted); others are checked first."""
     def build() -> CooGraph:
         if is_trusted_edge_index(edge_index, size):
-            return CooGraph._sorted(edge_index[0], edge_index[1], int(size[0]), int(size[1]), unsorted=True)
+            return CooGraph._sorted(edge_index[0], edge_index[1], int(size[0]), int(size[1]),
+                                    unsorted=not is_trusted_dst_sorted(edge_index))
         return CooGraph.from_edge_index(edge_index, size)
     return cached_on(edge_index, '_pyg_accel_coo', (int(size[0]), int(size[1])), build)
