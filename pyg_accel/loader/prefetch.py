@@ -22,7 +22,9 @@ Ordering and lifetime:
 
 The host still waits for each batch's own sampling (pyg_accel's sampler reads its per-hop
 counts once per batch), but that wait runs while the GPU works through the previous
-batch's training kernels. With CPU batches (or no GPU) iteration is plain.
+batch's training kernels; the side stream has high priority, so the sampler's kernels
+are scheduled ahead of the training blocks already queued and the wait stays short.
+With CPU batches (or no GPU) iteration is plain.
 """
 from __future__ import annotations
 
@@ -59,7 +61,10 @@ def prefetch_batches(batches: Iterable[Any], device: Union[torch.device, str, No
         yield from batches
         return
     device = torch.device(device) if device is not None else torch.device('cuda', torch.cuda.current_device())
-    side = torch.cuda.Stream(device)
+    # High priority: the GPU schedules the sampler's small kernels ahead of the blocks of
+    # the training step already queued, so the host's wait for the per-hop counts (and
+    # with it the enqueueing of the next step) does not sit behind the whole step.
+    side = torch.cuda.Stream(device, priority=-1)
     side.wait_stream(torch.cuda.current_stream(device))  # what the caller prepared before the loop
     iterator = iter(batches)
 
