@@ -1,0 +1,113 @@
+"""Where one mini-batch training step of ``benchmarks/end_to_end.py`` spends its time:
+the host's time to enqueue the step (no sync) against the step's time to finish, the
+host-synchronising CUDA runtime calls it makes, and the profiler's top operators by
+host time and by GPU time. A step whose enqueue time is close to its finish time is
+host-bound: the GPU waits for Python.
+
+    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--trim] [--tf32] [--scale 1.0]
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
+import end_to_end  # noqa: E402
+
+import pyg_accel.nn.models as accel_models  # noqa: E402
+import torch_geometric.nn.models as pyg_models  # noqa: E402
+from pyg_accel.data import from_data  # noqa: E402
+from pyg_accel.datasets import synthetic_dataset  # noqa: E402
+from pyg_accel.loader import NeighborLoader  # noqa: E402
+
+SYNCING_CALLS = ('cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
+                 'cudaMemcpyAsync', 'cudaMalloc', 'cudaFree', 'cudaHostAlloc')
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--preset', default='products')
+    p.add_argument('--scale', type=float, default=1.0)
+    p.add_argument('--layers-from', choices=['pyg_accel', 'pyg'], default='pyg_accel')
+    p.add_argument('--trim', action='store_true')
+    p.add_argument('--tf32', action='store_true')
+    p.add_argument('--steps', type=int, default=10)
+    p.add_argument('--rows', type=int, default=25, help='operators listed per table')
+    p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
+    args = p.parse_args()
+    end_to_end.TRIM = args.trim
+    torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
+    device = torch.device('cuda')
+    dataset = synthetic_dataset(args.preset, scale=args.scale, device=device).to('cpu')
+    loader = NeighborLoader(from_data(dataset.data, 'cuda'), num_neighbors=[15, 10, 5],
+                            input_nodes=dataset.split['train'], batch_size=1024, shuffle=True, pipeline=False)
+    module = accel_models if args.layers_from == 'pyg_accel' else pyg_models
+    torch.manual_seed(0)
+    model = module.GraphSAGE(dataset.num_features, 256, 3, dataset.num_classes).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=True)
+    batches = iter(loader)
+    for _ in range(3):
+        end_to_end.train_step(model, opt, next(batches), device)
+    if args.loader:
+        return profile_loader(batches, args)
+
+    enqueue, finish = [], []
+    for _ in range(args.steps):
+        batch = next(batches)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        end_to_end.train_step(model, opt, batch, device)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        enqueue.append(t1 - t0)
+        finish.append(time.perf_counter() - t0)
+    print(f'{args.layers_from} layers{" trimmed" if args.trim else ""}{" TF32" if args.tf32 else ""}: '
+          f'host enqueues a step in {statistics.median(enqueue) * 1e3:.2f} ms, it finishes after '
+          f'{statistics.median(finish) * 1e3:.2f} ms (medians of {args.steps})', flush=True)
+
+    from torch.profiler import ProfilerActivity, profile
+    steps = [next(batches) for _ in range(args.steps)]
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for batch in steps:
+            end_to_end.train_step(model, opt, batch, device)
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    for name in SYNCING_CALLS:
+        count = sum(e.count for e in events if e.key == name)
+        if count:
+            print(f'{name}: {count / args.steps:.1f} per step')
+    print(events.table(sort_by='self_cpu_time_total', row_limit=args.rows))
+    print(events.table(sort_by='self_device_time_total', row_limit=args.rows))
+
+
+def profile_loader(batches, args) -> None:
+    """Host time of producing one batch (synchronised: nothing else queued), then the
+    Python functions it spends it in."""
+    import cProfile
+    import pstats
+    walls, cpus = [], []
+    for _ in range(args.steps):
+        torch.cuda.synchronize()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        next(batches)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.thread_time() - c0)
+    print(f'loader: a batch takes {statistics.median(walls) * 1e3:.2f} ms, '
+          f'{statistics.median(cpus) * 1e3:.2f} ms of host CPU (medians of {args.steps})', flush=True)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.steps):
+        next(batches)
+    torch.cuda.synchronize()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    stats.sort_stats('tottime').print_stats(args.rows)
+    stats.sort_stats('cumtime').print_stats(args.rows)
+
+
+if __name__ == '__main__':
+    main()
