@@ -235,3 +235,28 @@ def test_torch_compile_fullgraph(device):
     out.backward()
     expected = torch.zeros_like(table).index_add_(0, index, torch.full((20, 8), 2.0, device=device))
     assert torch.allclose(out, f(table, index)) and torch.allclose(table.grad, expected)
+
+
+def test_trusted_index_skips_only_the_checks_it_covers(monkeypatch):
+    from pyg_accel.ops.gather import trust_index
+    table = torch.randn(10, 4)
+    index = trust_index(torch.tensor([9, 0, 3]), 10)
+    checks = []
+    real = torch.aminmax
+    monkeypatch.setattr(torch, 'aminmax', lambda t: checks.append(1) or real(t))
+    assert torch.equal(gather(table, index), table[index]) and not checks  # marked for 10 rows: no check
+    with pytest.raises(IndexError, match='out of range'):
+        gather(table[:5], index)  # a smaller table than the mark covers: checked
+    index[0] = 4  # changed after the mark: checked again
+    checks.clear()
+    gather(table, index)
+    assert checks
+
+
+def test_sampler_marks_the_node_ids_it_returns():
+    from pyg_accel.sampler import NeighborSampler
+    from torch_geometric.sampler import NodeSamplerInput
+    from pyg_accel.datasets import load_dataset
+    data = load_dataset('default').data
+    out = NeighborSampler(data, [3, 2]).sample_from_nodes(NodeSamplerInput(None, torch.arange(8)))
+    assert out.node._pyg_accel_rows == (out.node._version, data.num_nodes)

@@ -148,3 +148,41 @@ def test_trimmed_models_match_pyg_and_keep_the_mark(name):
     torch.testing.assert_close(out, ref(batch.x, batch.edge_index, **trim)[:40], atol=1e-5, rtol=1e-4)
     if name != 'GCN':  # (trimming changes the degrees GCN normalises by, in PyG too)
         torch.testing.assert_close(out, ours(batch.x, batch.edge_index)[:40], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize('shuffle,drop_last', [(True, False), (False, True), (True, True)])
+def test_tensor_index_batches_equal_the_dataloader_path(shuffle, drop_last):
+    """Our loaders draw each batch's seed positions as one tensor (no per-item
+    DataLoader machinery): the same batches, from the same random numbers."""
+    fs, gs = from_data(community_data(), 'cpu')
+    runs = []
+    for fast in (True, False):
+        loader = NeighborLoader((fs, gs), [3, 2], input_nodes=torch.arange(5, 95), batch_size=16, shuffle=shuffle,
+                                drop_last=drop_last)
+        loader.fast_index = fast
+        torch.manual_seed(7)
+        runs.append([(b.input_id.tolist(), b.n_id.tolist()) for b in loader])
+        runs[-1].append(torch.rand(1).item())  # the global generator ends in the same state
+    assert runs[0] == runs[1]
+    assert len(runs[0]) - 1 == (90 // 16 if drop_last else -(-90 // 16))
+    generator = torch.Generator().manual_seed(3)  # a user's generator, both paths
+    a = NeighborLoader((fs, gs), [3], input_nodes=torch.arange(40), batch_size=8, shuffle=True, generator=generator)
+    first = [b.input_id.tolist() for b in a]
+    generator.manual_seed(3)
+    a.fast_index = False
+    assert [b.input_id.tolist() for b in a] == first
+
+
+def test_index_batches_defers_to_the_dataloader_when_it_must():
+    from torch.utils.data import SubsetRandomSampler
+
+    from pyg_accel.loader.index_batches import index_batches
+    fs, gs = from_data(community_data(), 'cpu')
+    custom = NeighborLoader((fs, gs), [3], input_nodes=torch.arange(40), batch_size=8,
+                            sampler=SubsetRandomSampler(range(40)))
+    assert index_batches(custom) is None and len([b for b in custom]) == 5
+    with_replacement = NeighborLoader((fs, gs), [3], input_nodes=torch.arange(40), batch_size=8,
+                                      sampler=torch.utils.data.RandomSampler(range(40), replacement=True))
+    assert index_batches(with_replacement) is None
+    plain = NeighborLoader((fs, gs), [3], input_nodes=torch.arange(40), batch_size=8)
+    assert [t.tolist() for t in index_batches(plain)][-1] == list(range(32, 40))

@@ -14,10 +14,13 @@ import torch
 import torch_geometric.data
 from torch import Tensor
 from torch_geometric.data import TensorAttr
+from torch_geometric.data.feature_store import _FieldStatus
 
 from ..ops import gather, multi_gather
 from .location import Location, LocationLike, resolve_location
 from .row_cache import RowCache
+
+_UNSET = _FieldStatus.UNSET
 
 __all__ = ['FeatureStore']
 
@@ -192,6 +195,20 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         if self.location.kind == 'cpu':
             return ids.cpu()
         return ids.to(self.device, non_blocking=True)
+
+    def multi_get_tensor(self, attrs: List[TensorAttr], convert_type: bool = False) -> List[Tensor]:
+        """PyG's ``multi_get_tensor`` (same checks and result) without its per-field
+        ``is_set`` calls, which compare each field, index tensors included, against a
+        sentinel: ~20 µs each, a tenth of a GPU batch's loading time."""
+        attrs = [self._tensor_attr_cls.cast(attr) for attr in attrs]
+        bad = [attr for attr in attrs if any(getattr(attr, f) is _UNSET for f in attr.__dataclass_fields__)]
+        if bad:
+            raise ValueError(f"The input TensorAttr(s) '{bad}' are not fully specified. Please fully-specify them "
+                             f"by specifying all 'UNSET' fields")
+        tensors = self._multi_get_tensor(attrs)
+        if convert_type:
+            tensors = [self._to_type(attr, tensor) for attr, tensor in zip(attrs, tensors)]
+        return tensors
 
     def _multi_get_tensor(self, attrs: List[TensorAttr]) -> List[Tensor]:
         """All attributes that share one index tensor are read with one launch."""

@@ -20,6 +20,7 @@ from torch_geometric.sampler.base import SubgraphType
 
 from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
+from .index_batches import index_batches
 from .prefetch import PrefetchLoader, prefetch_batches
 
 __all__ = ['NeighborLoader', 'LinkNeighborLoader', 'PrefetchLoader', 'prefetch_batches']
@@ -55,10 +56,19 @@ class _Pipelined:
                             and sampler.subgraph_type == SubgraphType.directional)
 
     def __iter__(self):
-        batches = super().__iter__()
+        indices = index_batches(self) if self.fast_index else None
+        batches = super().__iter__() if indices is None else map(self._batch_at, indices)
         if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
             batches = _trusted(batches, self._dst_sorted)
         return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
+
+
+    fast_index = True  # False: draw seed indices through the DataLoader (same batches, more host time)
+
+    def _batch_at(self, index: torch.Tensor):
+        """What PyG's iterator yields for the seeds at positions ``index``."""
+        out = self.collate_fn(index)
+        return out if self.filter_per_worker else self.filter_fn(out)
 
 
 def _trusted(batches, dst_sorted: bool):

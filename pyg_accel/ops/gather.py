@@ -58,7 +58,18 @@ def _target_device(tables: Sequence[Tensor], index: Tensor) -> torch.device:
     return device
 
 
+def trust_index(index: Tensor, num_rows: int) -> Tensor:
+    """Records that ``index`` (as it is now) holds row ids in ``[0, num_rows)``, so that
+    gathers from tables of at least ``num_rows`` rows skip the bounds check and its host
+    sync. pyg_accel's sampler marks the node ids it returns."""
+    index._pyg_accel_rows = (index._version, int(num_rows))
+    return index
+
+
 def _check_bounds(index: Tensor, num_rows: int) -> None:
+    mark = getattr(index, '_pyg_accel_rows', None)
+    if mark is not None and mark[0] == index._version and mark[1] <= num_rows:
+        return
     if index.numel() == 0 or torch.compiler.is_compiling():
         return
     lo, hi = torch.aminmax(index)

@@ -25,6 +25,7 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from ..data.graph_store import GraphStore
+from ..ops.gather import trust_index
 from ..ops.sampling import hetero_neighbor_sample, neighbor_sample
 
 EdgeType = Tuple[str, str, str]
@@ -276,6 +277,7 @@ class NeighborSampler(BaseSampler):
         out = neighbor_sample(self.colptr, self.row, seed.to(self.device), self.fanouts, self.replace,
                               self.disjoint, random_seed, self.edge_weight, self.node_time, self.edge_time,
                               None if seed_time is None else seed_time.to(self.device), self.temporal_strategy)
+        trust_index(out.node, self.num_nodes)  # feature gathers by these ids skip the bounds check's sync
         result = SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
                                num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
         if self.subgraph_type == SubgraphType.bidirectional:
@@ -291,6 +293,8 @@ class NeighborSampler(BaseSampler):
         random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
         out = hetero_neighbor_sample(self.hetero.colptr, self.hetero.row, seed, self.fanouts_dict,
                                      self.hetero.num_nodes, self.replace, self.disjoint, random_seed)
+        for node_type, node in out.node.items():
+            trust_index(node, self.hetero.num_nodes[node_type])
         result = HeteroSamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
                                      num_sampled_nodes=out.num_sampled_nodes,
                                      num_sampled_edges=out.num_sampled_edges)
