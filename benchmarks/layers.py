@@ -6,12 +6,18 @@ same ``x`` and ``edge_index``; outputs are compared before timing. On the GPU pe
 is ``torch.cuda.max_memory_allocated`` above the inputs during one forward + backward; a
 layer that runs out of memory is reported as OOM (and its peak as the limit).
 
+Every step rebuilds what our layers derive from ``edge_index`` (sorted graph, transpose,
+GCN normalisation), as a mini-batch step does: the per-``edge_index`` memo is switched
+off (``PYG_ACCEL_GRAPH_MEMO=0``). ``--memo`` keeps it on, as full-graph training with one
+``edge_index`` sees it: the graph is then built once, in the warm-up step.
+
     python benchmarks/layers.py --preset products --widths 64 256 --out OUT
     python benchmarks/layers.py --preset tiny --device cpu            # quick, CPU
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -75,8 +81,22 @@ def main(argv=None) -> dict:
     p.add_argument('--layers', nargs='*', default=list(LAYERS), choices=list(LAYERS))
     p.add_argument('--reps', type=int, default=5)
     p.add_argument('--profile', action='store_true', help="print our layers' top CUDA kernels (GPU)")
+    p.add_argument('--memo', action='store_true', help='keep the per-edge_index graph memo on (full-graph training)')
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
+    previous = os.environ.get('PYG_ACCEL_GRAPH_MEMO')
+    os.environ['PYG_ACCEL_GRAPH_MEMO'] = '1' if args.memo else '0'
+    try:
+        return run(args)
+    finally:
+        if previous is None:
+            del os.environ['PYG_ACCEL_GRAPH_MEMO']
+        else:
+            os.environ['PYG_ACCEL_GRAPH_MEMO'] = previous
+
+
+def run(args) -> dict:
+    """Times every (layer, width) pair of ``args`` and writes the table and JSON."""
     device = torch.device(args.device)
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
     n, edge_index = dataset.data.num_nodes, dataset.data.edge_index.to(device)
@@ -106,11 +126,13 @@ def main(argv=None) -> dict:
             rows.append(r)
             print(r, flush=True)
             del ref, ours, x
+            for slot in [k for k in vars(edge_index) if k.startswith('_pyg_accel_')]:
+                delattr(edge_index, slot)  # the memo of this layer (--memo) must not crowd the next
             if device.type == 'cuda':
                 torch.cuda.empty_cache()
     payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
     payload['table'] = print_table(rows, list(rows[0]), f'layers on {dataset.name} ({device}), forward + backward')
-    save_json(Path(args.out) / 'layers.json', payload)
+    save_json(Path(args.out) / ('layers_memo.json' if args.memo else 'layers.json'), payload)
     return payload
 
 

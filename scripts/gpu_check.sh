@@ -61,7 +61,10 @@ for stage in $STAGES; do
     layers)  # PyG's GATConv runs out of memory on the full products-size graph: GAT also at half size
       run layers python3 benchmarks/layers.py --preset products --widths 64 128 --reps 3 --profile --out "$OUT_DIR"
       run layers_gat python3 benchmarks/layers.py --preset products --scale 0.5 --layers GATConv-8h --widths 64 128 \
-        --reps 3 --profile --out "$OUT_DIR/gat_half" ;;
+        --reps 3 --profile --out "$OUT_DIR/gat_half"
+      # full-graph training: the graph derived from edge_index built once (the memo on)
+      run layers_memo python3 benchmarks/layers.py --preset products --layers GCNConv SAGEConv --widths 64 128 \
+        --reps 3 --memo --out "$OUT_DIR" ;;
     *) echo "unknown stage $stage"; status=1 ;;
   esac
 done
