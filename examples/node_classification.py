@@ -191,7 +191,7 @@ def main(argv=None) -> dict:
           + (f'; {cache}' if cache is not None else ''))
 
     model = build_model(args, dataset.num_features, dataset.num_classes).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
     train = train_full if args.mode == 'full' else \
         lambda *a: train_neighbor(*a, args, data=dataset.data.cpu())  # noqa: E731
