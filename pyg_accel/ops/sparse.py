@@ -143,8 +143,8 @@ class CooGraph:
         """``[E]`` weight ``1 / in_degree(dst_e)`` of each sorted edge: a weighted sum
         with it is the mean over incoming edges (built once per graph)."""
         if self._mean_weight is None or self._mean_weight.dtype != dtype:
-            inv = 1.0 / self.in_degree().clamp(min=1).to(torch.float64)
-            self._mean_weight = take_rows(inv.to(dtype), self.dst)
+            inv = self.in_degree().to(dtype).clamp_(min=1).reciprocal_()  # (fp32 holds degrees < 2**24 exactly)
+            self._mean_weight = take_rows(inv, self.dst)
         return self._mean_weight
 
     def sort_edges(self, values: Tensor) -> Tensor:
