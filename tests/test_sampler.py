@@ -94,6 +94,10 @@ def test_plain_data_and_our_loader(dataset):
     link = pyg_accel.loader.LinkNeighborLoader(dataset.data, [3], edge_label_index=dataset.data.edge_index[:, :40],
                                                batch_size=20, neg_sampling='binary')
     assert isinstance(link.link_sampler, NeighborSampler) and next(iter(link)).edge_label.numel() == 40
+    from pyg_accel.ops.sparse import is_trusted_dst_sorted
+    for batch in link:  # marked sorted by destination, and so it is
+        dst = batch.edge_index[1]
+        assert is_trusted_dst_sorted(batch.edge_index) and bool((dst[1:] >= dst[:-1]).all())
 
 
 def test_bidirectional(stores):
