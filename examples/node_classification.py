@@ -31,7 +31,7 @@ import torch_geometric.nn.models as pyg_models
 from tqdm import tqdm
 
 import pyg_accel.nn.models as accel_models
-from pyg_accel.data import from_data, rows_by_degree
+from pyg_accel.data import from_data, presample_node_ids, rows_by_access, rows_by_degree
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.datasets import load_dataset
 from results import save_results
@@ -64,8 +64,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
     p.add_argument('--location', default=None, help="store location: 'cuda', 'pinned' or 'cpu' (default: the device)")
     p.add_argument('--cache-fraction', type=float, default=None,
-                   help='features in pinned host memory behind a GPU cache of this share of the rows, highest '
-                        'degree first (graphs larger than the GPU); the hit rate is reported per epoch')
+                   help='features in pinned host memory behind a GPU cache of this share of the rows '
+                        '(graphs larger than the GPU); the hit rate is reported per epoch')
+    p.add_argument('--cache-policy', choices=['degree', 'access'], default='degree',
+                   help="rows to cache: highest degree first, or most often read by 16 pre-sampled batches")
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/node_classification', help='folder for the metrics JSON and plot')
     return p.parse_args(argv)
@@ -186,7 +188,13 @@ def main(argv=None) -> dict:
     cache = None
     if args.cache_fraction is not None:
         num_rows = int(args.cache_fraction * dataset.data.num_nodes)
-        cache = fs.cache_rows('x', rows=rows_by_degree(gs), num_rows=num_rows)
+        if args.cache_policy == 'access':  # measured: what the sampler reads, from training seeds
+            presampler = NeighborLoader((fs, gs), num_neighbors=[int(k) for k in args.num_neighbors.split(',')],
+                                        input_nodes=dataset.split['train'], batch_size=args.batch_size)
+            ranked = rows_by_access(presample_node_ids(presampler, num_batches=16), dataset.data.num_nodes)
+        else:
+            ranked = rows_by_degree(gs)
+        cache = fs.cache_rows('x', rows=ranked, num_rows=num_rows)
     print(f'{dataset}\ndevice {device}; features: {fs.location}, graph: {gs.location}; loaded in {load_s:.1f} s'
           + (f'; {cache}' if cache is not None else ''))
 

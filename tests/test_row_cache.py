@@ -70,3 +70,36 @@ def test_rows_by_degree_ranks_hubs_first():
     _, gs = from_data(Data(edge_index=torch.stack([src, dst]), num_nodes=100), 'cpu')
     ranked = rows_by_degree(gs)
     assert ranked[0] == 0 and ranked.numel() == 100 and rows_by_degree(gs, num_rows=5).numel() == 5
+
+
+def test_rows_by_access_counts_every_read():
+    from pyg_accel.data import rows_by_access
+    ids = [torch.tensor([3, 1, 3]), torch.tensor([1, 3, 7]), torch.tensor([], dtype=torch.long)]
+    ranked = rows_by_access(iter(ids), 10)
+    assert ranked.tolist()[:3] == [3, 1, 7] and sorted(ranked.tolist()) == list(range(10))
+    assert ranked.tolist()[3:] == [0, 2, 4, 5, 6, 8, 9]  # never read: by id
+    assert rows_by_access(ids, 10, num_rows=2).tolist() == [3, 1]
+    with pytest.raises(IndexError, match='lie in'):
+        rows_by_access([torch.tensor([10])], 10)
+    with pytest.raises(ValueError, match='no node ids'):
+        rows_by_access([], 10)
+
+
+@pytest.mark.parametrize('per_worker', [False, True])
+def test_presampled_access_ranks_what_the_loader_reads(per_worker):
+    """Pre-sampling through a loader's sampler (no features read) ranks the nodes its
+    batches read: a cache of the top rows serves more reads than a random one."""
+    from pyg_accel.data import presample_node_ids, rows_by_access
+    from pyg_accel.datasets import load_dataset
+    from pyg_accel.loader import NeighborLoader
+    data = load_dataset('default').data
+    fs, gs = from_data(data, LOCATION)
+    loader = NeighborLoader((fs, gs), [5, 5], input_nodes=torch.arange(2000), batch_size=128, shuffle=True,
+                            filter_per_worker=per_worker)
+    ids = list(presample_node_ids(loader, num_batches=6, generator=torch.Generator().manual_seed(0)))
+    assert len(ids) == 6 and all(int(t.max()) < data.num_nodes for t in ids)
+    ranked = rows_by_access(ids, data.num_nodes)
+    top = set(ranked[:1000].tolist())
+    batch = next(iter(loader))
+    hot = sum(n in top for n in batch.n_id.tolist()) / batch.n_id.numel()
+    assert hot > 2 * 1000 / data.num_nodes  # far above a random 10% of the rows

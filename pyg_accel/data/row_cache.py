@@ -8,14 +8,14 @@ counted on the device, so reads never sync the host; ``hit_rate()`` reads the co
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Iterator, Optional
 
 import torch
 from torch import Tensor
 
 from ..ops import sharded_gather
 
-__all__ = ['RowCache', 'rows_by_degree']
+__all__ = ['RowCache', 'rows_by_degree', 'rows_by_access', 'presample_node_ids']
 
 
 class RowCache:
@@ -83,3 +83,49 @@ def rows_by_degree(graph_store, edge_type=None, num_rows: Optional[int] = None) 
     count = torch.bincount(csc.row.long(), minlength=csc.size[0])  # sources: the nodes drawn as neighbours
     order = torch.argsort(count, descending=True, stable=True)
     return (order if num_rows is None else order[:num_rows]).cpu()
+
+
+def rows_by_access(node_ids: Iterable[Tensor], num_nodes: int, num_rows: Optional[int] = None) -> Tensor:
+    """Node ids ordered by how often they occur in ``node_ids`` (the measured access
+    frequency; e.g. :func:`presample_node_ids`, GNNLab's pre-sampling), most first, then
+    the nodes never seen, by id; the first ``num_rows`` if given. For caches in front of
+    node features.
+
+    Args:
+        node_ids: 1-D integer tensors of ids in ``[0, num_nodes)``, on any one device
+            (counted there). A node that occurs twice in one tensor (disjoint trees) is
+            counted twice: it is read twice.
+        num_nodes: the number of nodes (rows of the feature tensor).
+    """
+    counts: Optional[Tensor] = None
+    for ids in node_ids:
+        ids = torch.as_tensor(ids).reshape(-1).long()
+        if counts is None:
+            counts = torch.zeros(num_nodes, dtype=torch.long, device=ids.device)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
+            raise IndexError(f'rows_by_access: node ids must lie in [0, {num_nodes})')
+        counts.index_put_((ids.to(counts.device),), torch.ones_like(ids, device=counts.device), accumulate=True)
+    if counts is None:
+        raise ValueError('rows_by_access: no node ids to count (an empty iterable)')
+    order = torch.argsort(counts, descending=True, stable=True)
+    return (order if num_rows is None else order[:num_rows]).cpu()
+
+
+def presample_node_ids(loader, num_batches: int = 16, node_type: Optional[str] = None,
+                       generator: Optional[torch.Generator] = None) -> Iterator[Tensor]:
+    """The sampled node ids of ``num_batches`` batches of random seeds, drawn by the
+    sampler of ``loader`` (a PyG or pyg_accel ``NeighborLoader`` / ``LinkNeighborLoader``
+    / ``NodeLoader``) without reading any features: input for :func:`rows_by_access`.
+    ``node_type`` picks one type's ids from heterogeneous batches."""
+    positions = torch.randperm(len(loader.dataset), generator=generator)
+    for index in positions.split(loader.batch_size)[:num_batches]:
+        out = loader.collate_fn(index)  # the sampler's output (or a batch, with filter_per_worker)
+        node = getattr(out, 'node', None)
+        if node is None:  # a Data / HeteroData batch
+            node = (out[node_type] if node_type is not None else out).n_id
+        elif isinstance(node, dict):
+            if node_type is None:
+                raise ValueError('presample_node_ids: heterogeneous batches need node_type')
+            node = node[node_type]
+        yield node
+
