@@ -28,8 +28,8 @@ from tqdm import tqdm
 import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
-from pyg_accel.loader import LinkNeighborLoader
-from results import save_results
+from pyg_accel.loader import LinkNeighborLoader, StageTimer
+from results import format_stages, save_results, stage_columns
 
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}
 
@@ -103,6 +103,8 @@ def main(argv=None) -> dict:
     loader = LinkNeighborLoader((fs, gs), [int(k) for k in args.num_neighbors.split(',')],
                                 edge_label_index=(None, edges['train']), neg_sampling='binary',
                                 batch_size=args.batch_size, shuffle=True)
+    timer = StageTimer(device)
+    timer.instrument(loader)  # sampling and gathering; compute below
     model = LAYERS[args.layers_from].GraphSAGE(dataset.num_features, args.hidden, args.layers).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     x_all, ei_all = train_data.x.to(device), train_data.edge_index.to(device)
@@ -113,42 +115,29 @@ def main(argv=None) -> dict:
         start = time.perf_counter()
         total = torch.zeros((), device=device)
         for batch in loader:
-            opt.zero_grad()
-            z = model(batch.x, batch.edge_index)
-            src, dst = batch.edge_label_index
-            loss = F.binary_cross_entropy_with_logits((z[src] * z[dst]).sum(-1), batch.edge_label.float())
-            loss.backward()
-            opt.step()
-            total += loss.detach()
-        if device.type == 'cuda':
-            torch.cuda.synchronize(device)
+            with timer.stage('compute'):
+                opt.zero_grad()
+                z = model(batch.x, batch.edge_index)
+                src, dst = batch.edge_label_index
+                loss = F.binary_cross_entropy_with_logits((z[src] * z[dst]).sum(-1), batch.edge_label.float())
+                loss.backward()
+                opt.step()
+                total += loss.detach()
+        stages = timer.summary()  # (synchronises)
         seconds = time.perf_counter() - start
-        load = _loading_seconds(loader, device) * len(loader)
-        row = {'epoch': epoch, 'loss': float(total) / len(loader), 'seconds': seconds, 'loading_s': load,
+        row = {'epoch': epoch, 'loss': float(total) / len(loader), 'seconds': seconds, **stage_columns(stages),
                'valid_auc': evaluate(model, x_all, ei_all, edges['valid'], n, args.seed),
                'test_auc': evaluate(model, x_all, ei_all, edges['test'], n, args.seed + 1)}
         history.append(row)
         bar.set_postfix(loss=f"{row['loss']:.3f}", valid=f"{row['valid_auc']:.3f}")
         tqdm.write(f"epoch {epoch:3d}  loss {row['loss']:.4f}  valid AUC {row['valid_auc']:.4f}  test AUC "
-                   f"{row['test_auc']:.4f}  ({seconds * 1e3:.0f} ms, of which loading ~{load * 1e3:.0f} ms)")
+                   f"{row['test_auc']:.4f}  ({seconds * 1e3:.0f} ms{format_stages(stages)})")
     best = max(history, key=lambda h: h['valid_auc'])
     summary = {'best_epoch': best['epoch'], 'valid_auc': best['valid_auc'], 'test_auc': best['test_auc']}
     print(f"best valid AUC {best['valid_auc']:.4f} at epoch {best['epoch']}: test AUC {best['test_auc']:.4f}")
     save_results(history, args, Path(args.out), summary, {'valid_auc': 'valid', 'test_auc': 'test'}, 'ROC-AUC',
                  f'link prediction on {args.dataset}')
     return summary
-
-
-def _loading_seconds(loader, device, batches: int = 3) -> float:
-    """Mean seconds to produce one batch (sampling + feature gather), synchronised."""
-    iterator, total, count = iter(loader), 0.0, 0
-    for _ in range(min(batches, len(loader))):
-        start = time.perf_counter()
-        next(iterator)
-        if device.type == 'cuda':
-            torch.cuda.synchronize(device)
-        total, count = total + time.perf_counter() - start, count + 1
-    return total / max(count, 1)
 
 
 if __name__ == '__main__':

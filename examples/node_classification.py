@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -32,9 +32,9 @@ from tqdm import tqdm
 
 import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data, presample_node_ids, rows_by_access, rows_by_degree
-from pyg_accel.loader import NeighborLoader
+from pyg_accel.loader import NeighborLoader, StageTimer
 from pyg_accel.datasets import load_dataset
-from results import save_results
+from results import format_stages, save_results, stage_columns
 
 MODELS = {'sage': 'GraphSAGE', 'gcn': 'GCN', 'gat': 'GAT'}
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}  # where the model's convolutions come from
@@ -129,6 +129,8 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
     else:
         loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'],
                                 batch_size=args.batch_size, shuffle=True, pipeline=not args.no_pipeline)
+    timer = StageTimer(device)
+    timer.instrument(loader)  # sampling and gathering; compute below
     x_all = fs.get_tensor(group_name=None, attr_name='x', index=None)
     y_all = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
     row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
@@ -139,18 +141,21 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
         model.train()
         total = torch.zeros((), device=device)  # summed on the device: no host sync per batch
         for batch in loader:
-            batch = batch.to(device)
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index)[:batch.batch_size]
-            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-            loss.backward()
-            opt.step()
-            total += loss.detach() * batch.batch_size
+            with timer.stage('gathering'):
+                batch = batch.to(device)  # (stock PyG's CPU batches: the copy to the GPU)
+            with timer.stage('compute'):
+                opt.zero_grad()
+                out = model(batch.x, batch.edge_index)[:batch.batch_size]
+                loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+                loss.backward()
+                opt.step()
+                total += loss.detach() * batch.batch_size
+        stages = timer.summary()
         model.eval()
         with torch.no_grad():  # full-graph inference for evaluation
             logits = model(x_all.to(device), edge_index)
         acc = accuracy(logits, y_all, {k: v.to(device) for k, v in split.items()})
-        row = _record(epoch, float(total) / split['train'].numel(), acc, start, device, bar)
+        row = _record(epoch, float(total) / split['train'].numel(), acc, start, device, bar, stages)
         cache = fs.row_cache('x')
         if cache is not None:  # share of the epoch's feature reads served from the GPU cache
             row['cache_hit_rate'] = cache.hit_rate()
@@ -160,14 +165,14 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
     return history
 
 
-def _record(epoch, loss, acc, start, device, bar) -> dict:
+def _record(epoch, loss, acc, start, device, bar, stages: Optional[Dict[str, float]] = None) -> dict:
     if device.type == 'cuda':
         torch.cuda.synchronize(device)
     row = {'epoch': epoch, 'loss': loss, **{f'{k}_acc': v for k, v in acc.items()},
-           'seconds': time.perf_counter() - start}
+           'seconds': time.perf_counter() - start, **stage_columns(stages or {})}
     bar.set_postfix(loss=f'{loss:.3f}', valid=f"{acc['valid']:.3f}", test=f"{acc['test']:.3f}")
     tqdm.write(f"epoch {epoch:3d}  loss {loss:.4f}  train {acc['train']:.4f}  valid {acc['valid']:.4f}  "
-               f"test {acc['test']:.4f}  ({row['seconds'] * 1e3:.0f} ms)")
+               f"test {acc['test']:.4f}  ({row['seconds'] * 1e3:.0f} ms{format_stages(stages or {})})")
     return row
 
 

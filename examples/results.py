@@ -1,4 +1,5 @@
-"""What the examples share: the metrics JSON and the training-curve plot they save."""
+"""What the examples share: the metrics JSON, the training-curve and epoch-time plot they
+save, and the per-stage time columns."""
 from __future__ import annotations
 
 import json
@@ -6,10 +7,28 @@ from pathlib import Path
 from typing import Dict, List
 
 
+STAGES = ('sampling', 'gathering', 'compute')
+
+
+def stage_columns(stages: Dict[str, float]) -> Dict[str, float]:
+    """History columns ``sampling_s``, ``gathering_s``, ``compute_s`` of an epoch from a
+    :class:`pyg_accel.loader.StageTimer` summary."""
+    return {f'{name}_s': stages[name] for name in STAGES if name in stages}
+
+
+def format_stages(stages: Dict[str, float]) -> str:
+    """``'; sampling 12 / gathering 3 / compute 40 ms'`` (empty without stages)."""
+    parts = [f'{name} {stages[name] * 1e3:.0f}' for name in STAGES if name in stages]
+    return f"; {' / '.join(parts)} ms" if parts else ''
+
+
 def save_results(history: List[dict], args, out: Path, summary: dict, metrics: Dict[str, str], ylabel: str,
                  title: str) -> None:
-    """Writes ``out/metrics.json`` and ``out/curves.png``: the training loss, and each
-    history key of ``metrics`` (key -> legend label) against the epoch."""
+    """Writes ``out/metrics.json`` and ``out/curves.png``: the training loss, each history
+    key of ``metrics`` (key -> legend label) against the epoch, and, when the history has
+    stage columns, each epoch's time split into sampling, gathering and compute (stacked;
+    with pipelining the stages overlap, so the stack can exceed the epoch's time, drawn
+    as a line)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / 'metrics.json').write_text(json.dumps({'args': vars(args), 'summary': summary, 'history': history},
                                                  indent=2))
@@ -19,7 +38,9 @@ def save_results(history: List[dict], args, out: Path, summary: dict, metrics: D
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    staged = bool(history) and all(f'{name}_s' in h for h in history for name in STAGES)
+    fig, axes = plt.subplots(1, 3 if staged else 2, figsize=(15 if staged else 10, 3.8))
+    ax1, ax2 = axes[0], axes[1]
     epochs = [h['epoch'] for h in history]
     ax1.plot(epochs, [h['loss'] for h in history])
     ax1.set(xlabel='epoch', ylabel='training loss', title='loss')
@@ -27,6 +48,15 @@ def save_results(history: List[dict], args, out: Path, summary: dict, metrics: D
         ax2.plot(epochs, [h[key] for h in history], label=label)
     ax2.set(xlabel='epoch', ylabel=ylabel, title=title)
     ax2.legend()
+    if staged:
+        ax3, bottom = axes[2], [0.0] * len(history)
+        for name in STAGES:
+            ms = [h[f'{name}_s'] * 1e3 for h in history]
+            ax3.bar(epochs, ms, bottom=bottom, label=name)
+            bottom = [b + m for b, m in zip(bottom, ms)]
+        ax3.plot(epochs, [h['seconds'] * 1e3 for h in history], color='black', marker='.', label='epoch (wall)')
+        ax3.set(xlabel='epoch', ylabel='ms', title='epoch time by stage')
+        ax3.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / 'curves.png', dpi=110)
     plt.close(fig)

@@ -16,6 +16,7 @@ def test_main_example_trains(tmp_path, model):
     metrics = json.loads((tmp_path / 'metrics.json').read_text())
     assert len(metrics['history']) == 15
     assert metrics['history'][-1]['loss'] < metrics['history'][0]['loss']
+    assert all(h[f'{stage}_s'] > 0 for h in metrics['history'] for stage in ('sampling', 'gathering', 'compute'))
     assert (tmp_path / 'curves.png').is_file()
 
 
@@ -34,6 +35,8 @@ def test_link_prediction_example_learns(tmp_path):
     summary = link_prediction.main(['--dataset', 'synthetic-tiny', '--epochs', '4', '--batch-size', '256',
                                     '--out', str(tmp_path)])
     assert summary['test_auc'] > 0.6  # chance is 0.5
+    history = json.loads((tmp_path / 'metrics.json').read_text())['history']
+    assert all(h['sampling_s'] > 0 and h['compute_s'] > 0 for h in history)
     assert (tmp_path / 'curves.png').is_file()
 
 

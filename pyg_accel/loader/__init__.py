@@ -22,8 +22,9 @@ from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
 from .index_batches import index_batches
 from .prefetch import PrefetchLoader, prefetch_batches
+from .timing import StageTimer
 
-__all__ = ['NeighborLoader', 'LinkNeighborLoader', 'PrefetchLoader', 'prefetch_batches']
+__all__ = ['NeighborLoader', 'LinkNeighborLoader', 'PrefetchLoader', 'prefetch_batches', 'StageTimer']
 
 _SAMPLER_ARGS = ('subgraph_type', 'replace', 'disjoint', 'temporal_strategy', 'time_attr', 'weight_attr')
 
