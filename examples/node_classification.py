@@ -101,17 +101,19 @@ def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
     row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
     edge_index = torch.stack([row, col]).to(device)
     split = {k: v.to(device) for k, v in split.items()}
-    history = []
+    history, timer = [], StageTimer(device)
     for epoch in bar:
         start = time.perf_counter()
         model.train()
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x, edge_index)[split['train']], y[split['train']])
-        loss.backward()
-        opt.step()
+        with timer.stage('compute'):  # (no sampling or gathering: the whole graph is on the device)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x, edge_index)[split['train']], y[split['train']])
+            loss.backward()
+            opt.step()
+        stages = timer.summary()
         model.eval()
         acc = accuracy(model(x, edge_index), y, split)
-        history.append(_record(epoch, float(loss.detach()), acc, start, device, bar))
+        history.append(_record(epoch, float(loss.detach()), acc, start, device, bar, stages))
     return history
 
 

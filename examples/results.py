@@ -26,7 +26,7 @@ def save_results(history: List[dict], args, out: Path, summary: dict, metrics: D
                  title: str) -> None:
     """Writes ``out/metrics.json`` and ``out/curves.png``: the training loss, each history
     key of ``metrics`` (key -> legend label) against the epoch, and, when the history has
-    stage columns, each epoch's time split into sampling, gathering and compute (stacked;
+    stage columns, each epoch's time split into its stages (sampling, gathering, compute;
     with pipelining the stages overlap, so the stack can exceed the epoch's time, drawn
     as a line)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -38,7 +38,8 @@ def save_results(history: List[dict], args, out: Path, summary: dict, metrics: D
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    staged = bool(history) and all(f'{name}_s' in h for h in history for name in STAGES)
+    timed = [name for name in STAGES if history and all(f'{name}_s' in h for h in history)]
+    staged = bool(timed)
     fig, axes = plt.subplots(1, 3 if staged else 2, figsize=(15 if staged else 10, 3.8))
     ax1, ax2 = axes[0], axes[1]
     epochs = [h['epoch'] for h in history]
@@ -50,7 +51,7 @@ def save_results(history: List[dict], args, out: Path, summary: dict, metrics: D
     ax2.legend()
     if staged:
         ax3, bottom = axes[2], [0.0] * len(history)
-        for name in STAGES:
+        for name in timed:
             ms = [h[f'{name}_s'] * 1e3 for h in history]
             ax3.bar(epochs, ms, bottom=bottom, label=name)
             bottom = [b + m for b, m in zip(bottom, ms)]
