@@ -26,7 +26,6 @@ from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import TensorAttr
 import torch_geometric.nn.models as pyg_models
 from tqdm import tqdm
 
