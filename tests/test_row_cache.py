@@ -103,3 +103,21 @@ def test_presampled_access_ranks_what_the_loader_reads(per_worker):
     batch = next(iter(loader))
     hot = sum(n in top for n in batch.n_id.tolist()) / batch.n_id.numel()
     assert hot > 2 * 1000 / data.num_nodes  # far above a random 10% of the rows
+
+
+def test_presampling_heterogeneous_batches_needs_and_uses_a_node_type():
+    from conftest import paper_author_graph
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+
+    from pyg_accel.data import presample_node_ids, rows_by_access
+    from pyg_accel.sampler import NeighborSampler
+    data = paper_author_graph(80, 40, 300)
+    data['paper', 'written_by', 'author'].edge_index = data['author', 'writes', 'paper'].edge_index.flip(0)
+    fs, gs = from_data(data, 'cpu')
+    loader = PyGNeighborLoader((fs, gs), [3, 2], neighbor_sampler=NeighborSampler((fs, gs), [3, 2]),
+                               input_nodes=('paper', torch.arange(80)), batch_size=16)
+    authors = list(presample_node_ids(loader, num_batches=3, node_type='author'))
+    assert len(authors) == 3 and all(int(t.max()) < 40 for t in authors)
+    assert rows_by_access(authors, 40).numel() == 40
+    with pytest.raises(ValueError, match='node_type'):
+        next(presample_node_ids(loader, num_batches=1))

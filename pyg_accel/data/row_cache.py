@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.data import HeteroData
 
 from ..ops import sharded_gather
 
@@ -122,8 +123,8 @@ def presample_node_ids(loader, num_batches: int = 16, node_type: Optional[str] =
         out = loader.collate_fn(index)  # the sampler's output (or a batch, with filter_per_worker)
         node = getattr(out, 'node', None)
         if node is None:  # a Data / HeteroData batch
-            node = (out[node_type] if node_type is not None else out).n_id
-        elif isinstance(node, dict):
+            node = {t: out[t].n_id for t in out.node_types} if isinstance(out, HeteroData) else out.n_id
+        if isinstance(node, dict):
             if node_type is None:
                 raise ValueError('presample_node_ids: heterogeneous batches need node_type')
             node = node[node_type]
