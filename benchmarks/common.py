@@ -99,3 +99,25 @@ def save_json(path: Path, payload: Dict[str, object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2))
     print(f'wrote {path}')
+
+
+def add_graph_arguments(parser, device: bool = True) -> None:
+    """The options every graph benchmark takes: ``--preset`` and ``--scale`` of the
+    synthetic graph, and (with ``device``) ``--device``."""
+    parser.add_argument('--preset', default='products')
+    parser.add_argument('--scale', type=float, default=1.0)
+    if device:
+        parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+
+
+def pyplot():
+    """``matplotlib.pyplot`` drawing to files (Agg), or ``None`` when matplotlib is not
+    installed (the benchmark then skips its plot)."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+

@@ -36,7 +36,7 @@ import torch_geometric.nn.models as pyg_models
 import torch_geometric.typing as pyg_typing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, print_table, save_json  # noqa: E402
+from common import add_graph_arguments, environment, print_table, pyplot, save_json  # noqa: E402
 
 import pyg_accel.nn.models as accel_models  # noqa: E402
 from pyg_accel.data import from_data  # noqa: E402
@@ -126,9 +126,7 @@ def gpu_busy(model, opt, loader, device, batches: int) -> float:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--preset', default='products')
-    p.add_argument('--scale', type=float, default=1.0)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    add_graph_arguments(p)
     p.add_argument('--fanout', type=int, nargs='*', default=[15, 10, 5])
     p.add_argument('--batch-size', type=int, default=1024)
     p.add_argument('--hidden', type=int, default=256)
@@ -214,11 +212,8 @@ def _pyg_loader(data, kwargs):
 
 def plot(rows, path: Path, title: str) -> None:
     """Epoch time per configuration (log scale), GPU busy fraction on the bars."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     names = [r['config'] for r in rows]

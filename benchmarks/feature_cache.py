@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, median_time, print_table, save_json  # noqa: E402
+from common import add_graph_arguments, environment, median_time, print_table, save_json  # noqa: E402
 
 from pyg_accel.data import FeatureStore, from_data, rows_by_access, rows_by_degree  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
@@ -28,8 +28,7 @@ from pyg_accel.ops import neighbor_sample  # noqa: E402
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--preset', default='products')
-    p.add_argument('--scale', type=float, default=1.0)
+    add_graph_arguments(p, device=False)
     p.add_argument('--fanout', type=int, nargs='*', default=[15, 10, 5])
     p.add_argument('--batch-size', type=int, default=1024)
     p.add_argument('--batches', type=int, default=20)

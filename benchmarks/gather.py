@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (copy_bandwidth, environment, median_time, pinned_h2d_bandwidth, print_table,  # noqa: E402
-                    save_json, wall_time)
+                    pyplot, save_json, wall_time)
 
 from pyg_accel.ops import gather  # noqa: E402
 
@@ -70,11 +70,8 @@ def bench_row_size(row_bytes: int, args, device: torch.device, pinned: bool) -> 
 
 
 def plot(rows, path: Path, copy_bw: float) -> None:
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     x = [r['row_bytes'] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2))

@@ -25,7 +25,7 @@ import torch
 import torch_geometric.nn as pyg_nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, median_time, print_table, save_json  # noqa: E402
+from common import add_graph_arguments, environment, median_time, print_table, save_json  # noqa: E402
 
 import pyg_accel.nn as acc_nn  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
@@ -74,9 +74,7 @@ def profile(layer, x, edge_index, top: int = 12) -> str:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--preset', default='products')
-    p.add_argument('--scale', type=float, default=1.0)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    add_graph_arguments(p)
     p.add_argument('--widths', type=int, nargs='*', default=[64, 256], help='in = out channels (GAT: out per head = width / 8)')
     p.add_argument('--layers', nargs='*', default=list(LAYERS), choices=list(LAYERS))
     p.add_argument('--reps', type=int, default=5)

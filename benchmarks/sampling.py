@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, print_table, save_json  # noqa: E402
+from common import add_graph_arguments, environment, print_table, save_json  # noqa: E402
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
@@ -74,9 +74,7 @@ def stock_pyg_sampler(data, fanouts):
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--preset', default='products')
-    p.add_argument('--scale', type=float, default=1.0)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    add_graph_arguments(p)
     p.add_argument('--batch-sizes', type=int, nargs='*', default=[1024, 4096, 8192])
     p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
     p.add_argument('--batches', type=int, default=20, help='timed batches per setting (CPU baselines: fewer)')

@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import copy_bandwidth, environment, median_time, print_table, save_json  # noqa: E402
+from common import (add_graph_arguments, copy_bandwidth, environment, median_time, print_table,  # noqa: E402
+                    pyplot, save_json)
 
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.ops import CooGraph, sddmm, spmm  # noqa: E402
@@ -62,12 +63,10 @@ def _title(graph: str, env: dict) -> str:
 
 def plot(rows, path: Path, title: str) -> None:
     """SpMM and SDDMM times against F: ours, the baselines and the gather-model floor."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
+    from matplotlib.ticker import NullFormatter
     x = [r['F'] for r in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, name, series in (
@@ -81,7 +80,7 @@ def plot(rows, path: Path, title: str) -> None:
                 ax.plot(x, [r[key] for r in rows], marker='o', ls='--' if 'floor' in key else '-', label=label)
         ax.set(xscale='log', yscale='log', xlabel='feature width F (fp32)', title=name)
         ax.set_xticks(x, [str(v) for v in x])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=8)
     left.set_ylabel('ms (median)')
     fig.suptitle(title, fontsize=10)
@@ -93,9 +92,7 @@ def plot(rows, path: Path, title: str) -> None:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--preset', default='products')
-    p.add_argument('--scale', type=float, default=1.0)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    add_graph_arguments(p)
     p.add_argument('--features', type=int, nargs='*', default=[16, 32, 64, 128, 256])
     p.add_argument('--reps', type=int, default=10)
     p.add_argument('--out', default='bench-out')
