@@ -103,7 +103,8 @@ def rows_by_access(node_ids: Iterable[Tensor], num_nodes: int, num_rows: Optiona
         ids = torch.as_tensor(ids).reshape(-1).long()
         if counts is None:
             counts = torch.zeros(num_nodes, dtype=torch.long, device=ids.device)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
+        lo, hi = (int(v) for v in torch.aminmax(ids)) if ids.numel() else (0, 0)
+        if lo < 0 or hi >= num_nodes:
             raise IndexError(f'rows_by_access: node ids must lie in [0, {num_nodes})')
         counts.index_put_((ids.to(counts.device),), torch.ones_like(ids, device=counts.device), accumulate=True)
     if counts is None:

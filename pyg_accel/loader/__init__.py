@@ -50,6 +50,8 @@ def _our_sampler(data, num_neighbors, kwargs: Dict[str, Any], sampler: Optional[
 class _Pipelined:
     """Mixin: iterate through :func:`prefetch_batches` when batches live on a GPU."""
 
+    fast_index = True  # False: draw seed indices through the DataLoader (same batches, more host time)
+
     def _setup_pipeline(self, pipeline: bool, on_gpu: bool, sampler) -> None:
         self.pipeline, self._on_gpu = pipeline, on_gpu
         # our sampler's directional output lists each node's edges together, in node order
@@ -62,9 +64,6 @@ class _Pipelined:
         if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
             batches = _trusted(batches, self._dst_sorted)
         return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
-
-
-    fast_index = True  # False: draw seed indices through the DataLoader (same batches, more host time)
 
     def _batch_at(self, index: torch.Tensor):
         """What PyG's iterator yields for the seeds at positions ``index``."""

@@ -53,6 +53,11 @@ def is_trusted_dst_sorted(edge_index: Tensor) -> bool:
     return mark is not None and mark[0] == edge_index._version and mark[3]
 
 
+def _index_dtype(num_src: int, num_dst: int, num_edges: int) -> torch.dtype:
+    """The id dtype a graph keeps: int32 when every id and edge position fits."""
+    return torch.int32 if max(num_src, num_dst, num_edges) < 2**31 else torch.int64
+
+
 class CooGraph:
     """A graph as COO sorted by destination, with its transpose built on first use.
 
@@ -96,7 +101,7 @@ class CooGraph:
     @classmethod
     def _sorted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int, unsorted: Optional[bool] = None
                 ) -> 'CooGraph':
-        index_dtype = torch.int32 if max(num_src, num_dst, src.numel()) < 2**31 else torch.int64
+        index_dtype = _index_dtype(num_src, num_dst, src.numel())
         key = dst.to(index_dtype)  # 32-bit keys: half the radix-sort passes of int64
         if unsorted is None:  # on a GPU, sorting beats the host sync that checking would cost
             unsorted = key.numel() > 1 and (key.is_cuda or bool((key[1:] < key[:-1]).any()))
@@ -110,6 +115,13 @@ class CooGraph:
         # keys, cheaper on the GPU than a histogram's atomics into hub counters
         ptr = torch.searchsorted(key, torch.arange(num_dst + 1, dtype=key.dtype, device=key.device))
         return cls(ptr, src, key, perm, num_src, num_dst)
+
+    @classmethod
+    def _from_trusted(cls, edge_index: Tensor, num_src: int, num_dst: int, dst_sorted: bool) -> 'CooGraph':
+        """The graph of an ``edge_index`` known to be in range (and, with ``dst_sorted``,
+        sorted by destination): no checks, one cast for both rows, no sort if sorted."""
+        ei = edge_index.to(_index_dtype(num_src, num_dst, edge_index.size(1)))
+        return cls._sorted(ei[0], ei[1], num_src, num_dst, unsorted=not dst_sorted)
 
     @property
     def perm(self) -> Optional[Tensor]:

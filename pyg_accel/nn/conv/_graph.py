@@ -59,10 +59,6 @@ def coo_graph(edge_index: Tensor, size: Tuple[int, int]) -> CooGraph:
     validating host sync (not at all when marked sorted); others are checked first."""
     def build() -> CooGraph:
         if is_trusted_edge_index(edge_index, size):
-            ei = edge_index
-            if max(int(size[0]), int(size[1]), ei.size(1)) < 2**31:
-                ei = ei.to(torch.int32)  # one cast for both rows (the graph keeps 32-bit ids)
-            return CooGraph._sorted(ei[0], ei[1], int(size[0]), int(size[1]),
-                                    unsorted=not is_trusted_dst_sorted(edge_index))
+            return CooGraph._from_trusted(edge_index, int(size[0]), int(size[1]), is_trusted_dst_sorted(edge_index))
         return CooGraph.from_edge_index(edge_index, size)
     return cached_on(edge_index, '_pyg_accel_coo', (int(size[0]), int(size[1])), build)
