@@ -67,6 +67,7 @@ def main():
     print(f'{args.layers_from} layers{" trimmed" if args.trim else ""}{" TF32" if args.tf32 else ""}: '
           f'host enqueues a step in {statistics.median(enqueue) * 1e3:.2f} ms, it finishes after '
           f'{statistics.median(finish) * 1e3:.2f} ms (medians of {args.steps})', flush=True)
+    print_phases(model, opt, batches, device, args.steps)
 
     from torch.profiler import ProfilerActivity, profile
     steps = [next(batches) for _ in range(args.steps)]
@@ -79,9 +80,53 @@ def main():
     for name in SYNCING_CALLS:
         count = sum(e.count for e in events if e.key == name)
         if count:
-            print(f'{name}: {count / args.steps:.1f} per step')
+            print(f'{name}: {count / args.steps:.1f} per step, called from {callers_of(prof, name)}')
     print(events.table(sort_by='self_cpu_time_total', row_limit=args.rows))
     print(events.table(sort_by='self_device_time_total', row_limit=args.rows))
+
+
+def callers_of(prof, name: str) -> str:
+    """The operators (outermost first) under which ``name`` runs, with counts."""
+    from collections import Counter
+    chains = Counter()
+    for event in prof.events():
+        if event.name != name:
+            continue
+        chain, parent = [], event.cpu_parent
+        while parent is not None:
+            chain.append(parent.name)
+            parent = parent.cpu_parent
+        chains[' > '.join(reversed(chain[:4]))] += 1
+    return '; '.join(f'{count}x {chain or "(top level)"}' for chain, count in chains.most_common(4))
+
+
+def print_phases(model, opt, batches, device, steps: int) -> None:
+    """Host enqueue time of the step's phases (forward, loss, backward, optimizer)."""
+    phases = {'to(device)+zero_grad': [], 'forward': [], 'loss': [], 'backward': [], 'optimizer': []}
+    for _ in range(steps):
+        batch = next(batches)
+        torch.cuda.synchronize()
+        t = [time.perf_counter()]
+        batch = batch.to(device, non_blocking=True)
+        opt.zero_grad()
+        t.append(time.perf_counter())
+        trim = {}
+        if end_to_end.TRIM:
+            trim = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                        num_sampled_edges_per_hop=batch.num_sampled_edges)
+        out = model(batch.x, batch.edge_index, **trim)[:batch.batch_size]
+        t.append(time.perf_counter())
+        loss = torch.nn.functional.cross_entropy(out, batch.y[:batch.batch_size])
+        t.append(time.perf_counter())
+        loss.backward()
+        t.append(time.perf_counter())
+        opt.step()
+        t.append(time.perf_counter())
+        torch.cuda.synchronize()
+        for (name, times), a, b in zip(phases.items(), t, t[1:]):
+            times.append(b - a)
+    print('host enqueue per phase (ms): ' + ', '.join(f'{name} {statistics.median(v) * 1e3:.2f}'
+                                                      for name, v in phases.items()), flush=True)
 
 
 def profile_loader(batches, args) -> None:

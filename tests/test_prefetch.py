@@ -131,6 +131,7 @@ def test_trimmed_models_match_pyg_and_keep_the_mark(name):
     loader's batch: the same seed outputs as PyG's model on the same weights, and every
     trimmed layer's edge_index still marked in range."""
     import torch_geometric.nn.models as pyg_models
+    from pyg_accel.nn.conv._graph import memoized_graph
     from pyg_accel.ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
     fs, gs = from_data(community_data(), 'cpu')
     batch = next(iter(NeighborLoader((fs, gs), [4, 3, 2], input_nodes=torch.arange(40), batch_size=40)))
@@ -138,14 +139,26 @@ def test_trimmed_models_match_pyg_and_keep_the_mark(name):
     ref = getattr(pyg_models, name)(16, 8, 3, 4).eval()
     ours = getattr(accel_models, name)(16, 8, 3, 4).eval()
     ours.load_state_dict(ref.state_dict())
-    seen = []
+    seen, derived = [], []
+
+    def look(mod, args):
+        size = (args[0].size(0), args[0].size(0))
+        seen.append(is_trusted_edge_index(args[1], size) and is_trusted_dst_sorted(args[1]))
+        derived.append(memoized_graph(args[1], size) is not None)  # a trimmed layer's graph, from the last one's
+
     for conv in ours.convs:
-        conv.register_forward_pre_hook(lambda mod, args: seen.append(
-            is_trusted_edge_index(args[1], (args[0].size(0), args[0].size(0))) and is_trusted_dst_sorted(args[1])))
+        conv.register_forward_pre_hook(look)
     trim = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
     out = ours(batch.x, batch.edge_index, **trim)[:40]
+    expected = ref(batch.x, batch.edge_index, **trim)[:40]
     assert seen == [True, True, True]
-    torch.testing.assert_close(out, ref(batch.x, batch.edge_index, **trim)[:40], atol=1e-5, rtol=1e-4)
+    if name == 'GraphSAGE':  # (GCN and GAT build graphs with self-loops added)
+        assert derived == [False, True, True]
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for (key, p), q in zip(ours.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=key)
     if name != 'GCN':  # (trimming changes the degrees GCN normalises by, in PyG too)
         torch.testing.assert_close(out, ours(batch.x, batch.edge_index)[:40], atol=1e-5, rtol=1e-4)
 

@@ -180,6 +180,44 @@ def test_graph_sorting_transpose_and_int32(device):
     assert already.perm is None
 
 
+@pytest.mark.parametrize('cut', ['whole', 'mid-destination', 'none', 'all'])
+def test_edge_prefix_is_the_graph_of_the_first_edges(device, cut):
+    """A prefix of a destination-sorted graph (what trim_to_layer keeps) equals the graph
+    built from those edges: ptr, edges, degrees, 1/deg weights, transpose, SpMM and its
+    gradient."""
+    ei = random_edges(device=device)
+    ei = ei[:, torch.argsort(ei[1].cpu(), stable=True).to(device)]  # sorted: perm is None
+    full = CooGraph.from_edge_index(ei, (40, 30))
+    full.mean_weight(torch.float32)
+    dst = ei[1].cpu()
+    e = {'whole': int((dst < 12).sum()), 'mid-destination': int((dst < 12).sum()) + 1, 'none': 0,
+         'all': ei.size(1)}[cut]
+    num_dst = int(dst[:e].max()) + 1 if e else 0
+    if cut == 'whole':
+        num_dst = 14  # destinations 12 and 13 keep no edges
+    part = full.edge_prefix(e, 40, num_dst, whole_destinations=cut != 'mid-destination')
+    ref = CooGraph.from_edge_index(ei[:, :e], (40, num_dst))
+    for name in ('ptr', 'src', 'dst'):
+        assert torch.equal(getattr(part, name).cpu(), getattr(ref, name).cpu()), name
+    assert part.perm is None and torch.equal(part.in_degree().cpu(), ref.in_degree().cpu())
+    torch.testing.assert_close(part.mean_weight(torch.float32), ref.mean_weight(torch.float32))
+    rev, order = part.transpose()
+    ref_rev, ref_order = ref.transpose()
+    assert torch.equal(rev.ptr.cpu(), ref_rev.ptr.cpu()) and torch.equal(order.cpu(), ref_order.cpu())
+    x = torch.randn(40, 8, device=device)
+    outs, grads = [], []
+    for graph in (part, ref):
+        leaf = x.clone().requires_grad_()
+        out = spmm(graph, leaf, reduce='mean')
+        out.backward(torch.arange(out.numel(), device=device, dtype=out.dtype).view_as(out))
+        outs.append(out.detach())
+        grads.append(leaf.grad)
+    torch.testing.assert_close(outs[0], outs[1])
+    torch.testing.assert_close(grads[0], grads[1])
+    with pytest.raises(ValueError, match='not a prefix'):
+        full.edge_prefix(ei.size(1) + 1, 40, 30)
+
+
 def test_bad_input_is_a_clear_error():
     ei = random_edges()
     g = CooGraph.from_edge_index(ei, (40, 30))

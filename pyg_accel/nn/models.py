@@ -8,6 +8,7 @@ from torch_geometric.utils._trim_to_layer import TrimToLayer
 
 from ..ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index, trust_edge_index
 from .conv import GATConv, GCNConv, SAGEConv
+from .conv._graph import memoize_graph, memoized_graph
 
 __all__ = ['GCN', 'GAT', 'GraphSAGE']
 
@@ -16,16 +17,23 @@ class _TrustedTrim(TrimToLayer):
     """PyG's ``trim_to_layer`` (``model(..., num_sampled_nodes_per_hop=...,
     num_sampled_edges_per_hop=...)``) that keeps the in-range mark of a loader's
     ``edge_index`` on the trimmed one: trimming keeps the hops whose nodes remain (a
-    prefix of the edges, so sorted edges stay sorted)."""
+    prefix of the edges, so sorted edges stay sorted). For a batch sorted by destination
+    the trimmed layer's graph is derived from the previous layer's (a prefix of it)
+    instead of being built again."""
 
     def forward(self, layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr=None):
-        trusted = isinstance(edge_index, Tensor) and is_trusted_edge_index(edge_index, (x.size(0), x.size(0)))
+        size = (x.size(0), x.size(0))
+        trusted = isinstance(edge_index, Tensor) and is_trusted_edge_index(edge_index, size)
         dst_sorted = trusted and is_trusted_dst_sorted(edge_index)
-        x, edge_index, edge_attr = super().forward(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x,
-                                                   edge_index, edge_attr)
-        if trusted and isinstance(edge_index, Tensor):
-            trust_edge_index(edge_index, x.size(0), x.size(0), dst_sorted=dst_sorted)
-        return x, edge_index, edge_attr
+        parent = memoized_graph(edge_index, size) if dst_sorted else None
+        x, trimmed, edge_attr = super().forward(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x,
+                                                edge_index, edge_attr)
+        if trusted and isinstance(trimmed, Tensor) and trimmed is not edge_index:
+            n = x.size(0)
+            trust_edge_index(trimmed, n, n, dst_sorted=dst_sorted)
+            if parent is not None and parent.perm is None:  # whole hops go: no node keeps part of its edges
+                memoize_graph(trimmed, (n, n), parent.edge_prefix(trimmed.size(1), n, n, whole_destinations=True))
+        return x, trimmed, edge_attr
 
 
 class _AccelGNN:

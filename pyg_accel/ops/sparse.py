@@ -123,6 +123,27 @@ class CooGraph:
         ei = edge_index.to(_index_dtype(num_src, num_dst, edge_index.size(1)))
         return cls._sorted(ei[0], ei[1], num_src, num_dst, unsorted=not dst_sorted)
 
+    def edge_prefix(self, num_edges: int, num_src: int, num_dst: int, whole_destinations: bool = False
+                    ) -> 'CooGraph':
+        """The graph of this graph's first ``num_edges`` (sorted) edges over ``num_src`` /
+        ``num_dst`` nodes, whose ids must lie below those counts: views of the edge arrays
+        and a clamped ``ptr``, no sort. PyG's ``trim_to_layer`` keeps such a prefix of a
+        sampled batch's edges. With ``whole_destinations`` (no destination loses some but not
+        all of its edges, as when trimming whole hops) the 1/deg edge weights carry over.
+
+        Shapes: ``ptr`` ``[num_dst + 1]``, ``src`` / ``dst`` ``[num_edges]``.
+        """
+        if not (0 <= num_edges <= self.num_edges and 0 <= num_src <= self.num_src and 0 <= num_dst <= self.num_dst):
+            raise ValueError(f'edge_prefix: {num_edges} edges over {num_src} x {num_dst} nodes is not a prefix of '
+                             f'{self!r}')
+        # destination d keeps its edges below num_edges: [min(ptr[d], E'), min(ptr[d + 1], E'))
+        ptr = self.ptr[:num_dst + 1].clamp(max=num_edges)
+        perm = None if self.perm is None else self.perm[:num_edges]
+        graph = CooGraph(ptr, self.src[:num_edges], self.dst[:num_edges], perm, num_src, num_dst)
+        if whole_destinations and self._mean_weight is not None:
+            graph._mean_weight = self._mean_weight[:num_edges]
+        return graph
+
     @property
     def perm(self) -> Optional[Tensor]:
         """``[E]`` int64 input edge id of each sorted edge (``None``: the input was sorted)."""

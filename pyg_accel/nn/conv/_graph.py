@@ -35,6 +35,10 @@ def accelerated(conv) -> bool:
             and getattr(conv, 'decomposed_layers', 1) == 1)
 
 
+def _memo_enabled() -> bool:
+    return not torch.compiler.is_compiling() and os.environ.get('PYG_ACCEL_GRAPH_MEMO', '1') != '0'
+
+
 def cached_on(t: Tensor, slot: str, key: tuple, build: Callable[[], T]) -> T:
     """``build()``, memoised on the tensor object ``t`` while its version and ``key``
     match: the layers of one model share what they derive from one ``edge_index``
@@ -42,7 +46,7 @@ def cached_on(t: Tensor, slot: str, key: tuple, build: Callable[[], T]) -> T:
     training derives it once. Not memoised under ``torch.compile``, nor with
     ``PYG_ACCEL_GRAPH_MEMO=0`` (the memo lives as long as the ``edge_index`` tensor: a
     full products-size graph keeps about 2 GB of sorted copies)."""
-    if torch.compiler.is_compiling() or os.environ.get('PYG_ACCEL_GRAPH_MEMO', '1') == '0':
+    if not _memo_enabled():
         return build()
     full_key = (t._version,) + key
     hit = getattr(t, slot, None)
@@ -61,4 +65,21 @@ def coo_graph(edge_index: Tensor, size: Tuple[int, int]) -> CooGraph:
         if is_trusted_edge_index(edge_index, size):
             return CooGraph._from_trusted(edge_index, int(size[0]), int(size[1]), is_trusted_dst_sorted(edge_index))
         return CooGraph.from_edge_index(edge_index, size)
-    return cached_on(edge_index, '_pyg_accel_coo', (int(size[0]), int(size[1])), build)
+    return cached_on(edge_index, _COO_SLOT, (int(size[0]), int(size[1])), build)
+
+
+_COO_SLOT = '_pyg_accel_coo'
+
+
+def memoized_graph(edge_index: Tensor, size: Tuple[int, int]) -> Optional[CooGraph]:
+    """The graph :func:`coo_graph` memoised on ``edge_index`` for ``size``, if any (nothing is built)."""
+    hit = getattr(edge_index, _COO_SLOT, None)
+    key = (edge_index._version, int(size[0]), int(size[1]))
+    return hit[1] if hit is not None and hit[0] == key and _memo_enabled() else None
+
+
+def memoize_graph(edge_index: Tensor, size: Tuple[int, int], graph: CooGraph) -> None:
+    """Makes ``graph`` what :func:`coo_graph` returns for ``edge_index`` and ``size``
+    (for a graph derived without building one, e.g. a trimmed layer's)."""
+    if _memo_enabled():
+        setattr(edge_index, _COO_SLOT, ((edge_index._version, int(size[0]), int(size[1])), graph))
