@@ -218,6 +218,21 @@ def test_edge_prefix_is_the_graph_of_the_first_edges(device, cut):
         full.edge_prefix(ei.size(1) + 1, 40, 30)
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize('reduce', ['sum', 'mean'])
+def test_spmm_adjoint_is_the_gradient_of_spmm(device, dtype, reduce):
+    from pyg_accel.ops.sparse import spmm_adjoint
+    g = CooGraph.from_edge_index(random_edges(device=device), (40, 30))
+    x = torch.randn(40, 8, device=device, dtype=dtype, requires_grad=True)
+    grad = torch.randn(30, 8, device=device, dtype=dtype)
+    want, = torch.autograd.grad(spmm(g, x, reduce=reduce), x, grad)
+    torch.testing.assert_close(spmm_adjoint(g, grad, reduce), want, **TOL[dtype])
+    with pytest.raises(ValueError, match='reduce'):
+        spmm_adjoint(g, grad, 'max')
+    with pytest.raises(ValueError, match='30 destinations'):
+        spmm_adjoint(g, grad[:20], reduce)
+
+
 def test_bad_input_is_a_clear_error():
     ei = random_edges()
     g = CooGraph.from_edge_index(ei, (40, 30))

@@ -236,6 +236,14 @@ def _check_graph_and(graph: CooGraph, *tensors: Tensor) -> None:
     check_cuda_built(graph.device)
 
 
+def _spmm_transposed(graph: CooGraph, weight: Optional[Tensor], grad: Tensor) -> Tensor:
+    """``[num_src, H, C]``: x's gradient of the raw SpMM for ``grad`` ``[num_dst, H, C]``,
+    an SpMM over the transpose (x[s] gets w[e] * grad[dst] over s's edges)."""
+    rev, order = graph.transpose()
+    w = None if weight is None else take_rows(weight, order)
+    return ops().spmm(rev.ptr, rev.dst, rev.src, w, grad)
+
+
 class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, graph: CooGraph, weight: Optional[Tensor], x: Tensor) -> Tensor:
@@ -251,10 +259,8 @@ class _SpMM(torch.autograd.Function):
         grad_w = grad_x = None
         if ctx.needs_input_grad[1]:  # d out[d] / d w[e] = <grad[d], x[src]>
             grad_w = ops().sddmm(graph.ptr, graph.dst, graph.src, grad, x)
-        if ctx.needs_input_grad[2]:  # the transpose: x[s] gets w[e] * grad[dst] over s's edges
-            rev, order = graph.transpose()
-            w = None if weight is None else take_rows(weight, order)
-            grad_x = ops().spmm(rev.ptr, rev.dst, rev.src, w, grad)
+        if ctx.needs_input_grad[2]:
+            grad_x = _spmm_transposed(graph, weight, grad)
         return None, grad_w, grad_x
 
 
@@ -322,6 +328,26 @@ def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: st
     out = _SpMM.apply(graph, None if w is None else w.contiguous(), x3.contiguous())
     if divide:  # (a 16-bit 1/deg would round before the fp32 accumulation: divide the output instead)
         out = out / graph.in_degree().clamp(min=1).to(out.dtype).view(-1, 1, 1)
+    return out.squeeze(1) if flat else out
+
+
+def spmm_adjoint(graph: CooGraph, grad: Tensor, reduce: str = 'sum') -> Tensor:
+    """The gradient of ``spmm(graph, x, reduce=reduce)`` (no edge weights) with respect to
+    ``x``, for the output gradient ``grad`` ``[num_dst, F]``: an SpMM over the transpose.
+    Returns ``[num_src, F]``. For layers that compute their own backward."""
+    if reduce not in ('sum', 'mean'):
+        raise ValueError(f"spmm_adjoint: reduce must be 'sum' or 'mean', got {reduce!r}")
+    grad3, flat = _heads3(grad, 'spmm_adjoint: grad')
+    _check_graph_and(graph, grad3)
+    if grad3.size(0) != graph.num_dst:
+        raise ValueError(f'spmm_adjoint: grad has {grad3.size(0)} rows but the graph has {graph.num_dst} '
+                         f'destinations')
+    weight = None
+    if reduce == 'mean' and grad3.dtype in _MEAN_BY_WEIGHT:
+        weight = graph.mean_weight(grad3.dtype).unsqueeze(1)
+    elif reduce == 'mean':
+        grad3 = grad3 / graph.in_degree().clamp(min=1).to(grad3.dtype).view(-1, 1, 1)
+    out = _spmm_transposed(graph, weight, grad3.contiguous())
     return out.squeeze(1) if flat else out
 
 

@@ -2,6 +2,9 @@
 ``state_dict``; mean and sum aggregation without an ``E x F`` message tensor."""
 from __future__ import annotations
 
+from typing import Optional
+
+import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 from torch import Tensor
@@ -9,6 +12,7 @@ from torch.nn.parameter import UninitializedParameter
 from torch_geometric.typing import OptPairTensor
 
 from ...ops import spmm
+from ...ops.sparse import spmm_adjoint
 from ._graph import accelerated, coo_graph, plain_edge_index
 
 _REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum'}
@@ -36,17 +40,74 @@ class SAGEConv(pyg_nn.SAGEConv):
         num_dst = size[1] if size is not None else (x_dst.size(0) if x_dst is not None else x_src.size(0))
         graph = coo_graph(ei, (x_src.size(0), num_dst))
         weight, bias = self.lin_l.weight, self.lin_l.bias
-        if weight.size(0) < weight.size(1):  # W (agg x) = agg (W x): aggregate the narrower features
-            out = spmm(graph, F.linear(x_src, weight), reduce=reduce)
-            out = out if bias is None else out + bias
+        if self._root_shares_input(x_src, x_dst, num_dst):
+            out = _SAGEWithRoot.apply(graph, reduce, x_src, weight, bias, self.lin_r.weight, num_dst)
         else:
-            out = self.lin_l(spmm(graph, x_src, reduce=reduce))
-        if self.root_weight and x_dst is not None:
-            root = self.lin_r.weight
-            if self.lin_r.bias is None and not isinstance(root, UninitializedParameter) and x_dst.dim() == 2:
-                out = out.addmm_(x_dst, root.t())  # summed by the GEMM in place: no pass of its own
-            else:
-                out = out + self.lin_r(x_dst)
+            out = self._aggregate(graph, reduce, x_src, weight, bias)
+            if self.root_weight and x_dst is not None:
+                root = self.lin_r.weight
+                if self.lin_r.bias is None and not isinstance(root, UninitializedParameter) and x_dst.dim() == 2:
+                    out = out.addmm_(x_dst, root.t())  # summed by the GEMM in place: no pass of its own
+                else:
+                    out = out + self.lin_r(x_dst)
         if self.normalize:
             out = F.normalize(out, p=2., dim=-1)
         return out
+
+    @staticmethod
+    def _aggregate(graph, reduce: str, x_src: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+        """``lin_l(reduce over in-edges of x_src)``, in the cheaper order."""
+        if weight.size(0) < weight.size(1):  # W (agg x) = agg (W x): aggregate the narrower features
+            out = spmm(graph, F.linear(x_src, weight), reduce=reduce)
+            return out if bias is None else out + bias
+        agg = spmm(graph, x_src, reduce=reduce)
+        return F.linear(agg, weight, bias)
+
+    def _root_shares_input(self, x_src: Tensor, x_dst: Optional[Tensor], num_dst: int) -> bool:
+        """Whether the root term reads the aggregated input itself (one tensor given, as in
+        sampled mini-batches), so that one backward sums both of its gradients. (Not under
+        ``torch.compile``, which traces the two terms and their gradients itself.)"""
+        root = self.lin_r.weight if self.root_weight else None
+        return (root is not None and not torch.compiler.is_compiling() and self.lin_r.bias is None and not isinstance(root, UninitializedParameter)
+                and x_dst is x_src and x_src.dim() == 2 and num_dst == x_src.size(0)
+                and not isinstance(self.lin_l.weight, UninitializedParameter))
+
+
+class _SAGEWithRoot(torch.autograd.Function):
+    """``lin_l(aggr_{e: s -> d} x[s]) + lin_r(x[d])`` for ``d < num_dst``, with a backward
+    that adds the root term's gradient into the aggregation's in place (autograd would
+    sum two ``[N, F]`` gradients of ``x`` in a pass of its own).
+
+    Shapes: ``x`` ``[N, F]``, ``w_l`` / ``w_r`` ``[O, F]``, ``b_l`` ``[O]``; returns ``[num_dst, O]``.
+    """
+
+    @staticmethod
+    def forward(ctx, graph, reduce: str, x: Tensor, w_l: Tensor, b_l: Optional[Tensor], w_r: Tensor,
+                num_dst: int) -> Tensor:
+        lin_first = w_l.size(0) < w_l.size(1)
+        agg = None if lin_first else spmm(graph, x, reduce=reduce)
+        out = SAGEConv._aggregate(graph, reduce, x, w_l, b_l) if lin_first else F.linear(agg, w_l, b_l)
+        out.addmm_(x[:num_dst], w_r.t())
+        ctx.graph, ctx.reduce, ctx.num_dst, ctx.has_bias = graph, reduce, num_dst, b_l is not None
+        ctx.save_for_backward(x, w_l, w_r, agg)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, w_l, w_r, agg = ctx.saved_tensors
+        graph, reduce, num_dst = ctx.graph, ctx.reduce, ctx.num_dst
+        grad = grad.contiguous()
+        need_x, need_wl, need_bl, need_wr = ctx.needs_input_grad[2:6]
+        grad_x = grad_wl = grad_bl = grad_wr = None
+        if agg is None:  # lin_l applied before aggregating: out = A (x w_l^T) + b
+            spread = spmm_adjoint(graph, grad, reduce)  # [N, O]
+            grad_wl = spread.t().mm(x) if need_wl else None
+            grad_x = spread.mm(w_l) if need_x else None
+        else:  # out = (A x) w_l^T + b
+            grad_wl = grad.t().mm(agg) if need_wl else None
+            grad_x = spmm_adjoint(graph, grad.mm(w_l), reduce) if need_x else None
+        if need_x:
+            grad_x[:num_dst].addmm_(grad, w_r)  # the root term's gradient, summed in place
+        grad_bl = grad.sum(0) if need_bl and ctx.has_bias else None
+        grad_wr = grad.t().mm(x[:num_dst]) if need_wr else None
+        return None, None, grad_x, grad_wl, grad_bl, grad_wr, None
