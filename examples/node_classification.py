@@ -58,6 +58,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--mode', choices=['full', 'neighbor'], default='neighbor')
     p.add_argument('--num-neighbors', default='15,10', help='fanout per hop for --mode neighbor')
     p.add_argument('--batch-size', type=int, default=1024)
+    p.add_argument('--trim', action='store_true',
+                   help="--mode neighbor: PyG's trim_to_layer, each layer computing only the hops it still needs "
+                        "(the same seed outputs for SAGE and GAT; GCN normalises by the trimmed degrees, as in PyG)")
     p.add_argument('--no-pipeline', action='store_true',
                    help='sample the next batch only after the current one trained (default: overlap them)')
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
@@ -146,7 +149,7 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
                 batch = batch.to(device)  # (stock PyG's CPU batches: the copy to the GPU)
             with timer.stage('compute'):
                 opt.zero_grad()
-                out = model(batch.x, batch.edge_index)[:batch.batch_size]
+                out = model(batch.x, batch.edge_index, **trim_arguments(batch, args.trim))[:batch.batch_size]
                 loss = F.cross_entropy(out, batch.y[:batch.batch_size])
                 loss.backward()
                 opt.step()
@@ -164,6 +167,13 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
             cache.reset_stats()
         history.append(row)
     return history
+
+
+def trim_arguments(batch, trim: bool) -> Dict[str, List[int]]:
+    """The per-hop counts PyG's models trim by (none from stock PyG's torch-sparse sampler)."""
+    if not trim or getattr(batch, 'num_sampled_nodes', None) is None:
+        return {}
+    return dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
 
 
 def _record(epoch, loss, acc, start, device, bar, stages: Optional[Dict[str, float]] = None) -> dict:

@@ -9,9 +9,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
 import node_classification  # noqa: E402
 
 
-@pytest.mark.parametrize('model', ['sage', 'gcn'])
-def test_main_example_trains(tmp_path, model):
-    summary = node_classification.main(['--epochs', '15', '--model', model, '--out', str(tmp_path)])
+@pytest.mark.parametrize('model,trim', [('sage', False), ('gcn', False), ('sage', True)])
+def test_main_example_trains(tmp_path, model, trim):
+    summary = node_classification.main(['--epochs', '15', '--model', model, '--out', str(tmp_path)]
+                                       + (['--trim'] if trim else []))
     assert summary['test_acc'] > 0.5  # 8 classes: chance is 0.125
     metrics = json.loads((tmp_path / 'metrics.json').read_text())
     assert len(metrics['history']) == 15
