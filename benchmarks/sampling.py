@@ -39,9 +39,11 @@ def time_batches(fn, batches, device, warmup=2):
     """Median wall and host seconds per call, and the median number of sampled edges.
 
     Host time is the CPU time of the calling thread during the call
-    (``time.thread_time``). A spinning wait for the GPU counts as host time, so ours
-    is measured again with ``PYG_ACCEL_SAMPLER_WAIT=block`` (the thread sleeps until
-    the counts arrive): launches and bookkeeping only."""
+    (``time.thread_time`` before and right after it, not counting the synchronisation
+    the timing adds; ours returns only once its outputs are ready). A spinning wait for
+    the GPU counts as host time, so ours is measured again with
+    ``PYG_ACCEL_SAMPLER_WAIT=block`` (the thread sleeps until the counts arrive):
+    launches and bookkeeping, plus the cost of being woken."""
     def sync():
         if device.type == 'cuda':
             torch.cuda.synchronize(device)
@@ -52,8 +54,9 @@ def time_batches(fn, batches, device, warmup=2):
         sync()
         t0, c0 = time.perf_counter(), time.thread_time()
         out = fn(seeds)
+        c1 = time.thread_time()
         sync()
-        t1, c1 = time.perf_counter(), time.thread_time()
+        t1 = time.perf_counter()
         hosts.append(c1 - c0)
         totals.append(t1 - t0)
         edges.append(out)

@@ -197,9 +197,10 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
     if random_seed is None:
         random_seed = int(torch.randint(0, 2**62, (1,)))
-    out = ops().neighbor_sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(),
-                                fanouts, bool(replace), bool(disjoint),
-                                int(random_seed), edge_weight, node_time, edge_time, seed_time, temporal_strategy)
+    sample = ops().neighbor_sample.default  # (the overload itself: no resolution per call)
+    out = sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
+                 bool(replace), bool(disjoint), int(random_seed), edge_weight, node_time, edge_time, seed_time,
+                 temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
                            nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
