@@ -89,12 +89,14 @@ class _SAGEWithRoot(torch.autograd.Function):
         out = SAGEConv._aggregate(graph, reduce, x, w_l, b_l) if lin_first else F.linear(agg, w_l, b_l)
         out.addmm_(x[:num_dst], w_r.t())
         ctx.graph, ctx.reduce, ctx.num_dst, ctx.has_bias = graph, reduce, num_dst, b_l is not None
-        ctx.save_for_backward(x, w_l, w_r, agg)
+        ctx.save_for_backward(x, w_l, w_r)
+        ctx.agg = agg  # an intermediate, kept on ctx so that backward frees it once used
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        x, w_l, w_r, agg = ctx.saved_tensors
+        x, w_l, w_r = ctx.saved_tensors
+        agg, ctx.agg = ctx.agg, None
         graph, reduce, num_dst = ctx.graph, ctx.reduce, ctx.num_dst
         grad = grad.contiguous()
         need_x, need_wl, need_bl, need_wr = ctx.needs_input_grad[2:6]
@@ -105,6 +107,7 @@ class _SAGEWithRoot(torch.autograd.Function):
             grad_x = spread.mm(w_l) if need_x else None
         else:  # out = (A x) w_l^T + b
             grad_wl = grad.t().mm(agg) if need_wl else None
+            del agg  # freed before the [N, F] gradients are made (peak memory as autograd's)
             grad_x = spmm_adjoint(graph, grad.mm(w_l), reduce) if need_x else None
         if need_x:
             grad_x[:num_dst].addmm_(grad, w_r)  # the root term's gradient, summed in place
