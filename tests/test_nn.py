@@ -82,6 +82,24 @@ def test_sage_conv_matches_pyg(device, aggr, options, widths):
     check_forward_backward(ours, ref, (x, ei), (x, ei), [x])
 
 
+@pytest.mark.parametrize('widths', [(16, 8), (8, 16)])
+def test_sage_conv_backward_twice_through_a_retained_graph(device, widths):
+    """The fused aggregation + root backward frees its intermediate after the first
+    backward; a second one (retain_graph=True) recomputes it and gives the same gradients."""
+    ei = graph(device=device)
+    ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, *widths, device=device)
+    x = torch.randn(50, widths[0], device=device, requires_grad=True)
+    out, want = ours(x, ei), ref(x, ei)
+    grad = torch.randn_like(want)
+    leaves = [x] + list(ours.parameters())
+    first = torch.autograd.grad(out, leaves, grad, retain_graph=True)
+    second = torch.autograd.grad(out, leaves, grad)
+    expected = torch.autograd.grad(want, [x] + list(ref.parameters()), grad)
+    for a, b, c in zip(first, second, expected):
+        torch.testing.assert_close(a, c, **TOL)
+        torch.testing.assert_close(b, c, **TOL)
+
+
 def test_sage_conv_bipartite(device):
     ei = graph(num_nodes=50, num_dst=30, device=device)
     ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, (16, 12), 8, device=device)

@@ -89,8 +89,9 @@ class _SAGEWithRoot(torch.autograd.Function):
         out = SAGEConv._aggregate(graph, reduce, x, w_l, b_l) if lin_first else F.linear(agg, w_l, b_l)
         out.addmm_(x[:num_dst], w_r.t())
         ctx.graph, ctx.reduce, ctx.num_dst, ctx.has_bias = graph, reduce, num_dst, b_l is not None
+        ctx.lin_first = lin_first
         ctx.save_for_backward(x, w_l, w_r)
-        ctx.agg = agg  # an intermediate, kept on ctx so that backward frees it once used
+        ctx.agg = agg  # an intermediate, kept on ctx so that backward can free it once used
         return out
 
     @staticmethod
@@ -101,11 +102,13 @@ class _SAGEWithRoot(torch.autograd.Function):
         grad = grad.contiguous()
         need_x, need_wl, need_bl, need_wr = ctx.needs_input_grad[2:6]
         grad_x = grad_wl = grad_bl = grad_wr = None
-        if agg is None:  # lin_l applied before aggregating: out = A (x w_l^T) + b
+        if ctx.lin_first:  # lin_l applied before aggregating: out = A (x w_l^T) + b
             spread = spmm_adjoint(graph, grad, reduce)  # [N, O]
             grad_wl = spread.t().mm(x) if need_wl else None
             grad_x = spread.mm(w_l) if need_x else None
         else:  # out = (A x) w_l^T + b
+            if agg is None and need_wl:  # a second backward through a retained graph
+                agg = spmm(graph, x, reduce=reduce)
             grad_wl = grad.t().mm(agg) if need_wl else None
             del agg  # freed before the [N, F] gradients are made (peak memory as autograd's)
             grad_x = spmm_adjoint(graph, grad.mm(w_l), reduce) if need_x else None
