@@ -100,6 +100,21 @@ def test_sage_conv_backward_twice_through_a_retained_graph(device, widths):
         torch.testing.assert_close(b, c, **TOL)
 
 
+@pytest.mark.parametrize('name', ['SAGEConv', 'GCNConv', 'GATConv'])
+def test_lazy_layers_size_their_weights_on_the_first_call(device, name):
+    """in_channels=-1: the first call sizes the weights (PyG's path), the next ones run
+    ours, with PyG's results."""
+    ei = graph(device=device)
+    x = torch.randn(50, 16, device=device)
+    torch.manual_seed(0)
+    ours = getattr(acc_nn, name)(-1, 8).to(device)
+    first = ours(x, ei)
+    ref = getattr(pyg_nn, name)(16, 8).to(device)
+    ref.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(first, ref(x, ei), **TOL)
+    torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)
+
+
 def test_sage_conv_bipartite(device):
     ei = graph(num_nodes=50, num_dst=30, device=device)
     ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, (16, 12), 8, device=device)

@@ -30,8 +30,8 @@ class SAGEConv(pyg_nn.SAGEConv):
     def forward(self, x, edge_index, size=None) -> Tensor:
         ei = plain_edge_index(edge_index)
         reduce = _REDUCE.get(self.aggr) if isinstance(self.aggr, str) else None
-        if ei is None or reduce is None or not accelerated(self):
-            return super().forward(x, edge_index, size)
+        if ei is None or reduce is None or not accelerated(self) or self._lazy():
+            return super().forward(x, edge_index, size)  # (a lazy layer's first call sizes its weights there)
         if isinstance(x, Tensor):
             x = (x, x)
         if self.project and hasattr(self, 'lin'):
@@ -46,7 +46,7 @@ class SAGEConv(pyg_nn.SAGEConv):
             out = self._aggregate(graph, reduce, x_src, weight, bias)
             if self.root_weight and x_dst is not None:
                 root = self.lin_r.weight
-                if self.lin_r.bias is None and not isinstance(root, UninitializedParameter) and x_dst.dim() == 2:
+                if self.lin_r.bias is None and x_dst.dim() == 2:
                     out = out.addmm_(x_dst, root.t())  # summed by the GEMM in place: no pass of its own
                 else:
                     out = out + self.lin_r(x_dst)
@@ -67,10 +67,13 @@ class SAGEConv(pyg_nn.SAGEConv):
         """Whether the root term reads the aggregated input itself (one tensor given, as in
         sampled mini-batches), so that one backward sums both of its gradients. (Not under
         ``torch.compile``, which traces the two terms and their gradients itself.)"""
-        root = self.lin_r.weight if self.root_weight else None
-        return (root is not None and not torch.compiler.is_compiling() and self.lin_r.bias is None and not isinstance(root, UninitializedParameter)
-                and x_dst is x_src and x_src.dim() == 2 and num_dst == x_src.size(0)
-                and not isinstance(self.lin_l.weight, UninitializedParameter))
+        if not self.root_weight or torch.compiler.is_compiling() or self.lin_r.bias is not None:
+            return False
+        return x_dst is x_src and x_src.dim() == 2 and num_dst == x_src.size(0)
+
+    def _lazy(self) -> bool:
+        """Whether some weight still waits for its input size (``in_channels=-1``)."""
+        return any(isinstance(p, UninitializedParameter) for p in self.parameters())
 
 
 class _SAGEWithRoot(torch.autograd.Function):
