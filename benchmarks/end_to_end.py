@@ -20,6 +20,7 @@ GPU busy fraction: the union of every kernel and copy interval on any stream
 
     python benchmarks/end_to_end.py --out OUT                          # [15, 10, 5], batch 1024
     python benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --out OUT
+    python benchmarks/end_to_end.py --features pinned --out OUT        # features in host memory
     python benchmarks/end_to_end.py --preset tiny --device cpu --max-batches 5   # smoke test
 """
 from __future__ import annotations
@@ -141,6 +142,9 @@ def main(argv=None) -> dict:
     p.add_argument('--tf32', action='store_true',
                    help='every configuration runs its fp32 matmuls on TF32 tensor cores '
                         "(torch.set_float32_matmul_precision('high'))")
+    p.add_argument('--features', choices=['device', 'pinned'], default='device',
+                   help="where our stores keep the node features: on the device, or in pinned host memory "
+                        "read by the GPU (graphs whose features do not fit; the gather then crosses PCIe)")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
     global TRIM
@@ -153,7 +157,10 @@ def main(argv=None) -> dict:
     print(f'{dataset}; train {train.numel()} seeds, batch {args.batch_size}, fanout {args.fanout}, '
           f'SAGE {args.layers} x {args.hidden} on {device}', flush=True)
     location = 'cuda' if device.type == 'cuda' else 'cpu'
-    stores = from_data(data, location)
+    if args.features == 'pinned' and device.type != 'cuda':
+        p.error('--features pinned needs --device cuda (host memory read by the GPU)')
+    # the graph always on the device; features there or in pinned host memory
+    stores = from_data(data, location if args.features == 'device' else 'pinned', graph_location=location)
     kwargs = dict(num_neighbors=args.fanout, input_nodes=train, batch_size=args.batch_size, shuffle=True)
 
     def model_from(module):
@@ -195,10 +202,11 @@ def main(argv=None) -> dict:
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
                                    f'GraphSAGE {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
                                    f'{args.batch_size}{", trimmed" if args.trim else ""}'
-                                   f'{", TF32" if args.tf32 else ""} on {dataset.name} '
+                                   f'{", TF32" if args.tf32 else ""}'
+                                   f'{", pinned features" if args.features == "pinned" else ""} on {dataset.name} '
                                    f'({device}): one epoch')
     tag = '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}' + ('_trim' if args.trim else '')
-    tag += '_tf32' if args.tf32 else ''
+    tag += ('_tf32' if args.tf32 else '') + ('_pinned' if args.features == 'pinned' else '')
     save_json(Path(args.out) / f'end_to_end_{tag}.json', payload)
     plot(rows, Path(args.out) / f'end_to_end_{tag}.png', payload['table'].splitlines()[0])
     return payload

@@ -2,6 +2,10 @@
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+from conftest import requires_cuda
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
 import gather as gather_bench  # noqa: E402
 
@@ -54,10 +58,21 @@ def test_end_to_end_benchmark_smoke(tmp_path):
     assert [r['config'] for r in result['rows']] == ['accel-sync', 'accel']
     assert all(r['epoch s'] > 0 for r in result['rows'])
     assert (tmp_path / 'end_to_end_15_10_5_b1024_trim.json').is_file()
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):  # pinned features need a GPU to read them
+            e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--features', 'pinned', '--out', str(tmp_path)])
+
+
+@requires_cuda
+def test_end_to_end_benchmark_with_pinned_features(tmp_path):
+    result = e2e_bench.main(['--preset', 'tiny', '--configs', 'accel-sync', 'accel', '--max-batches', '2',
+                             '--split-batches', '1', '--profile-batches', '2', '--features', 'pinned',
+                             '--out', str(tmp_path)])
+    assert all(r['epoch s'] > 0 for r in result['rows'])
+    assert (tmp_path / 'end_to_end_15_10_5_b1024_pinned.json').is_file()
 
 
 import feature_cache as cache_bench  # noqa: E402
-from conftest import requires_cuda  # noqa: E402
 
 
 @requires_cuda

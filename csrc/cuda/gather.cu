@@ -37,6 +37,15 @@ constexpr int kMaxTables = 8;
 #define PYG_ACCEL_GATHER_ASYNC 0
 #endif
 
+// k > 0: gathers that read host memory launch at most (SMs / k) blocks. They are bound by
+// PCIe, which a fraction of the SMs may keep busy (each block has ~13 KB in flight); at
+// full occupancy their blocks fill every SM's register file while they wait on PCIe, so
+// a pipelined loader's gather stalls the training step beside it. Not yet measured on a
+// GPU (docs/benchmarks.md, end-to-end with pinned features).
+#ifndef PYG_ACCEL_GATHER_HOST_SM_DIVISOR
+#define PYG_ACCEL_GATHER_HOST_SM_DIVISOR 0
+#endif
+
 constexpr int kThreads = 256;
 constexpr int kMinBlocksPerSM = PYG_ACCEL_GATHER_MIN_BLOCKS;  // 5 caps registers at 51
 constexpr int kUnroll = PYG_ACCEL_GATHER_UNROLL;              // rows in flight per thread group
@@ -370,7 +379,11 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
   // A grid-stride kernel: launch at most what can be resident at once (no partial
   // second wave), fewer blocks when there are fewer rows than that.
   const int64_t groups_per_block = kThreads / max_group;
-  const int64_t wanted = (n + groups_per_block * kUnroll - 1) / (groups_per_block * kUnroll);
+  int64_t wanted = (n + groups_per_block * kUnroll - 1) / (groups_per_block * kUnroll);
+  if (PYG_ACCEL_GATHER_HOST_SM_DIVISOR > 0 && reads_host_memory(tables)) {  // (experiment, off by default)
+    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    wanted = std::min<int64_t>(wanted, std::max(1, sms / PYG_ACCEL_GATHER_HOST_SM_DIVISOR));
+  }
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "gather_cuda", [&] {
     if (PYG_ACCEL_GATHER_ASYNC) {
