@@ -115,6 +115,23 @@ def test_lazy_layers_size_their_weights_on_the_first_call(device, name):
     torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)
 
 
+@pytest.mark.parametrize('name,kwargs', [('SAGEConv', {}), ('GCNConv', {}), ('GATConv', {'heads': 2})])
+@pytest.mark.parametrize('widths', [(16, 8), (16, 32)])
+def test_layers_under_autocast_match_pyg(device, name, kwargs, widths):
+    """Mixed precision (torch.autocast, bf16): the same output dtype and values as PyG's
+    layer, and a backward that runs (SAGE's in-place root term would mix dtypes)."""
+    ei = graph(device=device)
+    ours, ref = same_layers(getattr(acc_nn, name), getattr(pyg_nn, name), *widths, device=device, **kwargs)
+    x = torch.randn(50, widths[0], device=device, requires_grad=True)
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        out, want = ours(x, ei), ref(x, ei)
+    assert out.dtype == want.dtype
+    torch.testing.assert_close(out.float(), want.float(), atol=5e-2, rtol=5e-2)
+    grad, = torch.autograd.grad(out.float().sum(), x)
+    expected, = torch.autograd.grad(want.float().sum(), x)
+    torch.testing.assert_close(grad, expected, atol=5e-2, rtol=5e-2)
+
+
 def test_sage_conv_bipartite(device):
     ei = graph(num_nodes=50, num_dst=30, device=device)
     ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, (16, 12), 8, device=device)

@@ -40,14 +40,16 @@ class SAGEConv(pyg_nn.SAGEConv):
         num_dst = size[1] if size is not None else (x_dst.size(0) if x_dst is not None else x_src.size(0))
         graph = coo_graph(ei, (x_src.size(0), num_dst))
         weight, bias = self.lin_l.weight, self.lin_l.bias
-        if self._root_shares_input(x_src, x_dst, num_dst):
+        # Under autocast the GEMMs' outputs are 16-bit while x stays fp32: an in-place
+        # addmm_ would mix the two, so the root term is added out of place there.
+        in_place = not torch.is_autocast_enabled(x_src.device.type)
+        if in_place and self._root_shares_input(x_src, x_dst, num_dst):
             out = _SAGEWithRoot.apply(graph, reduce, x_src, weight, bias, self.lin_r.weight, num_dst)
         else:
             out = self._aggregate(graph, reduce, x_src, weight, bias)
             if self.root_weight and x_dst is not None:
-                root = self.lin_r.weight
-                if self.lin_r.bias is None and x_dst.dim() == 2:
-                    out = out.addmm_(x_dst, root.t())  # summed by the GEMM in place: no pass of its own
+                if in_place and self.lin_r.bias is None and x_dst.dim() == 2:
+                    out = out.addmm_(x_dst, self.lin_r.weight.t())  # summed by the GEMM in place
                 else:
                     out = out + self.lin_r(x_dst)
         if self.normalize:
@@ -59,7 +61,7 @@ class SAGEConv(pyg_nn.SAGEConv):
         """``lin_l(reduce over in-edges of x_src)``, in the cheaper order."""
         if weight.size(0) < weight.size(1):  # W (agg x) = agg (W x): aggregate the narrower features
             out = spmm(graph, F.linear(x_src, weight), reduce=reduce)
-            return out if bias is None else out + bias
+            return out if bias is None else out + bias.to(out.dtype)  # (16-bit under autocast, as PyG's)
         agg = spmm(graph, x_src, reduce=reduce)
         return F.linear(agg, weight, bias)
 
