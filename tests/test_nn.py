@@ -132,6 +132,31 @@ def test_layers_under_autocast_match_pyg(device, name, kwargs, widths):
     torch.testing.assert_close(grad, expected, atol=5e-2, rtol=5e-2)
 
 
+@pytest.mark.parametrize('name,kwargs', [('GraphSAGE', {}), ('GAT', {'add_self_loops': False})])
+def test_models_through_to_hetero_match_pyg(device, name, kwargs):
+    """torch_geometric.nn.to_hetero on our models (bipartite calls per edge type, the
+    trimming module given (x_src, x_dst) pairs): PyG's outputs and gradients."""
+    from torch_geometric.data import HeteroData
+    from torch_geometric.nn import to_hetero
+    torch.manual_seed(0)
+    data = HeteroData()
+    data['a'].x, data['b'].x = torch.randn(30, 8), torch.randn(20, 8)
+    data['a', 'to', 'b'].edge_index = torch.stack([torch.randint(0, 30, (100,)), torch.randint(0, 20, (100,))])
+    data['b', 'rev', 'a'].edge_index = data['a', 'to', 'b'].edge_index.flip(0)
+    data = data.to(device)
+    ref = to_hetero(getattr(pyg_nn.models, name)(-1, 16, 2, 4, **kwargs), data.metadata()).to(device)
+    ours = to_hetero(getattr(acc_nn.models, name)(-1, 16, 2, 4, **kwargs), data.metadata()).to(device)
+    ref(data.x_dict, data.edge_index_dict), ours(data.x_dict, data.edge_index_dict)  # size the lazy weights
+    ours.load_state_dict(ref.state_dict())
+    want, got = ref(data.x_dict, data.edge_index_dict), ours(data.x_dict, data.edge_index_dict)
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], **TOL)
+    sum(v.square().sum() for v in want.values()).backward()
+    sum(v.square().sum() for v in got.values()).backward()
+    for (key, p), q in zip(ours.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL, msg=key)
+
+
 def test_sage_conv_bipartite(device):
     ei = graph(num_nodes=50, num_dst=30, device=device)
     ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, (16, 12), 8, device=device)

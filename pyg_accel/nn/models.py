@@ -22,6 +22,9 @@ class _TrustedTrim(TrimToLayer):
     instead of being built again."""
 
     def forward(self, layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr=None):
+        if not isinstance(x, Tensor):  # (x_src, x_dst) pairs, e.g. after to_hetero: PyG's trimming as is
+            return super().forward(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index,
+                                   edge_attr)
         size = (x.size(0), x.size(0))
         trusted = isinstance(edge_index, Tensor) and is_trusted_edge_index(edge_index, size)
         dst_sorted = trusted and is_trusted_dst_sorted(edge_index)
