@@ -163,6 +163,29 @@ def test_trimmed_models_match_pyg_and_keep_the_mark(name):
         torch.testing.assert_close(out, ours(batch.x, batch.edge_index)[:40], atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT'])
+def test_evaluation_under_inference_mode(name):
+    """Batches made under torch.inference_mode() are inference tensors, which have no
+    version counter: nothing is marked or memoised on them, and the models give the
+    same outputs as under no_grad."""
+    from pyg_accel.ops.sparse import is_trusted_edge_index
+    device = torch.device('cuda' if HAS_CUDA else 'cpu')
+    fs, gs = from_data(community_data(), device.type)
+    torch.manual_seed(0)
+    model = getattr(accel_models, name)(16, 8, 2, 4).to(device).eval()
+    loader = NeighborLoader((fs, gs), [4, 3], input_nodes=torch.arange(100), batch_size=50)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        expected = [model(b.x, b.edge_index)[:b.batch_size] for b in loader]
+    torch.manual_seed(1)
+    with torch.inference_mode():
+        batches = list(loader)
+        got = [model(b.x, b.edge_index)[:b.batch_size] for b in batches]
+    assert not is_trusted_edge_index(batches[0].edge_index, (10**6, 10**6))
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)
+
+
 @pytest.mark.parametrize('shuffle,drop_last', [(True, False), (False, True), (True, True)])
 def test_tensor_index_batches_equal_the_dataloader_path(shuffle, drop_last):
     """Our loaders draw each batch's seed positions as one tensor (no per-item

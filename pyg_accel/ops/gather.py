@@ -13,6 +13,7 @@ from torch import Tensor
 
 from .. import _build
 from ._library import check_cuda_built, ops
+from ._marks import record, recorded
 
 __all__ = ['gather', 'multi_gather', 'sharded_gather']
 
@@ -62,13 +63,13 @@ def trust_index(index: Tensor, num_rows: int) -> Tensor:
     """Records that ``index`` (as it is now) holds row ids in ``[0, num_rows)``, so that
     gathers from tables of at least ``num_rows`` rows skip the bounds check and its host
     sync. pyg_accel's sampler marks the node ids it returns."""
-    index._pyg_accel_rows = (index._version, int(num_rows))
+    record(index, '_pyg_accel_rows', int(num_rows))
     return index
 
 
 def _check_bounds(index: Tensor, num_rows: int) -> None:
-    mark = getattr(index, '_pyg_accel_rows', None)
-    if mark is not None and mark[0] == index._version and mark[1] <= num_rows:
+    trusted_rows = recorded(index, '_pyg_accel_rows')
+    if trusted_rows is not None and trusted_rows <= num_rows:
         return
     if index.numel() == 0 or torch.compiler.is_compiling():
         return

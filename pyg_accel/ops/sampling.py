@@ -9,6 +9,7 @@ from torch import Tensor
 
 from .. import _build
 from ._library import check_cuda_built, ops
+from ._marks import version
 
 __all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
            'cuda_sampling_available', 'clear_sampler_cache']
@@ -67,13 +68,16 @@ def _graph_long(t: Tensor) -> Tensor:
     unmodified, so repeated calls reuse it (and the CUDA sampler's plan keyed by it)."""
     if t.dtype == torch.int64:
         return t
+    current = version(t)
+    if current is None:  # an inference tensor: no version counter to key a kept copy by
+        return t.long()
     hit = _LONG_COPIES.get(id(t))
-    if hit is not None and hit[0]() is t and hit[1] == t._version:
+    if hit is not None and hit[0]() is t and hit[1] == current:
         return hit[2]
     copy = t.long()
     if hit is None or hit[0]() is not t:  # drop the entry with the tensor
         weakref.finalize(t, _LONG_COPIES.pop, id(t), None)
-    _LONG_COPIES[id(t)] = (weakref.ref(t), t._version, copy)
+    _LONG_COPIES[id(t)] = (weakref.ref(t), current, copy)
     return copy
 
 

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from .. import _build
 from ._library import check_cuda_built, ops
+from ._marks import record, recorded
 from .gather import gather
 
 __all__ = ['CooGraph', 'spmm', 'sddmm', 'edge_softmax', 'take_rows']
@@ -37,20 +38,20 @@ def trust_edge_index(edge_index: Tensor, num_src: int, num_dst: int, dst_sorted:
     destinations in ``[0, num_dst)`` (and, with ``dst_sorted``, destinations in
     non-decreasing order), so that layers build its graph without the validating host
     sync (and without sorting). pyg_accel's loaders mark the batches they produce."""
-    edge_index._pyg_accel_trusted = (edge_index._version, int(num_src), int(num_dst), bool(dst_sorted))
+    record(edge_index, '_pyg_accel_trusted', (int(num_src), int(num_dst), bool(dst_sorted)))
     return edge_index
 
 
 def is_trusted_edge_index(edge_index: Tensor, size: Tuple[int, int]) -> bool:
     """Whether ``edge_index`` was marked in range for a graph of ``size`` and is unchanged since."""
-    mark = getattr(edge_index, '_pyg_accel_trusted', None)
-    return mark is not None and mark[0] == edge_index._version and mark[1] <= size[0] and mark[2] <= size[1]
+    mark = recorded(edge_index, '_pyg_accel_trusted')
+    return mark is not None and mark[0] <= size[0] and mark[1] <= size[1]
 
 
 def is_trusted_dst_sorted(edge_index: Tensor) -> bool:
     """Whether ``edge_index`` was marked sorted by destination and is unchanged since."""
-    mark = getattr(edge_index, '_pyg_accel_trusted', None)
-    return mark is not None and mark[0] == edge_index._version and mark[3]
+    mark = recorded(edge_index, '_pyg_accel_trusted')
+    return mark is not None and mark[2]
 
 
 def _index_dtype(num_src: int, num_dst: int, num_edges: int) -> torch.dtype:

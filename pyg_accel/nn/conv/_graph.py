@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ...ops import CooGraph
+from ...ops._marks import record, recorded
 from ...ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
 
 T = TypeVar('T')
@@ -48,12 +49,11 @@ def cached_on(t: Tensor, slot: str, key: tuple, build: Callable[[], T]) -> T:
     full products-size graph keeps about 2 GB of sorted copies)."""
     if not _memo_enabled():
         return build()
-    full_key = (t._version,) + key
-    hit = getattr(t, slot, None)
-    if hit is not None and hit[0] == full_key:
+    hit = recorded(t, slot)
+    if hit is not None and hit[0] == key:
         return hit[1]
     value = build()
-    setattr(t, slot, (full_key, value))
+    record(t, slot, (key, value))  # (not on inference tensors: they have no version counter)
     return value
 
 
@@ -73,13 +73,12 @@ _COO_SLOT = '_pyg_accel_coo'
 
 def memoized_graph(edge_index: Tensor, size: Tuple[int, int]) -> Optional[CooGraph]:
     """The graph :func:`coo_graph` memoised on ``edge_index`` for ``size``, if any (nothing is built)."""
-    hit = getattr(edge_index, _COO_SLOT, None)
-    key = (edge_index._version, int(size[0]), int(size[1]))
-    return hit[1] if hit is not None and hit[0] == key and _memo_enabled() else None
+    hit = recorded(edge_index, _COO_SLOT) if _memo_enabled() else None
+    return hit[1] if hit is not None and hit[0] == (int(size[0]), int(size[1])) else None
 
 
 def memoize_graph(edge_index: Tensor, size: Tuple[int, int], graph: CooGraph) -> None:
     """Makes ``graph`` what :func:`coo_graph` returns for ``edge_index`` and ``size``
     (for a graph derived without building one, e.g. a trimmed layer's)."""
     if _memo_enabled():
-        setattr(edge_index, _COO_SLOT, ((edge_index._version, int(size[0]), int(size[1])), graph))
+        record(edge_index, _COO_SLOT, ((int(size[0]), int(size[1])), graph))
