@@ -67,3 +67,50 @@ def test_heterogeneous_neighbor_loader_end_to_end():
         assert all((s, d) in edges for s, d in zip(src.tolist(), dst.tolist()))
         seen += 1
     assert seen == 3
+
+
+def _with_edge_features(n=200, e=1500, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return Data(x=torch.randn(n, 8, generator=g), edge_index=torch.randint(0, n, (2, e), generator=g),
+                edge_attr=torch.randn(e, 4, generator=g), edge_weight=torch.rand(e, generator=g),
+                y=torch.randint(0, 3, (n,), generator=g))
+
+
+@pytest.mark.parametrize('location', ['cpu'] + (['cuda', 'pinned'] if HAS_CUDA else []))
+@pytest.mark.parametrize('transform_sampler_output', [None, lambda out: out])
+def test_our_loaders_attach_edge_features(location, transform_sampler_output):
+    """PyG's remote-backend loader fetches node features only; ours also gives each
+    batch the per-edge tensors our GraphStore holds, at the sampled edges, as PyG's
+    loader over a Data does."""
+    from pyg_accel.loader import LinkNeighborLoader as OurLinkLoader
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    data = _with_edge_features()
+    fs, gs = from_data(data, location)
+    loaders = [OurLoader((fs, gs), [5, 5], input_nodes=torch.arange(50), batch_size=25,
+                         transform_sampler_output=transform_sampler_output),
+               OurLinkLoader((fs, gs), [5, 5], edge_label_index=(None, data.edge_index[:, :40]), batch_size=20,
+                             transform_sampler_output=transform_sampler_output)]
+    for loader in loaders:
+        for batch in loader:
+            e_id = batch.e_id.cpu()
+            assert batch.edge_attr.device == batch.edge_index.device
+            assert torch.equal(batch.edge_attr.cpu(), data.edge_attr[e_id])
+            assert torch.equal(batch.edge_weight.cpu(), data.edge_weight[e_id])
+
+
+def test_our_loaders_attach_edge_features_per_edge_type():
+    from torch_geometric.data import HeteroData
+
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    g = torch.Generator().manual_seed(0)
+    data = HeteroData()
+    data['a'].x, data['b'].x = torch.randn(60, 4, generator=g), torch.randn(40, 4, generator=g)
+    data['a', 'to', 'b'].edge_index = torch.stack([torch.randint(0, 60, (300,), generator=g),
+                                                   torch.randint(0, 40, (300,), generator=g)])
+    data['a', 'to', 'b'].edge_attr = torch.randn(300, 3, generator=g)
+    data['b', 'rev', 'a'].edge_index = data['a', 'to', 'b'].edge_index.flip(0)
+    fs, gs = from_data(data, 'cpu')
+    batch = next(iter(OurLoader((fs, gs), [4, 4], input_nodes=('a', torch.arange(20)), batch_size=20)))
+    store = batch['a', 'to', 'b']
+    assert torch.equal(store.edge_attr, data['a', 'to', 'b'].edge_attr[store.e_id])
+    assert 'edge_attr' not in batch['b', 'rev', 'a']  # that type has none

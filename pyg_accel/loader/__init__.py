@@ -18,8 +18,10 @@ import torch_geometric.loader
 from torch_geometric.data import HeteroData
 from torch_geometric.sampler.base import SubgraphType
 
+from ..data import GraphStore
 from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
+from .edge_features import attach_edge_features, inverse_permutation
 from .index_batches import index_batches
 from .prefetch import PrefetchLoader, prefetch_batches
 from .timing import StageTimer
@@ -69,6 +71,36 @@ class _Pipelined:
         """What PyG's iterator yields for the seeds at positions ``index``."""
         out = self.collate_fn(index)
         return out if self.filter_per_worker else self.filter_fn(out)
+
+    def filter_fn(self, out):
+        """PyG's batch, plus the per-edge tensors our GraphStore holds (PyG's
+        remote-backend path fetches node features only)."""
+        batch = super().filter_fn(out)
+        graph_store = self.data[1] if isinstance(self.data, (tuple, list)) else None
+        if not isinstance(graph_store, GraphStore) or out.edge is None:
+            return batch
+        if self.transform_sampler_output is None:
+            positions = out.edge  # the sampler's CSC positions
+        else:  # the transform may have changed the edges: back from the batch's input edge ids
+            positions = self._csc_positions(batch, graph_store)
+        return attach_edge_features(batch, graph_store, positions)
+
+    def _csc_positions(self, batch, graph_store: GraphStore):
+        """CSC positions of a batch's edges, from their input edge ids (``e_id``)."""
+        if not hasattr(self, '_inverse_perm'):
+            self._inverse_perm = {}
+        stores = [(et, batch[et]) for et in batch.edge_types] if isinstance(batch, HeteroData) else [(None, batch)]
+        positions = {}
+        for edge_type, store in stores:
+            perm = graph_store.graph(edge_type).perm
+            if perm is None:
+                positions[edge_type] = store.e_id
+                continue
+            if edge_type not in self._inverse_perm:
+                self._inverse_perm[edge_type] = inverse_permutation(perm)
+            inverse = self._inverse_perm[edge_type]
+            positions[edge_type] = inverse[store.e_id.to(inverse.device)]
+        return positions if isinstance(batch, HeteroData) else positions[None]
 
 
 def _trusted(batches, dst_sorted: bool):
