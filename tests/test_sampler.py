@@ -11,7 +11,7 @@ from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.sampler import NeighborSampler
 
-from conftest import HAS_CUDA, paper_author_graph
+from conftest import HAS_CUDA, paper_author_graph, requires_cuda
 
 WITH_CPU_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 LOCATIONS = ['cpu'] + (['cuda'] if HAS_CUDA else [])
@@ -292,6 +292,30 @@ def test_heterogeneous_sampling_through_the_loader(remote, disjoint):
         assert len(batch['paper'].num_sampled_nodes) == 3
         if disjoint:
             assert torch.equal(batch['paper'].batch[:8], torch.arange(8))
+
+
+@requires_cuda
+@pytest.mark.parametrize('disjoint', [False, True])
+def test_heterogeneous_graph_on_the_gpu_samples_as_on_the_cpu(disjoint):
+    """No CUDA kernel for heterogeneous graphs yet: a GPU-held graph is sampled from a
+    host copy made once, with the same sample as a CPU store for the same seed, and the
+    batches come back on the GPU."""
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    data = hetero_graph()
+    seeds = torch.arange(24)
+    runs = []
+    for location in ('cpu', 'cuda'):
+        torch.manual_seed(0)
+        loader = OurLoader(from_data(data, location), [3, 2], input_nodes=('paper', seeds), batch_size=8,
+                           disjoint=disjoint)
+        runs.append(list(loader))
+    for i, (cpu_batch, gpu_batch) in enumerate(zip(*runs)):
+        assert gpu_batch['paper'].x.is_cuda and gpu_batch['author', 'writes', 'paper'].edge_index.is_cuda
+        check_hetero_batch(gpu_batch.to('cpu'), data, seeds[8 * i:8 * (i + 1)], fanouts=[3, 2])
+        for node_type in ('paper', 'author'):
+            assert torch.equal(gpu_batch[node_type].n_id.cpu(), cpu_batch[node_type].n_id)
+        for edge_type in data.edge_types:
+            assert torch.equal(gpu_batch[edge_type].edge_index.cpu(), cpu_batch[edge_type].edge_index)
 
 
 def test_heterogeneous_per_edge_type_fanouts():

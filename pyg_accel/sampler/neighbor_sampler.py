@@ -155,6 +155,22 @@ def _load_hetero_graph(data) -> _HeteroGraph:
     return _HeteroGraph(colptrs, rows, perms, num_nodes)
 
 
+def _host_csc(graph: _HeteroGraph):
+    """(GPU of the graph or ``None``, (colptr, row) dicts for the CPU kernel).
+
+    Heterogeneous graphs are sampled by the CPU kernel (there is no CUDA kernel for them
+    yet): a graph held on a GPU is copied to host memory once, here, and the batches are
+    moved back to that GPU."""
+    device = next((t.device for t in graph.colptr.values() if t.is_cuda), None)
+    if device is None:
+        return None, (graph.colptr, graph.row)
+    return device, ({et: t.cpu() for et, t in graph.colptr.items()}, {et: t.cpu() for et, t in graph.row.items()})
+
+
+def _to_device(tensors: Optional[Dict], device: torch.device) -> Optional[Dict]:
+    return None if tensors is None else {key: t.to(device, non_blocking=True) for key, t in tensors.items()}
+
+
 def _sort_columns_by_time(graph: _Graph) -> _Graph:
     """Each column's edges in ascending time (for temporal_strategy='last')."""
     key = graph.edge_time if graph.edge_time is not None else graph.node_time.to(graph.row.device)[graph.row]
@@ -219,6 +235,7 @@ class NeighborSampler(BaseSampler):
                 raise ValueError('NeighborSampler: weighted and temporal sampling of heterogeneous graphs are not '
                                  "supported by pyg_accel's sampler yet")
             self.hetero = _load_hetero_graph(data)
+            self._hetero_device, self._hetero_csc = _host_csc(self.hetero)
             edge_types = list(self.hetero.colptr)
             self.fanouts_dict = {et: list(v) for et, v in self.num_neighbors.get_values(edge_types).items()}
             self.num_nodes = dict(self.hetero.num_nodes)
@@ -291,8 +308,12 @@ class NeighborSampler(BaseSampler):
         if seed_time is not None:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
         random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
-        out = hetero_neighbor_sample(self.hetero.colptr, self.hetero.row, seed, self.fanouts_dict,
-                                     self.hetero.num_nodes, self.replace, self.disjoint, random_seed)
+        colptr, row = self._hetero_csc
+        out = hetero_neighbor_sample(colptr, row, seed, self.fanouts_dict, self.hetero.num_nodes, self.replace,
+                                     self.disjoint, random_seed)
+        if self._hetero_device is not None:  # sampled from the host copy: the batch goes to the graph's GPU
+            out = out._replace(**{field: _to_device(getattr(out, field), self._hetero_device)
+                                  for field in ('node', 'row', 'col', 'edge', 'batch')})
         for node_type, node in out.node.items():
             trust_index(node, self.hetero.num_nodes[node_type])
         result = HeteroSamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
