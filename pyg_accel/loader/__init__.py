@@ -21,7 +21,7 @@ from torch_geometric.sampler.base import SubgraphType
 from ..data import GraphStore
 from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
-from .edge_features import attach_edge_features, inverse_permutation
+from .edge_features import attach_edge_features, csc_positions
 from .index_batches import index_batches
 from .prefetch import PrefetchLoader, prefetch_batches
 from .timing import StageTimer
@@ -56,6 +56,7 @@ class _Pipelined:
 
     def _setup_pipeline(self, pipeline: bool, on_gpu: bool, sampler) -> None:
         self.pipeline, self._on_gpu = pipeline, on_gpu
+        self._inverse_perms: Dict = {}  # per edge type, for edge features after transform_sampler_output
         # our sampler's directional output lists each node's edges together, in node order
         self._dst_sorted = (isinstance(sampler, NeighborSampler)
                             and sampler.subgraph_type == SubgraphType.directional)
@@ -82,25 +83,8 @@ class _Pipelined:
         if self.transform_sampler_output is None:
             positions = out.edge  # the sampler's CSC positions
         else:  # the transform may have changed the edges: back from the batch's input edge ids
-            positions = self._csc_positions(batch, graph_store)
+            positions = csc_positions(batch, graph_store, self._inverse_perms)
         return attach_edge_features(batch, graph_store, positions)
-
-    def _csc_positions(self, batch, graph_store: GraphStore):
-        """CSC positions of a batch's edges, from their input edge ids (``e_id``)."""
-        if not hasattr(self, '_inverse_perm'):
-            self._inverse_perm = {}
-        stores = [(et, batch[et]) for et in batch.edge_types] if isinstance(batch, HeteroData) else [(None, batch)]
-        positions = {}
-        for edge_type, store in stores:
-            perm = graph_store.graph(edge_type).perm
-            if perm is None:
-                positions[edge_type] = store.e_id
-                continue
-            if edge_type not in self._inverse_perm:
-                self._inverse_perm[edge_type] = inverse_permutation(perm)
-            inverse = self._inverse_perm[edge_type]
-            positions[edge_type] = inverse[store.e_id.to(inverse.device)]
-        return positions if isinstance(batch, HeteroData) else positions[None]
 
 
 def _trusted(batches, dst_sorted: bool):

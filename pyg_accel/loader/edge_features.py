@@ -19,7 +19,7 @@ from torch_geometric.data import Data, HeteroData
 from ..data import GraphStore
 from ..ops.sparse import take_rows
 
-__all__ = ['attach_edge_features', 'inverse_permutation']
+__all__ = ['attach_edge_features', 'csc_positions']
 
 
 def attach_edge_features(batch: Union[Data, HeteroData], graph_store: GraphStore,
@@ -36,7 +36,7 @@ def attach_edge_features(batch: Union[Data, HeteroData], graph_store: GraphStore
         for edge_type, where in positions.items():
             if where is not None:
                 _attach(batch[edge_type], graph_store, edge_type, where)
-    else:
+    elif positions is not None:
         _attach(batch, graph_store, None, positions)
     return batch
 
@@ -53,8 +53,27 @@ def _attach(store, graph_store: GraphStore, edge_type: Optional[tuple], where: T
         store[name] = take_rows(feature, where.to(feature.device)).to(where.device)
 
 
-def inverse_permutation(perm: Tensor) -> Tensor:
-    """``inv`` with ``inv[perm[i]] = i``."""
-    inv = torch.empty_like(perm)
-    inv[perm] = torch.arange(perm.numel(), device=perm.device, dtype=perm.dtype)
-    return inv
+def csc_positions(batch: Union[Data, HeteroData], graph_store: GraphStore,
+                  inverse_perms: Dict[Optional[tuple], Tensor]) -> Union[Tensor, Dict[tuple, Tensor]]:
+    """CSC positions of a batch's edges, from their input edge ids (``e_id``).
+
+    ``inverse_perms`` keeps each edge type's inverse permutation (input id -> CSC
+    position, ``[E]``) between calls; it is built on first use.
+    """
+    hetero = isinstance(batch, HeteroData)
+    stores = [(et, batch[et]) for et in batch.edge_types] if hetero else [(None, batch)]
+    positions: Dict[Optional[tuple], Tensor] = {}
+    for edge_type, store in stores:
+        if 'e_id' not in store:
+            continue
+        perm = graph_store.graph(edge_type).perm
+        if perm is None:  # stored in input order
+            positions[edge_type] = store.e_id
+            continue
+        if edge_type not in inverse_perms:
+            inverse = torch.empty_like(perm)
+            inverse[perm] = torch.arange(perm.numel(), device=perm.device, dtype=perm.dtype)
+            inverse_perms[edge_type] = inverse
+        inverse = inverse_perms[edge_type]
+        positions[edge_type] = inverse[store.e_id.to(inverse.device)]
+    return positions if hetero else positions.get(None)
