@@ -114,3 +114,15 @@ def test_our_loaders_attach_edge_features_per_edge_type():
     store = batch['a', 'to', 'b']
     assert torch.equal(store.edge_attr, data['a', 'to', 'b'].edge_attr[store.e_id])
     assert 'edge_attr' not in batch['b', 'rev', 'a']  # that type has none
+
+
+def test_our_loader_takes_every_node_when_input_nodes_is_none():
+    """Over a Data, PyG's NeighborLoader seeds every node when input_nodes=None; over a
+    remote backend it asserts. Ours seeds every node over our stores too."""
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    data = _with_edge_features(n=100)
+    loader = OurLoader(from_data(data, 'cpu'), [3], batch_size=32)
+    assert len(loader) == 4 and torch.equal(torch.cat([b.input_id for b in loader]), torch.arange(100))
+    hetero = paper_author_graph(20, 10, 50)
+    with pytest.raises(ValueError, match="input_nodes=\\('node_type'"):
+        OurLoader(from_data(hetero, 'cpu'), [3], batch_size=8)

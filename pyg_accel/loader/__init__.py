@@ -108,8 +108,20 @@ class NeighborLoader(_Pipelined, torch_geometric.loader.NeighborLoader):
 
     def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, pipeline: bool = True, **kwargs):
         sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
+        if isinstance(data, (tuple, list)) and not args and kwargs.get('input_nodes') is None:
+            kwargs['input_nodes'] = _all_nodes(sampler)  # (PyG's remote-backend path needs them spelled out)
         super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
         self._setup_pipeline(pipeline, _uses_gpu(data, sampler), sampler)
+
+
+def _all_nodes(sampler) -> torch.Tensor:
+    """Every node id of a homogeneous graph: ``input_nodes=None`` over our stores means
+    all nodes, as it does over a ``Data``."""
+    num_nodes = getattr(sampler, 'num_nodes', None)
+    if not isinstance(num_nodes, int):
+        raise ValueError("NeighborLoader: input_nodes=None needs a homogeneous graph; for a heterogeneous one pass "
+                         "input_nodes=('node_type', None) or ('node_type', ids)")
+    return torch.arange(num_nodes)
 
 
 class LinkNeighborLoader(_Pipelined, torch_geometric.loader.LinkNeighborLoader):
