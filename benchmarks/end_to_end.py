@@ -53,14 +53,17 @@ def sync(device: torch.device) -> None:
 TRIM = False  # --trim: PyG's trim_to_layer (each layer only computes the hops still needed)
 
 
+def trim_arguments(batch) -> dict:
+    """With ``--trim``, the per-hop counts PyG's models trim by (none from PyG's torch-sparse sampler)."""
+    if not TRIM or getattr(batch, 'num_sampled_nodes', None) is None:
+        return {}
+    return dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
+
+
 def train_step(model, opt, batch, device) -> torch.Tensor:
     batch = batch.to(device, non_blocking=True)
     opt.zero_grad()
-    trim = {}
-    if TRIM and getattr(batch, 'num_sampled_nodes', None) is not None:  # (PyG's torch-sparse sampler: no counts)
-        trim = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                    num_sampled_edges_per_hop=batch.num_sampled_edges)
-    out = model(batch.x, batch.edge_index, **trim)[:batch.batch_size]
+    out = model(batch.x, batch.edge_index, **trim_arguments(batch))[:batch.batch_size]
     loss = F.cross_entropy(out, batch.y[:batch.batch_size])
     loss.backward()
     opt.step()

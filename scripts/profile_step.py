@@ -110,11 +110,7 @@ def print_phases(model, opt, batches, device, steps: int) -> None:
         batch = batch.to(device, non_blocking=True)
         opt.zero_grad()
         t.append(time.perf_counter())
-        trim = {}
-        if end_to_end.TRIM:
-            trim = dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                        num_sampled_edges_per_hop=batch.num_sampled_edges)
-        out = model(batch.x, batch.edge_index, **trim)[:batch.batch_size]
+        out = model(batch.x, batch.edge_index, **end_to_end.trim_arguments(batch))[:batch.batch_size]
         t.append(time.perf_counter())
         loss = torch.nn.functional.cross_entropy(out, batch.y[:batch.batch_size])
         t.append(time.perf_counter())
