@@ -4,7 +4,8 @@
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
 #   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
-#   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls),
+#   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
+#   e2e_pinned: features in pinned host memory),
 #   cache = pinned features behind a GPU row cache)
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage.
@@ -55,6 +56,9 @@ for stage in $STAGES; do
       run e2e_trim python3 benchmarks/end_to_end.py --trim --out "$OUT_DIR"
       run e2e_wholegraph python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --max-batches 100 \
         --pyg-batches 4 --out "$OUT_DIR" ;;
+    e2e_pinned)  # issue 5's setting with the features in pinned host memory, TF32 then fp32
+      run e2e_pinned_tf32 python3 benchmarks/end_to_end.py --features pinned --tf32 --configs accel-sync accel --out "$OUT_DIR"
+      run e2e_pinned python3 benchmarks/end_to_end.py --features pinned --configs accel-sync accel --out "$OUT_DIR" ;;
     e2e_tf32)  # the same two runs of issue 5's setting with TF32 matmuls in every configuration
       run e2e_tf32 python3 benchmarks/end_to_end.py --tf32 --out "$OUT_DIR"
       run e2e_tf32_trim python3 benchmarks/end_to_end.py --tf32 --trim --out "$OUT_DIR" ;;

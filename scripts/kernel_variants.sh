@@ -2,8 +2,9 @@
 # Builds, checks and times the compile-time variants of one kernel family (tuning
 # macros in csrc/cuda), one library per variant, the default first.
 #   scripts/kernel_variants.sh OUT_DIR gather        # csrc/cuda/gather.cu: -DPYG_ACCEL_GATHER_ASYNC
-#   scripts/kernel_variants.sh OUT_DIR gather_host   # host-memory gathers on a quarter of the SMs:
-#       pinned-gather bandwidth, and the pipelined epoch with pinned features
+#   scripts/kernel_variants.sh OUT_DIR gather_host   # host-memory gathers on SMs/k blocks (default
+#       k = 4) against every SM (k = 0) and k = 2, 8: pinned-gather bandwidth, and the
+#       pipelined epoch with pinned features
 # (The sparse kernels' two families are switched at run time instead:
 # PYG_ACCEL_SPARSE_KERNEL=generic; benchmarks/sparse.py times both.)
 set -uo pipefail
@@ -13,14 +14,14 @@ FAMILY=${2:-gather}
 export PYTHONUNBUFFERED=1 PYG_ACCEL_CACHE_DIR=${PYG_ACCEL_CACHE_DIR:-$PWD/.build-cache}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 case $FAMILY in
-  gather) VARIANT=-DPYG_ACCEL_GATHER_ASYNC=1; TESTS=(tests/test_gather.py)
+  gather) VARIANTS=(-DPYG_ACCEL_GATHER_ASYNC=1); TESTS=(tests/test_gather.py)
           BENCH=(benchmarks/gather.py --no-pinned --row-bytes 256 400 512 1024 --reps 30) ;;
-  gather_host) VARIANT=-DPYG_ACCEL_GATHER_HOST_SM_DIVISOR=4; TESTS=(tests/test_gather.py)
+  gather_host) VARIANTS=(-DPYG_ACCEL_GATHER_HOST_SM_DIVISOR={0,2,8}); TESTS=(tests/test_gather.py)
           BENCH=(benchmarks/end_to_end.py --features pinned --tf32 --configs accel-sync accel) ;;
   *) echo "unknown kernel family '$FAMILY' (gather, gather_host)"; exit 2 ;;
 esac
 i=0
-for flags in "" "$VARIANT"; do
+for flags in "" "${VARIANTS[@]}"; do
   echo "=== $FAMILY variant $i: '${flags:-defaults}'"
   PYG_ACCEL_CUDA_FLAGS="$flags" python3 -m pyg_accel.build > /dev/null 2>&1 || { echo "build failed"; continue; }
   PYG_ACCEL_CUDA_FLAGS="$flags" python3 -m pytest "${TESTS[@]}" -q -x -p no:cacheprovider 2>&1 | tail -1
