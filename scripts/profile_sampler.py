@@ -55,7 +55,7 @@ def main():
     api = lambda s: neighbor_sample(colptr, row, s, f)  # noqa: E731
     raw = lambda s: ops().neighbor_sample(colptr, row, s, f, False, False, 7, None, None, None, None,  # noqa: E731
                                           'uniform')
-    for wait in ('spin', 'block'):
+    for wait in ('spin', 'block', 'sleep'):
         os.environ['PYG_ACCEL_SAMPLER_WAIT'] = wait
         for name, fn in (('python api', api), ('raw op', raw)):
             for _ in range(3):

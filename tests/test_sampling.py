@@ -379,11 +379,18 @@ def test_cuda_plans_without_graph_capture_or_spinning_agree(monkeypatch):
     seed = torch.arange(0, 400, 7, device='cuda')
     replayed = [neighbor_sample(colptr, row, seed, [4, 4], random_seed=s) for s in range(3)]
     monkeypatch.setenv('PYG_ACCEL_SAMPLER_CUDA_GRAPHS', '0')
-    monkeypatch.setenv('PYG_ACCEL_SAMPLER_WAIT', 'block')  # and waits for the counts asleep
     colptr2, row2 = colptr.clone(), row.clone()  # a new plan, run eagerly
-    for s, want in enumerate(replayed):
-        got = neighbor_sample(colptr2, row2, seed, [4, 4], random_seed=s)
-        assert torch.equal(got.node, want.node) and torch.equal(got.row, want.row)
+    for wait in ('block', 'sleep'):  # and waits for the counts asleep, both ways
+        monkeypatch.setenv('PYG_ACCEL_SAMPLER_WAIT', wait)
+        for s, want in enumerate(replayed):
+            got = neighbor_sample(colptr2, row2, seed, [4, 4], random_seed=s)
+            assert torch.equal(got.node, want.node) and torch.equal(got.row, want.row)
+    monkeypatch.setenv('PYG_ACCEL_SAMPLER_WAIT', 'nap')
+    with pytest.raises(RuntimeError, match='PYG_ACCEL_SAMPLER_WAIT must be spin, block or sleep'):
+        neighbor_sample(colptr2, row2, seed, [4, 4])
+    monkeypatch.setenv('PYG_ACCEL_SAMPLER_WAIT', 'sleep')  # the plan still works after the error
+    got = neighbor_sample(colptr2, row2, seed, [4, 4], random_seed=0)
+    assert torch.equal(got.node, replayed[0].node)
 
 
 def test_clear_sampler_cache():

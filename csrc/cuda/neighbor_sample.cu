@@ -28,11 +28,13 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
+#include <sys/prctl.h>
 
 #include <cub/cub.cuh>
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -422,11 +424,37 @@ bool trace_enabled() {
   return enabled;
 }
 
-// PYG_ACCEL_SAMPLER_WAIT=block: wait for the counts asleep (the thread's CPU is free
-// while the GPU samples) instead of spinning (the lowest latency, PyTorch's default).
-bool blocking_wait() {
+// How the host waits for the counts (PYG_ACCEL_SAMPLER_WAIT):
+// - spin (default): poll without sleeping, the lowest latency (PyTorch's default);
+// - block: the driver's blocking wait (the thread sleeps until the GPU signals it);
+// - sleep: sleep through most of the time the previous sample of this plan took, then
+//   poll with short naps, with the thread's timer slack at 1 us meanwhile (Linux's 50 us
+//   default would oversleep).
+enum class WaitMode { kSpin, kBlock, kSleep };
+
+WaitMode wait_mode() {
   const char* env = std::getenv("PYG_ACCEL_SAMPLER_WAIT");
-  return env != nullptr && std::string(env) == "block";
+  if (env == nullptr) return WaitMode::kSpin;
+  const std::string mode(env);
+  if (mode == "block") return WaitMode::kBlock;
+  if (mode == "sleep") return WaitMode::kSleep;
+  TORCH_CHECK(mode == "spin", "PYG_ACCEL_SAMPLER_WAIT must be spin, block or sleep, got '", mode, "'");
+  return WaitMode::kSpin;
+}
+
+// Waits for `done` asleep; `expected` is how long the wait took last time (0: unknown).
+void sleep_until(cudaEvent_t done, std::chrono::nanoseconds expected) {
+  using namespace std::chrono_literals;
+  const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  if (expected > 0ns) std::this_thread::sleep_for(expected * 7 / 8);
+  while (true) {
+    const cudaError_t state = cudaEventQuery(done);
+    if (state == cudaSuccess) break;
+    if (state != cudaErrorNotReady) C10_CUDA_CHECK(state);
+    std::this_thread::sleep_for(4us);
+  }
+  if (old_slack > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack), 0, 0, 0);
 }
 
 // Everything one sampling configuration needs on the GPU: validated graph tensors,
@@ -537,6 +565,7 @@ class SamplePlan {
   // the first N / E entries (PyG's loaders copy row/col/edge into new tensors, so only
   // the node (and batch) buffers outlive a batch; clone() them to compact).
   SampleOutput run(const at::Tensor& seed, const std::optional<at::Tensor>& seed_time, int64_t random_seed) {
+    const WaitMode wait = wait_mode();  // (a bad setting raises before anything is enqueued)
     std::lock_guard<std::mutex> lock(mutex_);
     const auto t0 = std::chrono::steady_clock::now();
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -571,11 +600,16 @@ class SamplePlan {
     // The one host read: the per-level and per-hop counts (and the bad-seed note).
     C10_CUDA_CHECK(cudaMemcpyAsync(host_counts_.data_ptr<int64_t>(), counters_.data_ptr<int64_t>(),
                                    num_counters * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
-    cudaEvent_t done = blocking_wait() ? done_blocking_ : done_;
+    cudaEvent_t done = wait == WaitMode::kBlock ? done_blocking_ : done_;
     C10_CUDA_CHECK(cudaEventRecord(done, stream));
     const auto t1 = std::chrono::steady_clock::now();
-    C10_CUDA_CHECK(cudaEventSynchronize(done));
+    if (wait == WaitMode::kSleep) {
+      sleep_until(done, last_wait_);
+    } else {
+      C10_CUDA_CHECK(cudaEventSynchronize(done));
+    }
     const auto t2 = std::chrono::steady_clock::now();
+    last_wait_ = t2 - t1;
     const int64_t* host = host_counts_.data_ptr<int64_t>();
     const Counters c = Counters::at(const_cast<int64_t*>(host), hops_);
     if (*c.bad_seed != 0) {
@@ -735,6 +769,7 @@ class SamplePlan {
   cudaStream_t capture_stream_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
+  std::chrono::nanoseconds last_wait_{0};  // how long the host waited for the last sample's counts
 };
 
 // The most recently used plans (a plan holds its graph's tensors; a plan whose inputs
