@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Callable, Dict, List
@@ -222,18 +223,24 @@ def _pyg_loader(data, kwargs):
 
 
 def plot(rows, path: Path, title: str) -> None:
-    """Epoch time per configuration (log scale), GPU busy fraction on the bars."""
+    """Epoch time per configuration, GPU busy fraction on the bars. The axis is
+    logarithmic only when the times span 10× or more (stock PyG beside ours)."""
     plt = pyplot()
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     names = [r['config'] for r in rows]
-    bars = ax.bar(names, [r['epoch s'] for r in rows], color=['#999999'] + ['#1f77b4'] * (len(rows) - 1))
+    seconds = [r['epoch s'] for r in rows]
+    bars = ax.bar(names, seconds, color=['#999999'] + ['#1f77b4'] * (len(rows) - 1))
     for bar, r in zip(bars, rows):
         label = f"{r['epoch s']:.2f} s" + (f"\nbusy {r['GPU busy']:.0%}" if 'GPU busy' in r else '')
         ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha='center', va='bottom',
                     fontsize=8)
-    ax.set(yscale='log', ylabel='seconds per epoch', title=title)
+    if min(seconds) > 0 and max(seconds) >= 10 * min(seconds):
+        ax.set(yscale='log', ylim=(min(seconds) / 2, max(seconds) * 3))
+    else:
+        ax.set(ylim=(0, max(seconds) * 1.2))
+    ax.set(ylabel='seconds per epoch', title=textwrap.fill(title, 90))
     ax.title.set_fontsize(9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
