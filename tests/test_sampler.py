@@ -108,6 +108,62 @@ def test_bidirectional(stores):
     assert all((c, r) in pairs for r, c in pairs)
 
 
+def check_induced(node, row, col, edge, edge_index, perm=None):
+    """Exactly the input edges between the sampled nodes, ordered by destination (in node
+    order) then by CSC position; ``edge`` maps through ``perm`` to input edge ids."""
+    node, row, col, edge = node.cpu(), row.cpu(), col.cpu(), edge.cpu()
+    edge_id = edge if perm is None else perm.cpu()[edge]
+    assert torch.equal(torch.stack([node[row], node[col]]), edge_index[:, edge_id])
+    inside = torch.isin(edge_index, node).all(0)
+    assert torch.equal(edge_id.sort().values, inside.nonzero().view(-1))
+    key = col * (edge.max().item() + 1 if edge.numel() else 1) + edge
+    assert bool((key[1:] > key[:-1]).all())
+
+
+def test_induced_subgraph(dataset, stores):
+    sampler = NeighborSampler(stores, [4, 3], subgraph_type='induced')
+    out = sampler._sample(dataset.split['train'][:64])
+    assert out.num_sampled_edges is None and sum(out.num_sampled_nodes) == out.node.numel()
+    assert out.row.device == out.node.device
+    check_induced(out.node, out.row, out.col, out.edge, dataset.data.edge_index, sampler.edge_permutation)
+    # through PyG's loader: the edges of the batch are the input edges among its nodes
+    loader = NeighborLoader(stores, [4, 3], neighbor_sampler=sampler, input_nodes=dataset.split['train'][:64],
+                            batch_size=32)
+    for batch in loader:
+        n_id, e_id = batch.n_id.cpu(), batch.e_id.cpu()
+        assert torch.equal(n_id[batch.edge_index.cpu()], dataset.data.edge_index[:, e_id])
+        assert e_id.numel() == int(torch.isin(dataset.data.edge_index, n_id).all(0).sum())
+
+
+@pytest.mark.parametrize('dtype', [torch.int64, torch.int32])
+def test_induced_edges_on_degenerate_graphs(dtype):
+    from pyg_accel.sampler.induced import induced_edges
+    # self-loops, duplicate edges, an isolated node (5), unsorted node ids
+    edge_index = torch.tensor([[0, 0, 1, 1, 2, 3, 3, 4], [1, 1, 1, 2, 0, 3, 4, 0]])
+    order = torch.argsort(edge_index[1], stable=True)
+    row = edge_index[0, order].to(dtype)
+    colptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(edge_index[1], minlength=6).cumsum(0)])
+    node = torch.tensor([3, 0, 1, 5])
+    r, c, e = induced_edges(colptr.to(dtype), row, node, node)
+    check_induced(node, r, c, e, edge_index, order)
+    assert e.numel() == 4  # 3->3, 0->1 twice, 1->1
+    for empty in (torch.empty(0, dtype=torch.long), torch.tensor([5])):
+        r, c, e = induced_edges(colptr, row, empty, empty)
+        assert r.numel() == c.numel() == e.numel() == 0
+
+
+@pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")
+def test_induced_matches_stock_pyg_at_full_fanout(dataset, stores):
+    seeds = dataset.split['train'][:128]
+    ours = next(iter(NeighborLoader(stores, [-1], neighbor_sampler=NeighborSampler(stores, [-1],
+                                                                                    subgraph_type='induced'),
+                                    input_nodes=seeds, batch_size=128)))
+    ref = next(iter(NeighborLoader(dataset.data, [-1], input_nodes=seeds, batch_size=128,
+                                   subgraph_type='induced')))
+    assert torch.equal(ours.n_id.sort().values.cpu(), ref.n_id.sort().values)
+    assert torch.equal(ours.e_id.sort().values.cpu(), ref.e_id.sort().values)
+
+
 def test_seeded_sampler_is_reproducible(stores):
     a = NeighborSampler(stores, [5, 5], seed=4)._sample(torch.arange(30))
     b = NeighborSampler(stores, [5, 5], seed=4)._sample(torch.arange(30))
@@ -115,8 +171,8 @@ def test_seeded_sampler_is_reproducible(stores):
 
 
 def test_unsupported_options_are_clear_errors(stores):
-    with pytest.raises(ValueError, match='induced'):
-        NeighborSampler(stores, [2], subgraph_type='induced')
+    with pytest.raises(ValueError, match="induced' needs disjoint=False"):
+        NeighborSampler(stores, [2], subgraph_type='induced', disjoint=True)
     with pytest.raises(KeyError, match='no edge feature'):
         NeighborSampler(stores, [2], weight_attr='edge_weight')
     with pytest.raises(KeyError, match="no edge feature 'time'"):
@@ -330,6 +386,25 @@ def test_heterogeneous_per_edge_type_fanouts():
         NeighborSampler((fs, gs), {**fanouts, ('paper', 'cites', 'paper'): [1]})._sample({'paper': torch.arange(3)})
     with pytest.raises(ValueError, match='keyed by node type'):
         NeighborSampler((fs, gs), [1])._sample(torch.arange(3))
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_heterogeneous_induced_subgraph(location):
+    data = hetero_graph()
+    seeds = torch.arange(12)
+    sampler = NeighborSampler(from_data(data, location), [3, 2], subgraph_type='induced')
+    out = sampler._sample({'paper': seeds})
+    assert out.num_sampled_edges is None
+    for edge_type in data.edge_types:
+        src, _, dst = edge_type
+        perm = sampler.edge_permutation[edge_type] if sampler.edge_permutation else None
+        ei = data[edge_type].edge_index
+        r, c, e = out.row[edge_type], out.col[edge_type], out.edge[edge_type]
+        node_src, node_dst = out.node[src].cpu(), out.node[dst].cpu()
+        edge_id = e.cpu() if perm is None else perm.cpu()[e.cpu()]
+        assert torch.equal(torch.stack([node_src[r.cpu()], node_dst[c.cpu()]]), ei[:, edge_id])
+        inside = torch.isin(ei[0], node_src) & torch.isin(ei[1], node_dst)
+        assert torch.equal(edge_id.sort().values, inside.nonzero().view(-1))
 
 
 @pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")

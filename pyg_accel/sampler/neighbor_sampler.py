@@ -27,6 +27,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from ..data.graph_store import GraphStore
 from ..ops.gather import trust_index
 from ..ops.sampling import hetero_neighbor_sample, neighbor_sample
+from .induced import hetero_induced_edges, induced_edges
 
 EdgeType = Tuple[str, str, str]
 
@@ -192,8 +193,10 @@ class NeighborSampler(BaseSampler):
             or any PyG GraphStore), a ``Data`` or a ``HeteroData``.
         num_neighbors: fanout per hop (``-1`` = all neighbours); for heterogeneous
             graphs also a dict of such lists per edge type.
-        subgraph_type: ``'directional'`` (sampled edges only) or ``'bidirectional'``
-            (each sampled edge also reversed); ``'induced'`` is not supported.
+        subgraph_type: ``'directional'`` (sampled edges only), ``'bidirectional'``
+            (each sampled edge also reversed) or ``'induced'`` (every edge of the graph
+            between sampled nodes, ordered by destination then CSC position as stock
+            PyG's; ``num_sampled_edges`` is then ``None``; needs ``disjoint=False``).
         replace: sample with replacement.
         disjoint: one tree per seed; the output carries ``batch``.
         weight_attr: name of a per-edge weight (``Data`` attribute, or a GraphStore edge
@@ -224,9 +227,6 @@ class NeighborSampler(BaseSampler):
             raise ValueError(f"NeighborSampler: temporal_strategy must be 'uniform' or 'last', got "
                              f'{temporal_strategy!r}')
         self.subgraph_type = SubgraphType(subgraph_type)
-        if self.subgraph_type == SubgraphType.induced:
-            raise ValueError("NeighborSampler: subgraph_type='induced' is not supported; use 'directional' or "
-                             "'bidirectional'")
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
         self.hetero: Optional[_HeteroGraph] = None
         self.edge_weight = self.node_time = self.edge_time = None
@@ -250,6 +250,9 @@ class NeighborSampler(BaseSampler):
             self.fanouts = list(self.num_neighbors.values)
         self.replace = bool(replace)
         self.disjoint = bool(disjoint) or self.is_temporal  # as PyG: one tree per seed and time
+        if self.subgraph_type == SubgraphType.induced and self.disjoint:
+            raise ValueError("NeighborSampler: subgraph_type='induced' needs disjoint=False (and no time_attr, "
+                             'which implies disjoint trees): an induced subgraph is one node set')
         self.temporal_strategy = temporal_strategy
         self._generator = torch.Generator().manual_seed(seed) if seed is not None else None
 
@@ -295,6 +298,9 @@ class NeighborSampler(BaseSampler):
                               self.disjoint, random_seed, self.edge_weight, self.node_time, self.edge_time,
                               None if seed_time is None else seed_time.to(self.device), self.temporal_strategy)
         trust_index(out.node, self.num_nodes)  # feature gathers by these ids skip the bounds check's sync
+        if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
+            row, col, edge = induced_edges(self.colptr, self.row, out.node, out.node)
+            out = out._replace(row=row, col=col, edge=edge, num_sampled_edges=None)
         result = SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
                                num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
         if self.subgraph_type == SubgraphType.bidirectional:
@@ -311,6 +317,9 @@ class NeighborSampler(BaseSampler):
         colptr, row = self._hetero_csc
         out = hetero_neighbor_sample(colptr, row, seed, self.fanouts_dict, self.hetero.num_nodes, self.replace,
                                      self.disjoint, random_seed)
+        if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
+            induced_row, induced_col, induced_edge = hetero_induced_edges(colptr, row, out.node)
+            out = out._replace(row=induced_row, col=induced_col, edge=induced_edge, num_sampled_edges=None)
         if self._hetero_device is not None:  # sampled from the host copy: the batch goes to the graph's GPU
             out = out._replace(**{field: _to_device(getattr(out, field), self._hetero_device)
                                   for field in ('node', 'row', 'col', 'edge', 'batch')})
