@@ -126,3 +126,49 @@ def test_our_loader_takes_every_node_when_input_nodes_is_none():
     hetero = paper_author_graph(20, 10, 50)
     with pytest.raises(ValueError, match="input_nodes=\\('node_type'"):
         OurLoader(from_data(hetero, 'cpu'), [3], batch_size=8)
+
+
+def test_our_loaders_take_the_data_spellings_of_seeds_over_our_stores():
+    """PyG's remote-backend path asserts on ``input_nodes=(None, ids)`` and on a bare or
+    missing ``edge_label_index``; over our homogeneous stores ours takes them as it does
+    for a Data."""
+    from pyg_accel.loader import LinkNeighborLoader as OurLinkLoader
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    data = random_data(n=100, e=400)
+    stores = from_data(data, 'cpu')
+    seeds = torch.arange(10, 30)
+    batch = next(iter(OurLoader(stores, [3], input_nodes=(None, seeds), batch_size=20)))
+    assert torch.equal(batch.n_id[:20], seeds)
+    edges = data.edge_index[:, 50:90]
+    for spelling in (edges, (None, edges)):
+        batch = next(iter(OurLinkLoader(stores, [3], edge_label_index=spelling, batch_size=40)))
+        assert torch.equal(batch.n_id[batch.edge_label_index], edges)
+    loader = OurLinkLoader(stores, [3], batch_size=100)  # every edge, in input order
+    assert len(loader) == 4
+    for batch in loader:
+        assert torch.equal(batch.n_id[batch.edge_label_index], data.edge_index[:, batch.input_id])
+    with pytest.raises(ValueError, match='edge_label_index must be'):
+        OurLinkLoader(stores, [3], edge_label_index=[1, 2, 3], batch_size=4)
+    hetero = from_data(paper_author_graph(20, 10, 50), 'cpu')
+    with pytest.raises(ValueError, match='edge_label_index must be'):
+        OurLinkLoader(hetero, [3], batch_size=4)
+
+
+def test_directed_false_is_an_induced_subgraph_as_in_pyg():
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    from pyg_accel.ops.sparse import is_trusted_dst_sorted
+    from pyg_accel.sampler import NeighborSampler
+    data = random_data(n=100, e=600)
+    stores = from_data(data, 'cpu')
+    with pytest.warns(UserWarning, match="'directed' argument"):
+        loader = OurLoader(stores, [2, 2], input_nodes=torch.arange(8), batch_size=8, directed=False)
+    assert loader.node_sampler.subgraph_type.value == 'induced'
+    batch = next(iter(loader))
+    inside = torch.isin(data.edge_index, batch.n_id).all(0)
+    assert torch.equal(batch.e_id.sort().values, inside.nonzero().view(-1))
+    dst = batch.edge_index[1]
+    assert is_trusted_dst_sorted(batch.edge_index) and bool((dst[1:] >= dst[:-1]).all())
+    with pytest.raises(ValueError, match="sample_direction='backward'"):
+        NeighborSampler(stores, [2], sample_direction='backward')
+    with pytest.raises(TypeError):
+        NeighborSampler(stores, [2], fanout=3)  # a misspelt argument is not swallowed

@@ -28,7 +28,8 @@ from .timing import StageTimer
 
 __all__ = ['NeighborLoader', 'LinkNeighborLoader', 'PrefetchLoader', 'prefetch_batches', 'StageTimer']
 
-_SAMPLER_ARGS = ('subgraph_type', 'replace', 'disjoint', 'temporal_strategy', 'time_attr', 'weight_attr')
+_SAMPLER_ARGS = ('subgraph_type', 'replace', 'disjoint', 'temporal_strategy', 'time_attr', 'weight_attr',
+                 'directed')
 
 
 def _uses_gpu(data, sampler) -> bool:
@@ -58,8 +59,9 @@ class _Pipelined:
         self.pipeline, self._on_gpu = pipeline, on_gpu
         self._inverse_perms: Dict = {}  # per edge type, for edge features after transform_sampler_output
         # our sampler's directional output lists each node's edges together, in node order
+        # (so does the induced output: edges by destination, then CSC position)
         self._dst_sorted = (isinstance(sampler, NeighborSampler)
-                            and sampler.subgraph_type == SubgraphType.directional)
+                            and sampler.subgraph_type in (SubgraphType.directional, SubgraphType.induced))
 
     def __iter__(self):
         indices = index_batches(self) if self.fast_index else None
@@ -108,8 +110,13 @@ class NeighborLoader(_Pipelined, torch_geometric.loader.NeighborLoader):
 
     def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, pipeline: bool = True, **kwargs):
         sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
-        if isinstance(data, (tuple, list)) and not args and kwargs.get('input_nodes') is None:
-            kwargs['input_nodes'] = _all_nodes(sampler)  # (PyG's remote-backend path needs them spelled out)
+        if isinstance(data, (tuple, list)) and not args:
+            input_nodes = kwargs.get('input_nodes')
+            if isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2 and input_nodes[0] is None:
+                input_nodes = input_nodes[1]  # (None, ids): a homogeneous graph's ids, as PyG takes them for a Data
+            if input_nodes is None:
+                input_nodes = _all_nodes(sampler)  # (PyG's remote-backend path needs them spelled out)
+            kwargs['input_nodes'] = input_nodes
         super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
         self._setup_pipeline(pipeline, _uses_gpu(data, sampler), sampler)
 
@@ -130,5 +137,28 @@ class LinkNeighborLoader(_Pipelined, torch_geometric.loader.LinkNeighborLoader):
 
     def __init__(self, data, num_neighbors, *args, neighbor_sampler=None, pipeline: bool = True, **kwargs):
         sampler = _our_sampler(data, num_neighbors, kwargs, neighbor_sampler)
+        if isinstance(data, (tuple, list)) and not args:
+            kwargs['edge_label_index'] = _remote_label_edges(data, kwargs.get('edge_label_index'))
         super().__init__(data, num_neighbors, *args, neighbor_sampler=sampler, **kwargs)
         self._setup_pipeline(pipeline, _uses_gpu(data, sampler), sampler)
+
+
+def _remote_label_edges(data, edge_label_index):
+    """``edge_label_index`` as PyG's remote-backend path wants it, ``(edge_type, edges)``.
+    Over a homogeneous graph in stores a bare ``[2, k]`` tensor, or ``None`` (every edge,
+    in the order they were put), is taken as it is for a ``Data``."""
+    if isinstance(edge_label_index, (tuple, list)) and edge_label_index and \
+            isinstance(edge_label_index[0], (str, tuple, list)):
+        return edge_label_index  # an edge type, or (edge_type, edges): PyG's own spellings
+    if isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) == 2 and edge_label_index[0] is None:
+        edge_label_index = edge_label_index[1]
+    if isinstance(edge_label_index, torch.Tensor):
+        return None, edge_label_index
+    graph_store = data[1]
+    edge_types = {attr.edge_type for attr in graph_store.get_all_edge_attrs()}
+    if edge_label_index is not None or edge_types != {None}:
+        raise ValueError('LinkNeighborLoader: edge_label_index must be a [2, k] tensor, (None, tensor) or, for a '
+                         f'heterogeneous graph, (edge_type, tensor); got {type(edge_label_index).__name__} over '
+                         f'edge types {sorted(map(str, edge_types))}')
+    row, col = graph_store.get_edge_index(edge_type=None, layout='coo')
+    return None, torch.stack([row, col]).cpu()  # (PyG indexes it with the DataLoader's CPU ids)

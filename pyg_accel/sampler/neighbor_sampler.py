@@ -12,6 +12,7 @@ it also takes a plain ``Data`` or ``HeteroData``.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -206,6 +207,11 @@ class NeighborSampler(BaseSampler):
             seed's tree only reaches neighbours not later than the seed's time (the
             loader's ``input_time``, else the seed's node time). Implies ``disjoint``.
         temporal_strategy: ``'uniform'`` or ``'last'`` (the most recent neighbours).
+        is_sorted, share_memory: accepted for PyG compatibility and ignored: the graph
+            is read from the store's CSC, and forked DataLoader workers read a CPU graph
+            copy-on-write.
+        directed: ``False`` is PyG's deprecated spelling of ``subgraph_type='induced'``.
+        sample_direction: ``'forward'`` only (in-neighbours, PyG's default).
         seed: fixes the sampler's random stream (each batch still differs); ``None``
             follows ``torch.manual_seed``.
 
@@ -220,7 +226,15 @@ class NeighborSampler(BaseSampler):
                  num_neighbors: Union[List[int], NumNeighbors], subgraph_type: Union[str, SubgraphType] = 'directional',
                  replace: bool = False, disjoint: bool = False, temporal_strategy: str = 'uniform',
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None,
-                 seed: Optional[int] = None, **kwargs) -> None:
+                 is_sorted: bool = False, share_memory: bool = False, directed: bool = True,
+                 sample_direction: str = 'forward', seed: Optional[int] = None) -> None:
+        if not directed:  # as PyG: the deprecated spelling of an induced subgraph
+            subgraph_type = SubgraphType.induced
+            warnings.warn("The usage of the 'directed' argument in 'NeighborSampler' is deprecated. Use "
+                          "`subgraph_type='induced'` instead.", stacklevel=2)
+        if sample_direction != 'forward':
+            raise ValueError(f"NeighborSampler: sample_direction={sample_direction!r} is not supported; pyg_accel "
+                             "samples in-neighbours ('forward')")
         if time_attr is not None and weight_attr is not None:
             raise ValueError('NeighborSampler: weighted temporal sampling is not supported')
         if temporal_strategy not in ('uniform', 'last'):
