@@ -97,6 +97,22 @@ def test_partial_put_updates_rows(store):
     assert torch.equal(store.get_tensor(None, 'x', None).cpu(), expected)
 
 
+def test_update_tensor_rows_or_whole(store):
+    """PyG's default update_tensor removes then re-puts: with an index that would drop
+    the tensor. Ours writes the rows in place, or replaces the whole tensor."""
+    x, _ = filled(store)
+    new = torch.randn(2, 16)
+    assert store.update_tensor(new, group_name=None, attr_name='x', index=torch.tensor([0, 9]))
+    expected = x.clone()
+    expected[[0, 9]] = new
+    assert torch.equal(store.get_tensor(None, 'x', None).cpu(), expected)
+    whole = torch.randn(4, 16)
+    assert store.update_tensor(whole, group_name=None, attr_name='x')
+    assert torch.equal(store.get_tensor(None, 'x', None).cpu(), whole)
+    with pytest.raises(ValueError, match='expected shape'):
+        store.update_tensor(torch.randn(3, 16), group_name=None, attr_name='x', index=torch.tensor([0]))
+
+
 def test_remove(store):
     filled(store)
     assert store.remove_tensor(None, 'x', None)

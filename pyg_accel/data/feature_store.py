@@ -152,6 +152,15 @@ class FeatureStore(torch_geometric.data.FeatureStore):
             self._caches[self._key(attr)].update(rows, tensor)
         return True
 
+    def update_tensor(self, tensor, *args, **kwargs) -> bool:
+        """PyG's ``update_tensor``: replaces the whole tensor (``index`` unset or ``None``)
+        or, with an index, writes just those rows in place (a row cache follows). PyG's
+        default removes and re-puts the attribute, which cannot work for a partial update."""
+        attr = self._tensor_attr_cls.cast(*args, **kwargs)
+        if attr.index is _UNSET:
+            attr.index = None
+        return self.put_tensor(tensor, attr)
+
     def _row_ids(self, index: object, stored: Tensor) -> Tensor:
         """Validated int64 row ids (on the CPU) from a slice, int, mask or id tensor."""
         n = stored.shape[0]
