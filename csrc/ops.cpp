@@ -30,14 +30,19 @@ TORCH_LIBRARY(pyg_accel, m) {
   // Drops the CUDA sampler's cached plans (buffers and CUDA graphs; they are rebuilt on
   // the next call); returns how many were dropped.
   m.def("clear_sampler_plans() -> int");
-  // Heterogeneous version (uniform): node types 0..T-1 with num_nodes[t]; edge type r
-  // goes from src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node
-  // type; num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop
-  // expands, edge type by edge type, the nodes each type gained in the previous hop.
+  // Heterogeneous version: node types 0..T-1 with num_nodes[t]; edge type r goes from
+  // src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node type;
+  // num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop expands,
+  // edge type by edge type, the nodes each type gained in the previous hop. Optional, as
+  // in neighbor_sample: edge_weight[r] (weighted draws for that edge type), node_time[t],
+  // edge_time[r] and seed_time[t] (temporal; needs disjoint; a type without times is
+  // always eligible); each list is empty or has one entry (maybe None) per type.
   // Outputs are per node type (node, batch) and per edge type (row, col, edge), with
   // counts num_sampled_nodes [T, num_hops + 1] and num_sampled_edges [R, num_hops].
   m.def("hetero_neighbor_sample(int[] num_nodes, int[] src_type, int[] dst_type, Tensor[] colptr, Tensor[] row, "
-        "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int random_seed) -> "
+        "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int random_seed, "
+        "Tensor?[] edge_weight, Tensor?[] node_time, Tensor?[] edge_time, Tensor?[] seed_time, "
+        "str temporal_strategy) -> "
         "(Tensor[] node, Tensor[] batch, Tensor[] row, Tensor[] col, Tensor[] edge, Tensor num_sampled_nodes, "
         "Tensor num_sampled_edges)");
   // Sparse-dense ops over a graph whose edges are sorted by destination: the edges of

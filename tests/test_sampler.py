@@ -181,7 +181,7 @@ def test_unsupported_options_are_clear_errors(stores):
         NeighborSampler(stores, [2], time_attr='time', weight_attr='w')
     with pytest.raises(ValueError, match='temporal_strategy'):
         NeighborSampler(stores, [2], temporal_strategy='first')
-    with pytest.raises(ValueError, match='heterogeneous graphs are not'):
+    with pytest.raises(KeyError, match="no edge type has an edge feature 'w'"):
         NeighborSampler(from_data(paper_author_graph(10, 5, 20), 'cpu'), [2], weight_attr='w')
     with pytest.raises(ValueError, match="no 'edge_index'"):
         NeighborSampler(Data(x=torch.randn(3, 1)), [2])
@@ -405,6 +405,99 @@ def test_heterogeneous_induced_subgraph(location):
         assert torch.equal(torch.stack([node_src[r.cpu()], node_dst[c.cpu()]]), ei[:, edge_id])
         inside = torch.isin(ei[0], node_src) & torch.isin(ei[1], node_dst)
         assert torch.equal(edge_id.sort().values, inside.nonzero().view(-1))
+
+
+def sampled_global_edges(batch, edge_type):
+    """``[2, k]`` global (src, dst) ids and the input edge ids of a batch's edge type."""
+    src, _, dst = edge_type
+    ei = batch[edge_type].edge_index
+    return torch.stack([batch[src].n_id[ei[0]], batch[dst].n_id[ei[1]]]), batch[edge_type].e_id
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_heterogeneous_weighted_sampling(location):
+    """Edge types with a weight draw by weight (zero-weight edges never); the others
+    uniformly. At fanout -1 a weighted type takes exactly its positive-weight edges."""
+    data = hetero_graph()
+    writes = ('author', 'writes', 'paper')
+    weight = torch.rand(data[writes].num_edges)
+    weight[::2] = 0
+    data[writes].w = weight
+    seeds = torch.arange(20)
+    for fanout in (2, -1):
+        loader = NeighborLoader(data, [fanout], neighbor_sampler=NeighborSampler(from_data(data, location), [fanout],
+                                                                                 weight_attr='w'),
+                                input_nodes=('paper', seeds), batch_size=20)
+        batch = next(iter(loader)).to('cpu')
+        check_hetero_batch(batch, data, seeds, fanouts=None)
+        _, e_id = sampled_global_edges(batch, writes)
+        assert bool((weight[e_id] > 0).all())
+        dst = data[writes].edge_index[1]
+        positive = torch.bincount(dst[weight > 0], minlength=80)[seeds]
+        got = torch.bincount(dst[e_id], minlength=80)[seeds]
+        assert torch.equal(got, positive if fanout < 0 else positive.clamp(max=fanout))
+        cites = batch['paper', 'cites', 'paper'].e_id  # no weight: uniform, min(fanout, degree)
+        deg = torch.bincount(data['paper', 'cites', 'paper'].edge_index[1], minlength=80)[seeds]
+        got = torch.bincount(data['paper', 'cites', 'paper'].edge_index[1, cites], minlength=80)[seeds]
+        assert torch.equal(got, deg if fanout < 0 else deg.clamp(max=fanout))
+    with pytest.raises(KeyError, match="no edge type has an edge feature 'nope'"):
+        NeighborSampler(from_data(data, location), [2], weight_attr='nope')
+
+
+def time_graph(node_level: bool):
+    data = hetero_graph()
+    g = torch.Generator().manual_seed(5)
+    if node_level:
+        data['paper'].time = torch.randint(0, 100, (80,), generator=g)
+        data['author'].time = torch.randint(0, 100, (40,), generator=g)
+    else:
+        for edge_type in data.edge_types:
+            data[edge_type].time = torch.randint(0, 100, (data[edge_type].num_edges,), generator=g)
+    return data
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+@pytest.mark.parametrize('node_level', [True, False])
+@pytest.mark.parametrize('strategy', ['uniform', 'last'])
+def test_heterogeneous_temporal_sampling(location, node_level, strategy):
+    """Each seed's tree only holds neighbours (node times) or edges (edge times) not later
+    than the seed's time; 'last' takes the most recent eligible ones."""
+    data = time_graph(node_level)
+    seeds, seed_time = torch.arange(16), torch.randint(20, 100, (16,), generator=torch.Generator().manual_seed(1))
+    fanouts = [2, 2]
+    sampler = NeighborSampler(from_data(data, location), fanouts, time_attr='time', temporal_strategy=strategy)
+    assert sampler.disjoint and sampler.is_temporal
+    loader = NeighborLoader(data, fanouts, neighbor_sampler=sampler, input_nodes=('paper', seeds),
+                            input_time=seed_time, batch_size=16, time_attr='time')
+    batch = next(iter(loader)).to('cpu')
+    assert torch.equal(batch['paper'].n_id[:16], seeds)
+    for edge_type in data.edge_types:
+        src, _, dst = edge_type
+        glob, e_id = sampled_global_edges(batch, edge_type)
+        limit = seed_time[batch[dst].batch[batch[edge_type].edge_index[1]]]
+        when = data[src].time[glob[0]] if node_level else data[edge_type].time[e_id]
+        assert e_id.numel() > 0 and bool((when <= limit).all()), edge_type
+        if strategy == 'last':  # first hop from the seeds: the latest eligible neighbours
+            hop0 = batch[edge_type].num_sampled_edges[0]
+            for k in range(hop0):
+                v, tree = int(glob[1, k]), int(batch[dst].batch[batch[edge_type].edge_index[1, k]])
+                mine = data[edge_type].edge_index[1] == v
+                times = (data[src].time[data[edge_type].edge_index[0]] if node_level else data[edge_type].time)[mine]
+                eligible = times[times <= seed_time[tree]].sort(descending=True).values
+                assert int(when[k]) >= int(eligible[min(fanouts[0], eligible.numel()) - 1])
+    with pytest.raises(ValueError, match='seed times were given'):
+        NeighborSampler(from_data(data, location), fanouts)._sample({'paper': seeds}, {'paper': seed_time})
+
+
+@requires_cuda
+def test_heterogeneous_temporal_graph_on_the_gpu_samples_as_on_the_cpu():
+    data = time_graph(node_level=True)
+    seeds = {'paper': torch.arange(16)}
+    outs = [NeighborSampler(from_data(data, location), [2, 2], time_attr='time', seed=3)._sample(seeds)
+            for location in ('cpu', 'cuda')]
+    assert outs[1].node['paper'].is_cuda
+    for edge_type in data.edge_types:
+        assert torch.equal(outs[1].edge[edge_type].cpu(), outs[0].edge[edge_type])
 
 
 @pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")

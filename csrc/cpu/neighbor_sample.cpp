@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -241,16 +242,39 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
 using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
                                 std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor>;
 
+// Entry i of an optional per-type tensor list as a contiguous tensor of `dtype`, or an
+// undefined tensor (no entry, or None); `expected` entries when the list is not empty.
+at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
+                       at::ScalarType dtype, const char* name) {
+  if (list.size() == 0) return at::Tensor();
+  TORCH_CHECK(static_cast<int64_t>(list.size()) == expected, "hetero_neighbor_sample: ", name, " must have ",
+              std::to_string(expected), " entries (one per type) or none");
+  const std::optional<at::Tensor> t = list.get(i);
+  return t.has_value() ? t->to(dtype).contiguous() : at::Tensor();
+}
+
+template <typename T>
+const T* data_or_null(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
 HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
                                         at::TensorList colptr_list, at::TensorList row_list, at::TensorList seed_list,
                                         at::IntArrayRef num_neighbors, int64_t num_hops, bool replace, bool disjoint,
-                                        int64_t random_seed) {
+                                        int64_t random_seed, const c10::List<std::optional<at::Tensor>>& edge_weight,
+                                        const c10::List<std::optional<at::Tensor>>& node_time_list,
+                                        const c10::List<std::optional<at::Tensor>>& edge_time_list,
+                                        const c10::List<std::optional<at::Tensor>>& seed_time_list,
+                                        c10::string_view temporal_strategy) {
   const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
   TORCH_CHECK(static_cast<int64_t>(dst_type.size()) == R && static_cast<int64_t>(colptr_list.size()) == R &&
                   static_cast<int64_t>(row_list.size()) == R && static_cast<int64_t>(seed_list.size()) == T &&
                   static_cast<int64_t>(num_neighbors.size()) == R * num_hops,
               "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
-  std::vector<at::Tensor> colptrs, rows;
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
+              "hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
+  std::vector<at::Tensor> colptrs, rows, weights, edge_times, node_times, seed_times;
+  bool weighted = false, temporal = false;
   for (int64_t r = 0; r < R; ++r) {
     TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
                 "hetero_neighbor_sample: edge type ", std::to_string(r), " names an unknown node type");
@@ -259,18 +283,42 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
     TORCH_CHECK(colptrs[r].numel() == num_nodes[dst_type[r]] + 1,
                 "hetero_neighbor_sample: colptr of edge type ", std::to_string(r), " must have ",
                 std::to_string(num_nodes[dst_type[r]] + 1), " entries");
+    weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight"));
+    edge_times.push_back(type_tensor(edge_time_list, r, R, at::kLong, "edge_time"));
+    for (const at::Tensor* t : {&weights[r], &edge_times[r]}) {
+      TORCH_CHECK(!t->defined() || t->numel() == rows[r].numel(), "hetero_neighbor_sample: edge_weight and "
+                  "edge_time of edge type ", std::to_string(r), " need one entry per edge");
+    }
+    weighted |= weights[r].defined();
+    temporal |= edge_times[r].defined();
   }
+  for (int64_t t = 0; t < T; ++t) {
+    node_times.push_back(type_tensor(node_time_list, t, T, at::kLong, "node_time"));
+    seed_times.push_back(type_tensor(seed_time_list, t, T, at::kLong, "seed_time"));
+    TORCH_CHECK(!node_times[t].defined() || node_times[t].numel() >= num_nodes[t],
+                "hetero_neighbor_sample: node_time of node type ", std::to_string(t), " needs one entry per node");
+    TORCH_CHECK(!seed_times[t].defined() || seed_times[t].numel() == seed_list[t].numel(),
+                "hetero_neighbor_sample: seed_time of node type ", std::to_string(t), " needs one entry per seed");
+    temporal |= node_times[t].defined();
+  }
+  TORCH_CHECK(!temporal || disjoint, "hetero_neighbor_sample: temporal sampling needs disjoint=True");
+  TORCH_CHECK(!(temporal && weighted), "hetero_neighbor_sample: weighted temporal sampling is not supported");
+  const bool last = temporal_strategy == "last";
   std::vector<std::vector<int64_t>> node(T), batch(T), out_row(R), out_col(R), out_edge(R), frontier(T);
   std::vector<std::unordered_map<int64_t, int64_t>> local_of(T);
   std::vector<int64_t> nodes_per_hop(T * (num_hops + 1), 0), edges_per_hop(R * std::max<int64_t>(num_hops, 1), 0);
+  std::vector<int64_t> tree_time;  // temporal: the time of each tree's seed
   int64_t tree = 0;  // seed index across all types (disjoint trees)
   for (int64_t t = 0; t < T; ++t) {
     const at::Tensor seeds = seed_list[t].to(at::kLong).contiguous();
     const int64_t* s = seeds.data_ptr<int64_t>();
     const int64_t stride = std::max<int64_t>(num_nodes[t], 1);
+    TORCH_CHECK(!temporal || seeds.numel() == 0 || seed_times[t].defined(), "hetero_neighbor_sample: temporal "
+                "sampling needs the seed times of node type ", std::to_string(t));
     for (int64_t i = 0; i < seeds.numel(); ++i, ++tree) {
       TORCH_CHECK(s[i] >= 0 && s[i] < num_nodes[t], "hetero_neighbor_sample: seed ", std::to_string(s[i]),
                   " is out of range for node type ", std::to_string(t));
+      if (temporal) tree_time.push_back(seed_times[t].data_ptr<int64_t>()[i]);
       const int64_t key = disjoint ? tree * stride + s[i] : s[i];
       if (local_of[t].emplace(key, static_cast<int64_t>(node[t].size())).second) {
         frontier[t].push_back(static_cast<int64_t>(node[t].size()));
@@ -287,9 +335,14 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
       const int64_t s_t = src_type[r], d_t = dst_type[r], fanout = num_neighbors[r * num_hops + hop];
       const int64_t* colptr = colptrs[r].data_ptr<int64_t>();
       const int64_t* row = rows[r].data_ptr<int64_t>();
+      const double* weight = data_or_null<double>(weights[r]);
+      const int64_t* node_time = data_or_null<int64_t>(node_times[s_t]);
+      const int64_t* edge_time = data_or_null<int64_t>(edge_times[r]);
       const std::vector<int64_t>& from = frontier[d_t];
       const int64_t m = static_cast<int64_t>(from.size());
-      std::vector<int64_t> offset(m + 1, 0);
+      // Room for each node's draws (exact for uniform draws; an upper bound for weighted
+      // and temporal ones, which may draw fewer).
+      std::vector<int64_t> offset(m + 1, 0), count(m, 0);
       for (int64_t i = 0; i < m; ++i) {
         const int64_t v = node[d_t][from[i]];
         offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
@@ -299,15 +352,25 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           const int64_t v = node[d_t][from[i]];
-          draw_neighbors(colptr[v], colptr[v + 1] - colptr[v], fanout, replace,
-                         slot_key(type_key, i), drawn.data() + offset[i]);
+          const int64_t start = colptr[v], degree = colptr[v + 1] - start;
+          const uint64_t key = slot_key(type_key, i);
+          int64_t* out = drawn.data() + offset[i];
+          if (temporal && (node_time != nullptr || edge_time != nullptr)) {
+            count[i] = draw_temporal(start, degree, fanout, replace, last, key, tree_time[batch[d_t][from[i]]], row,
+                                     node_time, edge_time, out);
+          } else if (weight != nullptr) {
+            count[i] = draw_weighted(start, degree, fanout, replace, key, weight, out);
+          } else {
+            draw_neighbors(start, degree, fanout, replace, key, out);
+            count[i] = offset[i + 1] - offset[i];
+          }
         }
       });
       const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
       for (int64_t i = 0; i < m; ++i) {
         const int64_t dst_local = from[i];
         const int64_t b = batch[d_t][dst_local];
-        for (int64_t p = offset[i]; p < offset[i + 1]; ++p) {
+        for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
           const int64_t u = row[drawn[p]];
           TORCH_CHECK(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ", std::to_string(r),
                       " holds node ", std::to_string(u), ", out of range");
@@ -323,7 +386,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
           out_edge[r].push_back(drawn[p]);
         }
       }
-      edges_per_hop[r * num_hops + hop] = offset[m];
+      edges_per_hop[r * num_hops + hop] = std::accumulate(count.begin(), count.end(), int64_t{0});
     }
     for (int64_t t = 0; t < T; ++t) nodes_per_hop[t * (num_hops + 1) + hop + 1] = static_cast<int64_t>(next[t].size());
     frontier.swap(next);

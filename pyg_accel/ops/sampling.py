@@ -225,6 +225,33 @@ def _register() -> None:
     torch.library.register_fake('pyg_accel::neighbor_sample')(_fake_neighbor_sample)
 
 
+def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str,
+              floating: bool = False) -> List[Optional[Tensor]]:
+    """``values[type]`` for each type as a validated CPU tensor of ``[sizes[type]]``
+    (``None`` where absent): float weights (finite, non-negative) or integer times."""
+    values = values or {}
+    unknown = [key for key in values if key not in sizes]
+    if unknown:
+        raise ValueError(f'hetero_neighbor_sample: {name} has unknown types {unknown}')
+    out: List[Optional[Tensor]] = []
+    for key in types:
+        t = values.get(key)
+        if t is None:
+            out.append(None)
+            continue
+        ok_dtype = isinstance(t, Tensor) and (t.is_floating_point() if floating else
+                                              not (t.is_floating_point() or t.dtype == torch.bool))
+        if not ok_dtype or t.shape != (sizes[key],):
+            raise TypeError(f"hetero_neighbor_sample: {name} of {key} must be {'a float' if floating else 'an integer'}"
+                            f' tensor of shape [{sizes[key]}], got {getattr(t, "dtype", type(t).__name__)} '
+                            f'{tuple(getattr(t, "shape", ()))}')
+        t = t.cpu()
+        if floating and t.numel() and not bool(torch.isfinite(t).all() & (t >= 0).all()):
+            raise ValueError(f'hetero_neighbor_sample: {name} of {key} must be finite and non-negative')
+        out.append(t)
+    return out
+
+
 class HeteroSampledSubgraph(NamedTuple):
     """What :func:`hetero_neighbor_sample` returns: PyG's ``HeteroSamplerOutput`` fields,
     keyed by node type (``node``, ``batch``, ``num_sampled_nodes``) or edge type
@@ -241,8 +268,13 @@ class HeteroSampledSubgraph(NamedTuple):
 def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[EdgeType, Tensor],
                            seed_dict: Dict[str, Tensor], num_neighbors: Dict[EdgeType, Sequence[int]],
                            num_nodes: Dict[str, int], replace: bool = False, disjoint: bool = False,
-                           random_seed: Optional[int] = None) -> HeteroSampledSubgraph:
-    """Multi-hop uniform sampling over a heterogeneous graph (PyG semantics).
+                           random_seed: Optional[int] = None,
+                           edge_weight: Optional[Dict[EdgeType, Tensor]] = None,
+                           node_time: Optional[Dict[str, Tensor]] = None,
+                           edge_time: Optional[Dict[EdgeType, Tensor]] = None,
+                           seed_time: Optional[Dict[str, Tensor]] = None,
+                           temporal_strategy: str = 'uniform') -> HeteroSampledSubgraph:
+    """Multi-hop sampling over a heterogeneous graph (PyG semantics), on the CPU.
 
     Args:
         colptr_dict, row_dict: CSC per edge type ``(src, rel, dst)``; ``colptr`` has
@@ -251,6 +283,15 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         num_neighbors: fanouts per hop for every edge type (equal lengths).
         num_nodes: node count per node type.
         replace, disjoint, random_seed: as in :func:`neighbor_sample`.
+        edge_weight: ``[E_r]`` weights (CSC order) of the edge types drawn by weight;
+            the others are drawn uniformly.
+        node_time, edge_time: ``[N_t]`` node times per node type and ``[E_r]`` edge times
+            (CSC order) per edge type, for temporal sampling (needs ``disjoint=True``):
+            a tree only reaches neighbours and edges not later than its seed's time.
+            Types without times are always eligible.
+        seed_time: ``[B_t]`` time of each seed, per seed type (default: the seeds' node
+            times).
+        temporal_strategy: ``'uniform'`` or ``'last'``, as in :func:`neighbor_sample`.
 
     Each hop expands, edge type by edge type, the nodes that each type gained in the
     previous hop; node ids are deduplicated per type across hops.
@@ -279,6 +320,29 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         if not isinstance(s, Tensor) or s.dtype not in (torch.int32, torch.int64) or s.dim() != 1:
             raise TypeError(f'hetero_neighbor_sample: seeds of {t!r} must be a 1-D integer tensor')
         seeds.append(s.cpu().long())
+    weights = _per_type(edge_weight, edge_types, {et: row_dict[et].numel() for et in edge_types}, 'edge_weight',
+                        floating=True)
+    node_times = _per_type(node_time, node_types, num_nodes, 'node_time')
+    edge_times = _per_type(edge_time, edge_types, {et: row_dict[et].numel() for et in edge_types}, 'edge_time')
+    seed_times = _per_type(seed_time, node_types, {t: s.numel() for t, s in zip(node_types, seeds)}, 'seed_time')
+    temporal = any(t is not None for t in node_times + edge_times)
+    if temporal_strategy not in ('uniform', 'last'):
+        raise ValueError(f"hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last', got "
+                         f'{temporal_strategy!r}')
+    if temporal:
+        if not disjoint:
+            raise ValueError('hetero_neighbor_sample: temporal sampling needs disjoint=True (one tree per seed '
+                             'and time)')
+        if any(w is not None for w in weights):
+            raise ValueError('hetero_neighbor_sample: weighted temporal sampling is not supported')
+        for i, t in enumerate(node_types):  # seed times default to the seeds' node times
+            if seed_times[i] is None and seeds[i].numel():
+                if node_times[i] is None:
+                    raise ValueError(f'hetero_neighbor_sample: seeds of {t!r} need seed_time (the type has no '
+                                     'node_time)')
+                seed_times[i] = node_times[i][seeds[i]]
+    elif any(t is not None for t in seed_times):
+        raise ValueError('hetero_neighbor_sample: seed_time was given without node_time or edge_time')
     if random_seed is None:
         random_seed = int(torch.randint(0, 2**62, (1,)))
     type_index = {t: i for i, t in enumerate(node_types)}
@@ -286,7 +350,8 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         [int(num_nodes[t]) for t in node_types], [type_index[et[0]] for et in edge_types],
         [type_index[et[-1]] for et in edge_types], [colptr_dict[et] for et in edge_types],
         [row_dict[et] for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]], num_hops,
-        bool(replace), bool(disjoint), int(random_seed))
+        bool(replace), bool(disjoint), int(random_seed), weights, node_times, edge_times, seed_times,
+        temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
     return HeteroSampledSubgraph(

@@ -13,7 +13,7 @@ it also takes a plain ``Data`` or ``HeteroData``.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 import torch
@@ -78,12 +78,7 @@ def _edge_feature(graph_store, name: str, what: str) -> Tensor:
 def _node_time(feature_store, data: Optional[Data], name: str) -> Optional[Tensor]:
     if data is not None:
         return data[name] if name in data and data.is_node_attr(name) else None
-    if feature_store is None:
-        return None
-    try:
-        return feature_store.get_tensor(group_name=None, attr_name=name, index=None)
-    except KeyError:
-        return None
+    return _node_time_of_type(feature_store, None, name)
 
 
 def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]) -> _Graph:
@@ -116,11 +111,15 @@ def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]) -> _
 
 @dataclass
 class _HeteroGraph:
-    """A heterogeneous graph in CSC order per edge type."""
+    """A heterogeneous graph in CSC order per edge type, with the per-type weights and
+    times that some types may have."""
     colptr: Dict[EdgeType, Tensor]
     row: Dict[EdgeType, Tensor]
     perm: Dict[EdgeType, Optional[Tensor]]
     num_nodes: Dict[str, int]
+    edge_weight: Dict[EdgeType, Tensor] = field(default_factory=dict)
+    node_time: Dict[str, Tensor] = field(default_factory=dict)
+    edge_time: Dict[EdgeType, Tensor] = field(default_factory=dict)
 
 
 def _is_hetero(data) -> bool:
@@ -131,7 +130,8 @@ def _is_hetero(data) -> bool:
     return False
 
 
-def _load_hetero_graph(data) -> _HeteroGraph:
+def _load_hetero_graph(data, weight_attr: Optional[str] = None, time_attr: Optional[str] = None,
+                       temporal_strategy: str = 'uniform') -> _HeteroGraph:
     if isinstance(data, HeteroData):
         from ..data.convert import from_data
         fs, gs = from_data(data, 'cpu')
@@ -154,19 +154,67 @@ def _load_hetero_graph(data) -> _HeteroGraph:
         missing = num_nodes[et[-1]] + 1 - colptr.numel()
         if missing > 0:
             colptrs[et] = torch.cat([colptr, colptr[-1:].expand(missing)])
-    return _HeteroGraph(colptrs, rows, perms, num_nodes)
+    graph = _HeteroGraph(colptrs, rows, perms, num_nodes)
+    if weight_attr is not None:
+        graph.edge_weight = _edge_features_by_type(gs, list(colptrs), weight_attr, 'weight_attr')
+    if time_attr is not None:
+        graph.node_time = {t: nt for t in num_nodes if (nt := _node_time_of_type(fs, t, time_attr)) is not None}
+        if not graph.node_time:
+            graph.edge_time = _edge_features_by_type(gs, list(colptrs), time_attr, 'time_attr')
+        if temporal_strategy == 'last':
+            _sort_hetero_columns_by_time(graph)
+    return graph
 
 
-def _host_csc(graph: _HeteroGraph):
-    """(GPU of the graph or ``None``, (colptr, row) dicts for the CPU kernel).
+def _edge_features_by_type(graph_store, edge_types: List[EdgeType], name: str, what: str) -> Dict[EdgeType, Tensor]:
+    """The per-edge tensor ``name`` of each edge type that has it (CSC order)."""
+    if not isinstance(graph_store, GraphStore):
+        raise ValueError(f"NeighborSampler: {what} needs pyg_accel's GraphStore (put it with "
+                         'graph_store.put_edge_feature(tensor, name, edge_type))')
+    found = {et: graph_store.get_edge_feature(name, et) for et in edge_types
+             if name in graph_store.edge_feature_names(et)}
+    if not found:
+        raise KeyError(f"NeighborSampler: no edge type has an edge feature {name!r} (nor any node type a node "
+                       f'attribute of that name, for time_attr)' if what == 'time_attr' else
+                       f"NeighborSampler: no edge type has an edge feature {name!r}")
+    return found
+
+
+def _node_time_of_type(feature_store, node_type: Optional[str], name: str) -> Optional[Tensor]:
+    """The node-level tensor ``name`` of a FeatureStore group, or ``None``."""
+    if feature_store is None:
+        return None
+    try:
+        return feature_store.get_tensor(group_name=node_type, attr_name=name, index=None)
+    except KeyError:
+        return None
+
+
+def _sort_hetero_columns_by_time(graph: _HeteroGraph) -> None:
+    """Each edge type's columns in ascending time (for temporal_strategy='last')."""
+    for et in graph.colptr:
+        node_time, edge_time = graph.node_time.get(et[0]), graph.edge_time.get(et)
+        if node_time is None and edge_time is None:
+            continue  # an edge type without times: every edge is eligible, order is kept
+        one = _sort_columns_by_time(_Graph(graph.colptr[et], graph.row[et], graph.perm.get(et),
+                                           graph.num_nodes[et[-1]], None, node_time, edge_time))
+        graph.row[et], graph.perm[et] = one.row, one.perm
+        if edge_time is not None:
+            graph.edge_time[et] = one.edge_time
+
+
+def _host_copy(graph: _HeteroGraph) -> Tuple[Optional[torch.device], _HeteroGraph]:
+    """(GPU of the graph or ``None``, the graph in host memory for the CPU kernel).
 
     Heterogeneous graphs are sampled by the CPU kernel (there is no CUDA kernel for them
     yet): a graph held on a GPU is copied to host memory once, here, and the batches are
     moved back to that GPU."""
     device = next((t.device for t in graph.colptr.values() if t.is_cuda), None)
     if device is None:
-        return None, (graph.colptr, graph.row)
-    return device, ({et: t.cpu() for et, t in graph.colptr.items()}, {et: t.cpu() for et, t in graph.row.items()})
+        return None, graph
+    host = lambda tensors: {key: t.cpu() for key, t in tensors.items()}  # noqa: E731
+    return device, _HeteroGraph(host(graph.colptr), host(graph.row), graph.perm, graph.num_nodes,
+                                host(graph.edge_weight), host(graph.node_time), host(graph.edge_time))
 
 
 def _to_device(tensors: Optional[Dict], device: torch.device) -> Optional[Dict]:
@@ -206,6 +254,9 @@ class NeighborSampler(BaseSampler):
             (``Data`` attribute / GraphStore edge feature): temporal sampling, where each
             seed's tree only reaches neighbours not later than the seed's time (the
             loader's ``input_time``, else the seed's node time). Implies ``disjoint``.
+            Heterogeneous graphs: a weight or time per edge type (and node times per
+            node type) where present; types without one are drawn uniformly / always
+            eligible.
         temporal_strategy: ``'uniform'`` or ``'last'`` (the most recent neighbours).
         is_sorted, share_memory: accepted for PyG compatibility and ignored: the graph
             is read from the store's CSC, and forked DataLoader workers read a CPU graph
@@ -245,11 +296,10 @@ class NeighborSampler(BaseSampler):
         self.hetero: Optional[_HeteroGraph] = None
         self.edge_weight = self.node_time = self.edge_time = None
         if _is_hetero(data):
-            if weight_attr is not None or time_attr is not None:
-                raise ValueError('NeighborSampler: weighted and temporal sampling of heterogeneous graphs are not '
-                                 "supported by pyg_accel's sampler yet")
-            self.hetero = _load_hetero_graph(data)
-            self._hetero_device, self._hetero_csc = _host_csc(self.hetero)
+            self.hetero = _load_hetero_graph(data, weight_attr, time_attr, temporal_strategy)
+            self._hetero_device, self._hetero_host = _host_copy(self.hetero)
+            self.edge_weight = self.hetero.edge_weight or None
+            self.node_time, self.edge_time = self.hetero.node_time or None, self.hetero.edge_time or None
             edge_types = list(self.hetero.colptr)
             self.fanouts_dict = {et: list(v) for et, v in self.num_neighbors.get_values(edge_types).items()}
             self.num_nodes = dict(self.hetero.num_nodes)
@@ -325,12 +375,14 @@ class NeighborSampler(BaseSampler):
         if not isinstance(seed, dict):
             raise ValueError("NeighborSampler: a heterogeneous graph needs seeds keyed by node type (pass "
                              "input_nodes=('node_type', ids))")
-        if seed_time is not None:
+        if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
         random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
-        colptr, row = self._hetero_csc
+        host = self._hetero_host
+        colptr, row = host.colptr, host.row
         out = hetero_neighbor_sample(colptr, row, seed, self.fanouts_dict, self.hetero.num_nodes, self.replace,
-                                     self.disjoint, random_seed)
+                                     self.disjoint, random_seed, host.edge_weight, host.node_time, host.edge_time,
+                                     seed_time, self.temporal_strategy)
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             induced_row, induced_col, induced_edge = hetero_induced_edges(colptr, row, out.node)
             out = out._replace(row=induced_row, col=induced_col, edge=induced_edge, num_sampled_edges=None)
