@@ -298,3 +298,41 @@ def test_graph_memo_can_be_switched_off(monkeypatch):
     monkeypatch.setenv('PYG_ACCEL_GRAPH_MEMO', '0')
     assert coo_graph(ei, (50, 50)) is not coo_graph(ei, (50, 50))
     assert not hasattr(ei, '_pyg_accel_coo')
+
+
+EXPLAIN_SCRIPT = '''
+import torch, torch_geometric.nn.models as pyg_models
+import pyg_accel.nn.models as acc_models
+from torch_geometric.explain import Explainer, GNNExplainer
+torch.manual_seed(0)
+x, edge_index = torch.randn(60, 8), torch.randint(0, 60, (2, 300))
+for name in ('GAT', 'GCN', 'GraphSAGE'):
+    ref = getattr(pyg_models, name)(8, 16, 2, 3)  # PyG's layers built first, as in a user's script
+    ours = getattr(acc_models, name)(8, 16, 2, 3)
+    ours.load_state_dict(ref.state_dict())
+    masks = []
+    for model in (ref, ours):
+        explainer = Explainer(model=model, algorithm=GNNExplainer(epochs=5), explanation_type='model',
+                              node_mask_type='attributes', edge_mask_type='object',
+                              model_config=dict(mode='multiclass_classification', task_level='node',
+                                                return_type='log_probs'))
+        torch.manual_seed(1)
+        masks.append(explainer(x, edge_index, index=3).edge_mask)
+    torch.testing.assert_close(masks[1], masks[0]), name
+print('ok')
+'''
+
+
+def test_gnn_explainer_edge_masks_match_pyg_after_pyg_layers_were_built():
+    """PyG generates a `propagate` per class and keeps the class's previous one for
+    explain mode; our subclasses built after PyG's own layers kept PyG's generated one,
+    which ignores edge masks, so GNNExplainer failed ("Could not compute gradients for
+    edges"). A fresh interpreter, so that PyG's layers really are built first."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get('PYTHONPATH', '')]))
+    done = subprocess.run([sys.executable, '-W', 'ignore', '-c', EXPLAIN_SCRIPT], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith('ok'), done.stderr[-2000:]

@@ -7,12 +7,23 @@ from typing import Callable, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor
+from torch_geometric.nn import MessagePassing
 
 from ...ops import CooGraph
 from ...ops._marks import record, recorded
 from ...ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
 
 T = TypeVar('T')
+
+
+class PyGPropagate:
+    """Base of our convs, before PyG's conv: names ``MessagePassing.propagate`` as the
+    ``propagate`` they start from. PyG generates a ``propagate`` per class from templates
+    and keeps the one the class had as ``_orig_propagate``, the method explain mode
+    (GNNExplainer's edge masks) switches to. A subclass first built after its PyG parent
+    had generated its own would keep the parent's generated method there, which ignores
+    edge masks, and the explainer would find no gradient for them."""
+    propagate = MessagePassing.propagate
 
 
 def plain_edge_index(edge_index) -> Optional[Tensor]:

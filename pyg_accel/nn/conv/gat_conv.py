@@ -14,10 +14,10 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 from ...ops import edge_softmax, sddmm, spmm
 from ...ops.sparse import take_rows
 from ...ops.sparse import is_trusted_edge_index, trust_edge_index
-from ._graph import accelerated, cached_on, coo_graph, plain_edge_index
+from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, plain_edge_index
 
 
-class GATConv(pyg_nn.GATConv):
+class GATConv(PyGPropagate, pyg_nn.GATConv):
     r"""PyG's :class:`torch_geometric.nn.conv.GATConv` (every argument and option as
     there: ``heads``, ``concat``, ``negative_slope``, ``dropout``, ``add_self_loops``,
     ``edge_dim``/``edge_attr``, ``fill_value``, ``residual``, bipartite inputs,

@@ -11,10 +11,10 @@ from torch_geometric.typing import OptTensor
 
 from ...ops import spmm
 from ...ops.sparse import is_trusted_edge_index, trust_edge_index
-from ._graph import accelerated, cached_on, coo_graph, plain_edge_index
+from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, plain_edge_index
 
 
-class GCNConv(pyg_nn.GCNConv):
+class GCNConv(PyGPropagate, pyg_nn.GCNConv):
     r"""PyG's :class:`torch_geometric.nn.conv.GCNConv` (every argument and option as
     there), computed as ``spmm(D^-1/2 (A + I) D^-1/2, X W) + b``. The normalised graph
     is built once per call, or once for good with ``cached=True``. ``SparseTensor`` /

@@ -13,12 +13,12 @@ from torch_geometric.typing import OptPairTensor
 
 from ...ops import spmm
 from ...ops.sparse import spmm_adjoint
-from ._graph import accelerated, coo_graph, plain_edge_index
+from ._graph import PyGPropagate, accelerated, coo_graph, plain_edge_index
 
 _REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum'}
 
 
-class SAGEConv(pyg_nn.SAGEConv):
+class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
     r"""PyG's :class:`torch_geometric.nn.conv.SAGEConv` (every argument and option as
     there). ``aggr='mean'`` / ``'sum'`` run on SpMM; when ``out_channels`` is smaller than
     the input width the linear map is applied before aggregating (the same result, a
