@@ -456,6 +456,31 @@ def test_hetero_op_structure_and_errors():
     with pytest.raises(RuntimeError, match='out of range'):
         hetero_neighbor_sample(colptrs, rows, {'paper': torch.tensor([60])}, {et: [2] for et in graphs},
                                {'paper': 60, 'author': 30})
+    # weights and times: clear errors before the kernel
+    cites, writes = ('paper', 'cites', 'paper'), ('author', 'writes', 'paper')
+    args = (colptrs, rows, {'paper': seed}, {et: [2] for et in graphs}, {'paper': 60, 'author': 30})
+    paper_time = {'paper': torch.arange(60)}
+    n = rows[cites].numel()
+    cases = [
+        (dict(edge_weight={cites: torch.ones(n, dtype=torch.long)}), TypeError, 'must be a float tensor'),
+        (dict(edge_weight={cites: torch.ones(3)}), TypeError, f'shape \\[{n}\\]'),
+        (dict(edge_weight={cites: -torch.ones(n)}), ValueError, 'finite and non-negative'),
+        (dict(edge_weight={('a', 'b', 'c'): torch.ones(n)}), ValueError, 'unknown types'),
+        (dict(node_time={'paper': torch.rand(60)}, disjoint=True), TypeError, 'must be an integer tensor'),
+        (dict(node_time=paper_time), ValueError, 'needs disjoint=True'),
+        (dict(node_time=paper_time, edge_weight={cites: torch.ones(n)}, disjoint=True), ValueError,
+         'weighted temporal'),
+        (dict(seed_time={'paper': torch.zeros(3, dtype=torch.long)}), ValueError, 'without node_time'),
+        (dict(edge_time={writes: torch.zeros(300, dtype=torch.long)}, disjoint=True), ValueError,
+         'need seed_time'),
+        (dict(node_time=paper_time, disjoint=True, temporal_strategy='first'), ValueError, 'temporal_strategy'),
+    ]
+    for kwargs, error, message in cases:
+        with pytest.raises(error, match=message):
+            hetero_neighbor_sample(*args, **kwargs)
+    # types without a weight are drawn uniformly; a zero-weight type draws nothing
+    out = hetero_neighbor_sample(*args, edge_weight={writes: torch.zeros(300)}, random_seed=1)
+    assert out.edge[writes].numel() == 0 and out.edge[cites].numel() > 0
 
 
 def test_int32_graph_copies_are_reused_until_the_graph_changes():
