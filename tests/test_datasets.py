@@ -46,6 +46,9 @@ def test_synthetic_scale_and_errors():
         synthetic_dataset('huge')
     with pytest.raises(ValueError, match='invalid spec'):
         synthetic_graph(SyntheticSpec(1, 10, 4, 2))
+    for bad in (0, -1, float('nan')):
+        with pytest.raises(ValueError, match='scale must be a number > 0'):
+            synthetic_dataset('arxiv', scale=bad)
 
 
 def _fit(model_kind, d, epochs=60):

@@ -165,6 +165,8 @@ def synthetic_dataset(preset: str = 'small', scale: float = 1.0, seed: int = 0,
     edges (same average degree)."""
     if preset not in PRESETS:
         raise KeyError(f"unknown synthetic preset '{preset}'; choose one of {sorted(PRESETS)}")
+    if not isinstance(scale, (int, float)) or not scale > 0:
+        raise ValueError(f'synthetic_dataset: scale must be a number > 0, got {scale!r}')
     base = PRESETS[preset]
     spec = SyntheticSpec(**{**base.__dict__,
                             'num_nodes': max(int(base.num_nodes * scale), 2),
