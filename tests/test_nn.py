@@ -199,6 +199,14 @@ def test_bad_input_is_a_clear_error():
         conv(torch.randn(10, 16), graph())
     with pytest.raises(ValueError, match='tuple'):
         acc_nn.GCNConv(16, 8)((torch.randn(50, 16), torch.randn(50, 16)), graph())
+    ei = graph()
+    for layer in (acc_nn.GCNConv(16, 8), acc_nn.GATConv(16, 8)):  # before PyG's self-loop code indexes with them
+        with pytest.raises(IndexError, match='outside'):
+            layer(torch.randn(10, 16), ei)
+    with pytest.raises(ValueError, match='edge_weight must have one entry per edge'):
+        acc_nn.GCNConv(16, 8)(torch.randn(50, 16), ei, torch.rand(5))
+    with pytest.raises(ValueError, match='edge_attr must have one row per edge'):
+        acc_nn.GATConv(16, 8, edge_dim=2)(torch.randn(50, 16), ei, torch.rand(5, 2))
 
 
 @pytest.mark.parametrize('options', [{}, {'heads': 4}, {'heads': 4, 'concat': False}, {'negative_slope': 0.5},

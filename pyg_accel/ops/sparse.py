@@ -54,6 +54,30 @@ def is_trusted_dst_sorted(edge_index: Tensor) -> bool:
     return mark is not None and mark[2]
 
 
+def _check_range(edge_index: Tensor, size: Optional[Tuple[int, int]]) -> Tuple[Tuple[int, int], bool]:
+    """``(size, unsorted)`` of a ``[2, E]`` integer ``edge_index`` after one host sync;
+    raises ``IndexError`` for ids outside ``size`` (default: max id + 1)."""
+    if not edge_index.numel():
+        return (size if size is not None else (0, 0)), False
+    src, dst = edge_index[0], edge_index[1]
+    lo, hi_src, hi_dst, unsorted = torch.stack([edge_index.min(), src.max(), dst.max(),
+                                                (dst[1:] < dst[:-1]).any().to(edge_index.dtype)]).tolist()
+    if size is None:
+        size = (max(hi_src, hi_dst) + 1,) * 2
+    if lo < 0 or hi_src >= size[0] or hi_dst >= size[1]:
+        raise IndexError(f'CooGraph: edge_index holds ids outside [0, {size[0]}) x [0, {size[1]}) '
+                         f'(min {lo}, max source {hi_src}, max destination {hi_dst})')
+    return size, bool(unsorted)
+
+
+def check_edge_index(edge_index: Tensor, size: Tuple[int, int]) -> Tensor:
+    """Raises ``IndexError`` unless every id of ``edge_index`` is inside ``size``; on
+    success marks it (:func:`trust_edge_index`, sorted or not), so that building its
+    graph later needs no second host sync."""
+    _, unsorted = _check_range(edge_index, size)
+    return trust_edge_index(edge_index, size[0], size[1], dst_sorted=not unsorted)
+
+
 def _index_dtype(num_src: int, num_dst: int, num_edges: int) -> torch.dtype:
     """The id dtype a graph keeps: int32 when every id and edge position fits."""
     return torch.int32 if max(num_src, num_dst, num_edges) < 2**31 else torch.int64
@@ -86,18 +110,8 @@ class CooGraph:
                              f'{tuple(getattr(edge_index, "shape", ()))}')
         if edge_index.dtype not in (torch.int32, torch.int64):
             raise TypeError(f'CooGraph: edge_index must be int32 or int64, got {edge_index.dtype}')
-        src, dst = edge_index[0], edge_index[1]
-        unsorted = False
-        if edge_index.numel():  # one host sync for the range and order checks
-            lo, hi_src, hi_dst, unsorted = torch.stack([edge_index.min(), src.max(), dst.max(),
-                                                        (dst[1:] < dst[:-1]).any().to(edge_index.dtype)]).tolist()
-            if size is None:
-                size = (max(hi_src, hi_dst) + 1,) * 2
-            if lo < 0 or hi_src >= size[0] or hi_dst >= size[1]:
-                raise IndexError(f'CooGraph: edge_index holds ids outside [0, {size[0]}) x [0, {size[1]}) '
-                                 f'(min {lo}, max source {hi_src}, max destination {hi_dst})')
-        size = size if size is not None else (0, 0)
-        return cls._sorted(src, dst, int(size[0]), int(size[1]), bool(unsorted))
+        size, unsorted = _check_range(edge_index, size)
+        return cls._sorted(edge_index[0], edge_index[1], int(size[0]), int(size[1]), unsorted)
 
     @classmethod
     def _sorted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int, unsorted: Optional[bool] = None

@@ -51,6 +51,9 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
         ei = plain_edge_index(edge_index)
         if ei is None or not accelerated(self):
             return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
+        if edge_attr is not None and edge_attr.size(0) != ei.size(1):
+            raise ValueError(f'GATConv: edge_attr must have one row per edge ({ei.size(1)}), got '
+                             f'{tuple(edge_attr.shape)}')
         H, C = self.heads, self.out_channels
         x_src, x_dst, res = self._project(x)
         alpha_src = (x_src * self.att_src).sum(dim=-1)

@@ -10,7 +10,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.typing import OptTensor
 
 from ...ops import spmm
-from ...ops.sparse import is_trusted_edge_index, trust_edge_index
+from ...ops.sparse import check_edge_index, is_trusted_edge_index, trust_edge_index
 from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, plain_edge_index
 
 
@@ -33,6 +33,9 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
         ei = plain_edge_index(edge_index)
         if ei is None or isinstance(x, (tuple, list)) or not accelerated(self):
             return super().forward(x, edge_index, edge_weight)
+        if edge_weight is not None and (edge_weight.dim() != 1 or edge_weight.numel() != ei.size(1)):
+            raise ValueError(f'GCNConv: edge_weight must have one entry per edge ([{ei.size(1)}]), got '
+                             f'{tuple(edge_weight.shape)}')
         if self._cached_graph is not None:
             graph, weight = self._cached_graph
         else:
@@ -41,6 +44,8 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
             def build():
                 e, w = ei, edge_weight
                 if self.normalize:
+                    if not is_trusted_edge_index(ei, (n, n)):  # a clear error before PyG's gcn_norm indexes
+                        check_edge_index(ei, (n, n))
                     e, w = gcn_norm(e, w, n, self.improved, self.add_self_loops, self.flow, x.dtype)
                     if is_trusted_edge_index(ei, (n, n)):  # self-loops stay inside [0, n)
                         trust_edge_index(e, n, n)
