@@ -150,8 +150,9 @@ def test_our_loaders_take_the_data_spellings_of_seeds_over_our_stores():
     with pytest.raises(ValueError, match='edge_label_index must be'):
         OurLinkLoader(stores, [3], edge_label_index=[1, 2, 3], batch_size=4)
     hetero = from_data(paper_author_graph(20, 10, 50), 'cpu')
-    with pytest.raises(ValueError, match='edge_label_index must be'):
-        OurLinkLoader(hetero, [3], batch_size=4)
+    for spelling in (None, torch.zeros(2, 3, dtype=torch.long)):  # a heterogeneous graph needs the edge type
+        with pytest.raises(ValueError, match='edge_label_index must be'):
+            OurLinkLoader(hetero, [3], edge_label_index=spelling, batch_size=4)
 
 
 def test_directed_false_is_an_induced_subgraph_as_in_pyg():

@@ -152,10 +152,10 @@ def _remote_label_edges(data, edge_label_index):
         return edge_label_index  # an edge type, or (edge_type, edges): PyG's own spellings
     if isinstance(edge_label_index, (tuple, list)) and len(edge_label_index) == 2 and edge_label_index[0] is None:
         edge_label_index = edge_label_index[1]
-    if isinstance(edge_label_index, torch.Tensor):
-        return None, edge_label_index
     graph_store = data[1]
     edge_types = {attr.edge_type for attr in graph_store.get_all_edge_attrs()}
+    if isinstance(edge_label_index, torch.Tensor) and edge_types == {None}:
+        return None, edge_label_index
     if edge_label_index is not None or edge_types != {None}:
         raise ValueError('LinkNeighborLoader: edge_label_index must be a [2, k] tensor, (None, tensor) or, for a '
                          f'heterogeneous graph, (edge_type, tensor); got {type(edge_label_index).__name__} over '
