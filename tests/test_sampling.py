@@ -275,6 +275,15 @@ def test_weighted_counts_and_errors(sample_device):
         neighbor_sample(colptr, row, torch.tensor([0], device=sample_device), [1], edge_weight=-w)
 
 
+def test_checked_weights_are_checked_again_after_an_in_place_change():
+    """The CPU path scans a weight tensor once and marks it; an in-place edit drops the mark."""
+    colptr, row, w = star([0.0, 0.0, 1.0, 1.0], 'cpu')
+    neighbor_sample(colptr, row, torch.tensor([0]), [1], edge_weight=w)
+    w[0] = -1.0
+    with pytest.raises(ValueError, match='non-negative'):
+        neighbor_sample(colptr, row, torch.tensor([0]), [1], edge_weight=w)
+
+
 # Temporal sampling ###########################################################
 
 @pytest.mark.parametrize('mode', ['weighted', 'temporal-uniform', 'temporal-last'])

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from .. import _build
 from ._library import check_cuda_built, ops
-from ._marks import version
+from ._marks import record, recorded, version
 
 __all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
            'cuda_sampling_available', 'clear_sampler_cache']
@@ -193,9 +193,8 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
                             f'{getattr(edge_weight, "dtype", type(edge_weight).__name__)} '
                             f'{tuple(getattr(edge_weight, "shape", ()))}')
         edge_weight = edge_weight.to(device)
-        if edge_weight.numel() and not on_gpu and \
-                not bool(torch.isfinite(edge_weight).all() & (edge_weight >= 0).all()):
-            raise ValueError('neighbor_sample: edge_weight must be finite and non-negative')
+        if not on_gpu:  # (the CUDA op checks the weights once per sampling plan)
+            _check_nonnegative(edge_weight, 'neighbor_sample: edge_weight')
     if node_time is not None or edge_time is not None or seed_time is not None or temporal_strategy != 'uniform':
         node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes,
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
@@ -225,6 +224,17 @@ def _register() -> None:
     torch.library.register_fake('pyg_accel::neighbor_sample')(_fake_neighbor_sample)
 
 
+def _check_nonnegative(weight: Tensor, what: str) -> None:
+    """Raises unless every weight is finite and non-negative. A sampler passes the same
+    weights with every batch, so a tensor that passed is marked (until it changes) and
+    not scanned again."""
+    if not weight.numel() or recorded(weight, '_pyg_accel_weights_ok'):
+        return
+    if not bool(torch.isfinite(weight).all() & (weight >= 0).all()):
+        raise ValueError(f'{what} must be finite and non-negative')
+    record(weight, '_pyg_accel_weights_ok', True)
+
+
 def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str,
               floating: bool = False) -> List[Optional[Tensor]]:
     """``values[type]`` for each type as a validated CPU tensor of ``[sizes[type]]``
@@ -246,8 +256,8 @@ def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str,
                             f' tensor of shape [{sizes[key]}], got {getattr(t, "dtype", type(t).__name__)} '
                             f'{tuple(getattr(t, "shape", ()))}')
         t = t.cpu()
-        if floating and t.numel() and not bool(torch.isfinite(t).all() & (t >= 0).all()):
-            raise ValueError(f'hetero_neighbor_sample: {name} of {key} must be finite and non-negative')
+        if floating:
+            _check_nonnegative(t, f'hetero_neighbor_sample: {name} of {key}')
         out.append(t)
     return out
 

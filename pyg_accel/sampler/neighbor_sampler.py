@@ -174,9 +174,8 @@ def _edge_features_by_type(graph_store, edge_types: List[EdgeType], name: str, w
     found = {et: graph_store.get_edge_feature(name, et) for et in edge_types
              if name in graph_store.edge_feature_names(et)}
     if not found:
-        raise KeyError(f"NeighborSampler: no edge type has an edge feature {name!r} (nor any node type a node "
-                       f'attribute of that name, for time_attr)' if what == 'time_attr' else
-                       f"NeighborSampler: no edge type has an edge feature {name!r}")
+        also = ' (nor any node type a node attribute of that name)' if what == 'time_attr' else ''
+        raise KeyError(f'NeighborSampler: no edge type has an edge feature {name!r}{also}')
     return found
 
 
@@ -208,13 +207,13 @@ def _host_copy(graph: _HeteroGraph) -> Tuple[Optional[torch.device], _HeteroGrap
 
     Heterogeneous graphs are sampled by the CPU kernel (there is no CUDA kernel for them
     yet): a graph held on a GPU is copied to host memory once, here, and the batches are
-    moved back to that GPU."""
+    moved back to that GPU. Weights and times are made the kernel's float64 / int64 here,
+    once, rather than converted with every batch."""
     device = next((t.device for t in graph.colptr.values() if t.is_cuda), None)
-    if device is None:
-        return None, graph
-    host = lambda tensors: {key: t.cpu() for key, t in tensors.items()}  # noqa: E731
+    host = lambda tensors, dtype=None: {key: t.to('cpu', dtype) for key, t in tensors.items()}  # noqa: E731
     return device, _HeteroGraph(host(graph.colptr), host(graph.row), graph.perm, graph.num_nodes,
-                                host(graph.edge_weight), host(graph.node_time), host(graph.edge_time))
+                                host(graph.edge_weight, torch.float64), host(graph.node_time, torch.long),
+                                host(graph.edge_time, torch.long))
 
 
 def _to_device(tensors: Optional[Dict], device: torch.device) -> Optional[Dict]:
