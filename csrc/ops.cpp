@@ -17,16 +17,18 @@ TORCH_LIBRARY(pyg_accel, m) {
   // each hop's new nodes in discovery order; row/col = local ids (row = sampled
   // neighbour, col = the node it was sampled for); edge = CSC positions; batch = the
   // seed index of every node (disjoint mode, else empty); per-hop node/edge counts.
-  // `random_seed` keys a counter-based RNG: the same seed gives the same sample.
+  // `random_seed` keys a counter-based RNG: the same seed gives the same sample; None
+  // draws one from torch's default CPU generator (hence the nondeterministic tag).
   // `edge_weight` ([E], CSC order) makes sampling proportional to the weights.
   // Temporal sampling (disjoint only): a neighbour is eligible in seed i's tree when
   // node_time[neighbour] <= seed_time[i] and edge_time[edge] <= seed_time[i];
   // temporal_strategy 'uniform' draws among the eligible, 'last' takes the last
   // eligible ones in CSC order (the caller sorts each column by time).
   m.def("neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, bool replace, "
-        "bool disjoint, int random_seed, Tensor? edge_weight=None, Tensor? node_time=None, "
+        "bool disjoint, int? random_seed, Tensor? edge_weight=None, Tensor? node_time=None, "
         "Tensor? edge_time=None, Tensor? seed_time=None, str temporal_strategy='uniform') -> (Tensor node, "
-        "Tensor row, Tensor col, Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)");
+        "Tensor row, Tensor col, Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)",
+        {at::Tag::nondeterministic_seeded});
   // Drops the CUDA sampler's cached plans (buffers and CUDA graphs; they are rebuilt on
   // the next call); returns how many were dropped.
   m.def("clear_sampler_plans() -> int");
@@ -40,11 +42,12 @@ TORCH_LIBRARY(pyg_accel, m) {
   // Outputs are per node type (node, batch) and per edge type (row, col, edge), with
   // counts num_sampled_nodes [T, num_hops + 1] and num_sampled_edges [R, num_hops].
   m.def("hetero_neighbor_sample(int[] num_nodes, int[] src_type, int[] dst_type, Tensor[] colptr, Tensor[] row, "
-        "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int random_seed, "
+        "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int? random_seed, "
         "Tensor?[] edge_weight, Tensor?[] node_time, Tensor?[] edge_time, Tensor?[] seed_time, "
         "str temporal_strategy) -> "
         "(Tensor[] node, Tensor[] batch, Tensor[] row, Tensor[] col, Tensor[] edge, Tensor num_sampled_nodes, "
-        "Tensor num_sampled_edges)");
+        "Tensor num_sampled_edges)",
+        {at::Tag::nondeterministic_seeded});
   // Sparse-dense ops over a graph whose edges are sorted by destination: the edges of
   // destination d are [ptr[d], ptr[d + 1]); dst[e] / src[e] are edge e's endpoints
   // (int32 or int64, one dtype). Node features are [N, H, C] (H heads), per-edge values

@@ -100,6 +100,19 @@ def test_reproducible_and_seeded(sample_device):
     d = neighbor_sample(colptr, row, seed, [5, 5])
     torch.manual_seed(3)
     assert torch.equal(d.edge, neighbor_sample(colptr, row, seed, [5, 5]).edge)
+    assert not torch.equal(d.edge, neighbor_sample(colptr, row, seed, [5, 5]).edge)  # the generator moved on
+
+
+@pytest.mark.parametrize('random_seed', [7, None])
+def test_opcheck(sample_device, random_seed):
+    """Schema (random_seed optional: None draws from torch's generator), fake kernel and
+    dispatch of the raw op."""
+    from pyg_accel.ops._library import ops
+    colptr, row = random_graph(50, 300, device=sample_device)
+    seed = torch.tensor([0, 3, 7], device=sample_device)
+    torch.library.opcheck(ops().neighbor_sample.default,
+                          (colptr, row, seed, [2, 2], False, False, random_seed, None, None, None, None, 'uniform'),
+                          test_utils=('test_schema', 'test_faketensor', 'test_autograd_registration'))
 
 
 def test_same_sample_with_any_thread_count():

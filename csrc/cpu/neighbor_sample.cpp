@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../sampling_rng.h"
+#include "../sampling_seed.h"
 
 namespace pyg_accel {
 namespace {
@@ -118,7 +119,8 @@ int64_t draw_temporal(int64_t start, int64_t degree, int64_t fanout, bool replac
 using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
-                                 at::IntArrayRef num_neighbors, bool replace, bool disjoint, int64_t random_seed,
+                                 at::IntArrayRef num_neighbors, bool replace, bool disjoint,
+                                 std::optional<int64_t> random_seed_arg,
                                  const std::optional<at::Tensor>& edge_weight,
                                  const std::optional<at::Tensor>& node_time_t,
                                  const std::optional<at::Tensor>& edge_time_t,
@@ -126,6 +128,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   TORCH_CHECK(colptr_t.scalar_type() == at::kLong && row_t.scalar_type() == at::kLong &&
                   seed_t.scalar_type() == at::kLong,
               "neighbor_sample: colptr, row and seed must be int64");
+  const int64_t random_seed = resolve_random_seed(random_seed_arg);
   const at::Tensor colptr_c = colptr_t.contiguous(), row_c = row_t.contiguous(), seed_c = seed_t.contiguous();
   const int64_t* colptr = colptr_c.data_ptr<int64_t>();
   const int64_t* row = row_c.data_ptr<int64_t>();
@@ -261,7 +264,8 @@ const T* data_or_null(const at::Tensor& t) {
 HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
                                         at::TensorList colptr_list, at::TensorList row_list, at::TensorList seed_list,
                                         at::IntArrayRef num_neighbors, int64_t num_hops, bool replace, bool disjoint,
-                                        int64_t random_seed, const c10::List<std::optional<at::Tensor>>& edge_weight,
+                                        std::optional<int64_t> random_seed_arg,
+                                        const c10::List<std::optional<at::Tensor>>& edge_weight,
                                         const c10::List<std::optional<at::Tensor>>& node_time_list,
                                         const c10::List<std::optional<at::Tensor>>& edge_time_list,
                                         const c10::List<std::optional<at::Tensor>>& seed_time_list,
@@ -273,6 +277,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
               "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
   TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
               "hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
+  const int64_t random_seed = resolve_random_seed(random_seed_arg);
   std::vector<at::Tensor> colptrs, rows, weights, edge_times, node_times, seed_times;
   bool weighted = false, temporal = false;
   for (int64_t r = 0; r < R; ++r) {

@@ -5,8 +5,10 @@
 // read the actual sizes from device counters. The sequence lives in a SamplePlan,
 // one per (graph, batch size, fanouts, options), which owns its buffers, so from the
 // second call of a plan on the sequence is replayed as one CUDA graph: per batch the
-// host launches a parameter kernel and the graph, reads the counts once (a few bytes
-// per hop) and copies the outputs out of the plan's buffers.
+// host writes the call's parameters (output and seed addresses) to pinned memory,
+// launches the graph (whose first kernel reads them and whose last writes the per-hop
+// counts back to pinned memory) and waits for it; the kernels write straight into the
+// call's output tensors.
 //
 // Levels are numbered in first-seen order: level 0 = the seeds, level h + 1 = the
 // nodes hop h discovered (a contiguous range of local ids, the next frontier).
@@ -26,6 +28,7 @@
 // first-seen order, so a seed gives the same sample on both devices.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 #include <sys/prctl.h>
@@ -35,6 +38,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -48,6 +52,7 @@
 #include <vector>
 
 #include "../sampling_rng.h"
+#include "../sampling_seed.h"
 #include "sample_draws.cuh"
 #include "sample_table.cuh"
 
@@ -67,34 +72,48 @@ struct GraphPtrs {
   const int64_t* edge_time;  // [E] or null
 };
 
-// The device counters of one sample, in one int64 buffer:
-// [random_seed | nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed | epoch]
-// nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
-// first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
-// bad_seed = 1 + an out-of-range seed (0 if none), epoch = this sample's table epoch.
-struct Counters {
-  int64_t* random_seed;
-  int64_t* nodes;
-  int64_t* edges;
-  int64_t* node_start;
-  int64_t* edge_start;
-  int64_t* bad_seed;
-  int64_t* epoch;
-  static int64_t size(int64_t hops) { return 4 * hops + 6; }
-  static Counters at(int64_t* base, int64_t hops) {
-    return {base, base + 1, base + 2 + hops, base + 2 + 2 * hops, base + 3 + 3 * hops, base + 4 + 4 * hops,
-            base + 5 + 4 * hops};
-  }
-};
-
 // Where this call's outputs go: fresh tensors per call, so the graph reads their
-// addresses from device memory (written by prepare_kernel) instead of baking them in.
+// addresses from device memory instead of baking them in.
 struct Outputs {
   int64_t* node;   // [node bound] global id per local id
   int64_t* batch;  // [node bound] tree per local id (disjoint mode; else null)
   int64_t* row;    // [edge bound] per output edge
   int64_t* col;
   int64_t* edge;
+};
+
+// What changes from call to call. The host writes it into pinned memory and the first
+// kernel reads it from there (zero-copy) and keeps a device copy for the others, so a
+// call costs the host one graph launch and nothing else. (Copy nodes from or to host
+// memory made a graph launch cost the host ~10 us more.)
+struct Params {
+  Outputs out;
+  const int64_t* seed;       // [S] this call's seeds
+  const int64_t* seed_time;  // [S] or null
+  int64_t random_seed;
+  int64_t epoch;             // this sample's table epoch
+};
+
+// The device counters of one sample, zeroed by the last kernel of the previous one
+// (after it published them to the host), in one int64 buffer: [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed].
+// nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
+// first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
+// bad_seed = 1 + an out-of-range seed (0 if none). random_seed and epoch point into
+// the device copy of the call's Params.
+struct Counters {
+  const int64_t* random_seed;
+  const int64_t* epoch;
+  int64_t* nodes;
+  int64_t* edges;
+  int64_t* node_start;
+  int64_t* edge_start;
+  int64_t* bad_seed;
+  static int64_t size(int64_t hops) { return 4 * hops + 4; }
+  static Counters at(int64_t* base, int64_t hops, const Params* params) {
+    const bool device = params != nullptr;
+    return {device ? &params->random_seed : nullptr, device ? &params->epoch : nullptr, base, base + 1 + hops,
+            base + 1 + 2 * hops, base + 2 + 3 * hops, base + 3 + 4 * hops};
+  }
 };
 
 __device__ __forceinline__ int64_t global_thread() {
@@ -139,35 +158,48 @@ __device__ int64_t draw_count(const HopArgs& a, int64_t v, int64_t b) {
   }
 }
 
-// Per call, outside the graph: the seeds (and seed times) into the plan's buffers, the
-// random seed, epoch and zeroed counters, and a note of an out-of-range seed.
-__global__ void prepare_kernel(const int64_t* seed, const int64_t* seed_time, int64_t num_seeds, int64_t num_nodes,
-                               int64_t random_seed, int64_t epoch, int64_t* seed_buf, int64_t* seed_time_buf,
-                               int64_t* counters, int64_t num_counters, Outputs out, Outputs* out_slot) {
+// Level 0, and the call's parameters: each block reads them from pinned host memory
+// (zero-copy: one round of nine parallel reads, volatile so that no cached copy of an
+// earlier call's is used) into shared memory, and block 0 keeps the device copy the
+// later kernels read. Every seed is inserted (and its time kept for its tree); an
+// out-of-range seed is noted and stands in as node 0 (the call raises once the sample
+// is back, but the kernels never read outside the graph).
+__global__ void seed_kernel(const Params* host_params, Params* params, int64_t num_seeds, int64_t num_nodes,
+                            bool disjoint, int64_t stride, Counters c, Table t, int64_t* slot_of, int64_t* nbr,
+                            int64_t* tree, int64_t* seed_time_buf) {
+  constexpr int kWords = sizeof(Params) / sizeof(int64_t);
+  __shared__ int64_t words[kWords];
+  if (threadIdx.x < kWords) {
+    const int64_t w = reinterpret_cast<const volatile int64_t*>(host_params)[threadIdx.x];
+    words[threadIdx.x] = w;
+    if (blockIdx.x == 0) reinterpret_cast<int64_t*>(params)[threadIdx.x] = w;
+  }
+  __syncthreads();
+  const Params& call = *reinterpret_cast<const Params*>(words);
   const int64_t i = global_thread();
-  if (i == 0) *out_slot = out;
-  if (i < num_counters) counters[i] = i == 0 ? random_seed : (i == num_counters - 1 ? epoch : 0);
   if (i >= num_seeds) return;
-  const int64_t v = seed[i];
-  seed_buf[i] = v;
+  const uint64_t epoch = static_cast<uint64_t>(call.epoch);
+  const int64_t* seed_time = call.seed_time;
+  int64_t v = call.seed[i];
   if (seed_time != nullptr) seed_time_buf[i] = seed_time[i];
-  if (v < 0 || v >= num_nodes) counters[num_counters - 2] = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
-}
-
-// Level 0: every seed is inserted; an out-of-range seed stands in as node 0 (the call
-// raises once the sample is back, but the kernels never read outside the graph).
-__global__ void seed_kernel(const int64_t* seed_buf, int64_t num_seeds, int64_t num_nodes, bool disjoint,
-                            int64_t stride, Counters c, Table t, int64_t* slot_of, int64_t* nbr, int64_t* tree) {
-  const int64_t i = global_thread();
-  if (i >= num_seeds) return;
-  const uint64_t epoch = *c.epoch;
-  int64_t v = seed_buf[i];
-  if (v < 0 || v >= num_nodes) v = 0;
+  if (v < 0 || v >= num_nodes) {
+    *c.bad_seed = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
+    v = 0;
+  }
   const int64_t slot = table_insert(t, epoch, static_cast<uint64_t>(disjoint ? i * stride + v : v));
   slot_of[i] = slot;
   nbr[i] = v;
   tree[i] = i;
   table_claim_first(t, slot, epoch, i);
+}
+
+// The last step: the counters to pinned host memory (the call's one read, zero-copy),
+// then zeroed for the next sample. One block.
+__global__ void publish_kernel(int64_t* counters, int64_t* host_counts, int64_t n) {
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    host_counts[j] = counters[j];
+    counters[j] = 0;
+  }
 }
 
 // is_new[p] = position p (< count) is the first to reach a node without a local id.
@@ -424,6 +456,13 @@ bool trace_enabled() {
   return enabled;
 }
 
+// CPU time of the calling thread, in microseconds.
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
+
 // How the host waits for the counts (PYG_ACCEL_SAMPLER_WAIT):
 // - spin (default): poll without sleeping, the lowest latency (PyTorch's default);
 // - block: the driver's blocking wait (the thread sleeps until the GPU signals it);
@@ -442,20 +481,40 @@ WaitMode wait_mode() {
   return WaitMode::kSpin;
 }
 
-// Waits for `done` asleep; `expected` is how long the wait took last time (0: unknown).
-void sleep_until(cudaEvent_t done, std::chrono::nanoseconds expected) {
-  using namespace std::chrono_literals;
-  const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  if (expected > 0ns) std::this_thread::sleep_for(expected * 7 / 8);
-  while (true) {
-    const cudaError_t state = cudaEventQuery(done);
-    if (state == cudaSuccess) break;
-    if (state != cudaErrorNotReady) C10_CUDA_CHECK(state);
-    std::this_thread::sleep_for(4us);
+// The sleeping wait: one nap of about the time the sample takes, then polls a few
+// microseconds apart. The nap adapts to the plan (each plan samples batches of one
+// shape): it grows when the sample was still running after more than one poll and
+// shrinks a sixteenth when it was done at the first check (the nap overslept, or
+// nearly). The thread's timer slack is 1 us meanwhile (Linux's 50 us would oversleep).
+class Napper {
+ public:
+  // Waits for `done`; returns how many polls found it still running.
+  int wait(cudaEvent_t done) {
+    using namespace std::chrono_literals;
+    constexpr auto kPoll = 4us;
+    const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    if (nap_ > 0ns) std::this_thread::sleep_for(nap_);
+    int polls = 0;
+    while (true) {
+      const cudaError_t state = cudaEventQuery(done);
+      if (state == cudaSuccess) break;
+      if (state != cudaErrorNotReady) C10_CUDA_CHECK(state);
+      ++polls;
+      std::this_thread::sleep_for(kPoll);
+    }
+    if (old_slack > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack), 0, 0, 0);
+    if (polls == 0) {
+      nap_ -= nap_ / 16;
+    } else if (polls > 1) {
+      nap_ += (polls - 1) * kPoll;
+    }
+    return polls;
   }
-  if (old_slack > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack), 0, 0, 0);
-}
+
+ private:
+  std::chrono::nanoseconds nap_{0};
+};
 
 // Everything one sampling configuration needs on the GPU: validated graph tensors,
 // buffers sized by upper bounds, the hash table, and (after its second use) the
@@ -532,14 +591,15 @@ class SamplePlan {
     table_slots_ = at::zeros({capacity, 2}, opts);  // epoch 0: every slot free
     table_ = {reinterpret_cast<TableSlot*>(table_slots_.data_ptr<int64_t>()), capacity - 1};
     edge_out_len_ = std::max<int64_t>(total_edges, 1);
-    out_slot_ = at::empty({static_cast<int64_t>(sizeof(Outputs) / sizeof(int64_t))}, opts);
+    static_assert(sizeof(Params) % sizeof(int64_t) == 0, "Params is copied as int64 words");
+    params_dev_ = at::empty({static_cast<int64_t>(sizeof(Params) / sizeof(int64_t))}, opts);
+    params_host_ = at::empty({params_dev_.numel()}, opts.device(at::kCPU).pinned_memory(true));
     counts_ = at::zeros({frontier_len_}, opts);  // entries past a frontier are stale but finite
     offsets_ = at::empty({frontier_len_}, opts);
     for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_, &is_new_, &rank_}) {
       *t = at::empty({edge_len_}, opts);
     }
     if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
-    seed_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     counters_ = at::zeros({Counters::size(hops_)}, opts);
     host_counts_ = at::empty({Counters::size(hops_)}, opts.device(at::kCPU).pinned_memory(true));
@@ -564,54 +624,56 @@ class SamplePlan {
   // One sample: outputs are allocated at their upper bounds and returned as views of
   // the first N / E entries (PyG's loaders copy row/col/edge into new tensors, so only
   // the node (and batch) buffers outlive a batch; clone() them to compact).
-  SampleOutput run(const at::Tensor& seed, const std::optional<at::Tensor>& seed_time, int64_t random_seed) {
+  // `entry`: when the op was entered (for the trace).
+  SampleOutput run(const at::Tensor& seed, const std::optional<at::Tensor>& seed_time, int64_t random_seed,
+                   std::chrono::steady_clock::time_point entry) {
     const WaitMode wait = wait_mode();  // (a bad setting raises before anything is enqueued)
     std::lock_guard<std::mutex> lock(mutex_);
     const auto t0 = std::chrono::steady_clock::now();
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const int64_t S = key_.num_seeds, num_counters = Counters::size(hops_);
     if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table once
       table_slots_.zero_();
       epoch_ = 1;
     }
-    const auto opts = seed.options().dtype(at::kLong);
-    at::Tensor node = at::empty({node_len_}, opts), row = at::empty({edge_out_len_}, opts),
-               col = at::empty({edge_out_len_}, opts), edge = at::empty({edge_out_len_}, opts);
-    at::Tensor batch = key_.disjoint ? at::empty({node_len_}, opts) : at::Tensor();
+    // Fresh outputs, one storage each (outputs must not alias), allocated without a
+    // dispatch per tensor.
+    const c10::Device device = seed.device();
+    auto fresh = [&](int64_t len) {
+      return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt));
+    };
+    at::Tensor node = fresh(node_len_), batch = fresh(key_.disjoint ? node_len_ : 0);
+    at::Tensor row = fresh(edge_out_len_), col = fresh(edge_out_len_), edge = fresh(edge_out_len_);
     const auto t_alloc = std::chrono::steady_clock::now();
-    const Outputs out{node.data_ptr<int64_t>(), batch.defined() ? batch.data_ptr<int64_t>() : nullptr,
-                      row.data_ptr<int64_t>(),
-                      col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()};
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
-    prepare_kernel<<<grid_for(std::max(S, num_counters)), kBlock, 0, stream>>>(
-        seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, S, num_nodes_,
-        random_seed, epoch_, seed_buf_.data_ptr<int64_t>(), seed_time_buf_.data_ptr<int64_t>(),
-        counters_.data_ptr<int64_t>(), num_counters, out, reinterpret_cast<Outputs*>(out_slot_.data_ptr<int64_t>()));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    // Safe to overwrite: the previous call of this plan has waited for its sample.
+    *reinterpret_cast<Params*>(params_host_.data_ptr<int64_t>()) = Params{
+        {node.data_ptr<int64_t>(), key_.disjoint ? batch.data_ptr<int64_t>() : nullptr, row.data_ptr<int64_t>(),
+         col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()},
+        seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, random_seed,
+        epoch_};
     ++uses_;
     if (exec_ == nullptr && uses_ >= 2 && !capture_failed_ && cuda_graphs_enabled()) capture();
-    const auto t_prepare = std::chrono::steady_clock::now();
+    const auto t_params = std::chrono::steady_clock::now();
     if (exec_ != nullptr) {
       C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
     } else {
       enqueue(stream);
     }
     const auto t_graph = std::chrono::steady_clock::now();
-    // The one host read: the per-level and per-hop counts (and the bad-seed note).
-    C10_CUDA_CHECK(cudaMemcpyAsync(host_counts_.data_ptr<int64_t>(), counters_.data_ptr<int64_t>(),
-                                   num_counters * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
     cudaEvent_t done = wait == WaitMode::kBlock ? done_blocking_ : done_;
     C10_CUDA_CHECK(cudaEventRecord(done, stream));
     const auto t1 = std::chrono::steady_clock::now();
+    const double cpu1 = trace_enabled() ? thread_cpu_us() : 0.0;
+    int polls = -1;
     if (wait == WaitMode::kSleep) {
-      sleep_until(done, last_wait_);
+      polls = napper_.wait(done);
     } else {
       C10_CUDA_CHECK(cudaEventSynchronize(done));
     }
     const auto t2 = std::chrono::steady_clock::now();
-    last_wait_ = t2 - t1;
+    const double wait_cpu = trace_enabled() ? thread_cpu_us() - cpu1 : 0.0;
     const int64_t* host = host_counts_.data_ptr<int64_t>();
-    const Counters c = Counters::at(const_cast<int64_t*>(host), hops_);
+    const Counters c = Counters::at(const_cast<int64_t*>(host), hops_, nullptr);
     if (*c.bad_seed != 0) {
       const int64_t bad = *c.bad_seed > 0 ? *c.bad_seed - 1 : *c.bad_seed + 1;
       TORCH_CHECK_INDEX(false, "neighbor_sample: seed ", std::to_string(bad), " is out of range for ",
@@ -624,11 +686,7 @@ class SamplePlan {
     for (const at::Tensor* t : {&node, &row, &col, &edge}) {
       t->unsafeGetTensorImpl()->set_sizes_contiguous({t == &node ? num_out_nodes : num_out_edges});
     }
-    if (key_.disjoint) {
-      batch.unsafeGetTensorImpl()->set_sizes_contiguous({num_out_nodes});
-    } else {
-      batch = at::empty({0}, opts);
-    }
+    if (key_.disjoint) batch.unsafeGetTensorImpl()->set_sizes_contiguous({num_out_nodes});
     at::Tensor nodes_per_hop = at::empty({hops_ + 1}, at::kLong), edges_per_hop = at::empty({hops_}, at::kLong);
     std::memcpy(nodes_per_hop.data_ptr<int64_t>(), c.nodes, (hops_ + 1) * sizeof(int64_t));
     std::memcpy(edges_per_hop.data_ptr<int64_t>(), c.edges, hops_ * sizeof(int64_t));
@@ -636,9 +694,10 @@ class SamplePlan {
       const auto t3 = std::chrono::steady_clock::now();
       auto us = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::micro>(b - a).count()); };
       std::fprintf(stderr,
-                   "pyg_accel sampler trace: alloc %s prepare %s launch %s read %s wait %s finish %s us%s\n",
-                   us(t0, t_alloc).c_str(), us(t_alloc, t_prepare).c_str(), us(t_prepare, t_graph).c_str(),
-                   us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(),
+                   "pyg_accel sampler trace: lookup %s alloc %s params %s launch %s record %s wait %s finish %s us "
+                   "(wait: cpu %.1f us, polls %d)%s\n",
+                   us(entry, t0).c_str(), us(t0, t_alloc).c_str(), us(t_alloc, t_params).c_str(), us(t_params, t_graph).c_str(),
+                   us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(), wait_cpu, polls,
                    exec_ != nullptr ? " (graph)" : "");
     }
     return {node, row, col, edge, batch, nodes_per_hop, edges_per_hop};
@@ -658,16 +717,18 @@ class SamplePlan {
                                                  out.data_ptr<int64_t>(), static_cast<int>(n), stream));
   }
 
-  // The whole sample after prepare_kernel: a fixed kernel sequence (graph-capturable).
+  // The whole sample, a fixed kernel sequence (graph-capturable): the call's parameters
+  // in, the hops, and the counts out to pinned memory (the call's one host read).
   void enqueue(cudaStream_t stream) {
-    const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_);
+    Params* params = reinterpret_cast<Params*>(params_dev_.data_ptr<int64_t>());
+    const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_, params);
     const int64_t S = key_.num_seeds, stride = std::max<int64_t>(num_nodes_, 1);
     int64_t* slot_of = slot_of_.data_ptr<int64_t>();
     int64_t* is_new = is_new_.data_ptr<int64_t>();
     int64_t* rank = rank_.data_ptr<int64_t>();
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
-    const Outputs* out = reinterpret_cast<const Outputs*>(out_slot_.data_ptr<int64_t>());
+    const Outputs* out = &params->out;
     const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
     auto hop_args = [&](int64_t h) {
       return HopArgs{g, key_.mode, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
@@ -684,8 +745,9 @@ class SamplePlan {
                                                            table_,
                                                            level < hops_, hop_args(level));
     };
-    seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_buf_.data_ptr<int64_t>(), S, num_nodes_, key_.disjoint,
-                                                     stride, c, table_, slot_of, nbr, tree);
+    seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(reinterpret_cast<const Params*>(params_host_.data_ptr<int64_t>()),
+                                                     params, S, num_nodes_, key_.disjoint, stride, c, table_, slot_of,
+                                                     nbr, tree, seed_time_buf_.data_ptr<int64_t>());
     number_new(std::max<int64_t>(S, 1), nullptr, S, 0);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     for (int64_t h = 0; h < hops_; ++h) {
@@ -699,6 +761,9 @@ class SamplePlan {
       rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
+    publish_kernel<<<1, 32, 0, stream>>>(counters_.data_ptr<int64_t>(), host_counts_.data_ptr<int64_t>(),
+                                         counters_.numel());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 
   // Uniform draws with fanouts up to 32 run G lanes per node, the rest a thread each.
@@ -760,16 +825,17 @@ class SamplePlan {
   Table table_{};
   int64_t epoch_ = 0;
   int64_t edge_out_len_ = 1;
-  at::Tensor out_slot_, counts_, offsets_;
+  at::Tensor params_dev_, params_host_;  // Params: on the device, and pinned for the host to write
+  at::Tensor counts_, offsets_;
   at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_, is_new_, rank_;
-  at::Tensor seed_buf_, seed_time_buf_, counters_, host_counts_, scan_temp_;
+  at::Tensor seed_time_buf_, counters_, host_counts_, scan_temp_;
   std::mutex mutex_;
   int64_t uses_ = 0;
   bool capture_failed_ = false;
   cudaStream_t capture_stream_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
-  std::chrono::nanoseconds last_wait_{0};  // how long the host waited for the last sample's counts
+  Napper napper_;  // PYG_ACCEL_SAMPLER_WAIT=sleep
 };
 
 // The most recently used plans (a plan holds its graph's tensors; a plan whose inputs
@@ -813,11 +879,13 @@ class PlanCache {
 };
 
 SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
-                                  at::IntArrayRef num_neighbors, bool replace, bool disjoint, int64_t random_seed,
+                                  at::IntArrayRef num_neighbors, bool replace, bool disjoint,
+                                  std::optional<int64_t> random_seed,
                                   const std::optional<at::Tensor>& edge_weight,
                                   const std::optional<at::Tensor>& node_time,
                                   const std::optional<at::Tensor>& edge_time,
                                   const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
+  const auto entry = std::chrono::steady_clock::now();
   TORCH_CHECK(colptr_t.is_cuda() && row_t.is_cuda() && seed_t.is_cuda() && colptr_t.device() == row_t.device() &&
                   seed_t.device() == colptr_t.device(),
               "neighbor_sample: colptr, row and seed must be on one GPU");
@@ -849,7 +917,7 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
   PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, mode,
               {TensorId::of(&colptr), TensorId::of(&row), id_of(edge_weight), id_of(node_time), id_of(edge_time)}};
   auto plan = PlanCache::instance().get(std::move(key), colptr, row, edge_weight, node_time, edge_time);
-  return plan->run(seed, seed_time, random_seed);
+  return plan->run(seed, seed_time, resolve_random_seed(random_seed), entry);
 }
 
 }  // namespace

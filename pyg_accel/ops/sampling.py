@@ -81,16 +81,19 @@ def _graph_long(t: Tensor) -> Tensor:
     return copy
 
 
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
 def _check_graph(colptr: Tensor, row: Tensor) -> None:
     for name, t in (('colptr', colptr), ('row', row)):
         if not isinstance(t, Tensor):
             raise TypeError(f'neighbor_sample: {name} must be a tensor, got {type(t).__name__}')
-        if t.dtype not in (torch.int32, torch.int64) or t.dim() != 1:
+        if t.dtype not in _INDEX_DTYPES or t.dim() != 1:
             raise TypeError(f'neighbor_sample: {name} must be a 1-D int64/int32 tensor, got {t.dtype} '
                             f'of shape {tuple(t.shape)}')
     if colptr.numel() < 1:
         raise ValueError('neighbor_sample: colptr must have num_nodes + 1 entries')
-    if colptr.device != row.device:
+    if colptr.get_device() != row.get_device() or colptr.device.type != row.device.type:
         raise ValueError(f'neighbor_sample: colptr and row are on {colptr.device} and {row.device}')
 
 
@@ -170,15 +173,16 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     ``PYG_ACCEL_SAMPLER_CUDA_GRAPHS=0`` to run the kernels without graph capture.
     """
     _check_graph(colptr, row)
-    if not isinstance(seed, Tensor) or seed.dtype not in (torch.int32, torch.int64) or seed.dim() != 1:
+    if not isinstance(seed, Tensor) or seed.dtype not in _INDEX_DTYPES or seed.dim() != 1:
         raise TypeError(f'neighbor_sample: seed must be a 1-D int64/int32 tensor, got '
                         f'{getattr(seed, "dtype", type(seed).__name__)}')
     fanouts = _check_fanouts(num_neighbors)
-    device = colptr.device
-    on_gpu = device.type == 'cuda'
+    on_gpu = colptr.is_cuda
     if on_gpu and not cuda_sampling_available():
-        check_cuda_built(device)
-    seed = seed.to(device)
+        check_cuda_built(colptr.device)
+    if seed.get_device() != colptr.get_device() or seed.is_cuda != on_gpu:
+        seed = seed.to(colptr.device)
+    device = colptr.device
     num_nodes = colptr.numel() - 1
     # On the GPU the op checks the seeds on the device and raises after the sample
     # (no extra sync), and checks the graph and weights once per sampling plan.
@@ -198,11 +202,10 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     if node_time is not None or edge_time is not None or seed_time is not None or temporal_strategy != 'uniform':
         node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes,
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
-    if random_seed is None:
-        random_seed = int(torch.randint(0, 2**62, (1,)))
     sample = ops().neighbor_sample.default  # (the overload itself: no resolution per call)
+    # (random_seed None: the op draws one from torch's default generator)
     out = sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
-                 bool(replace), bool(disjoint), int(random_seed), edge_weight, node_time, edge_time, seed_time,
+                 bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), edge_weight, node_time, edge_time, seed_time,
                  temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
@@ -353,14 +356,12 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
                 seed_times[i] = node_times[i][seeds[i]]
     elif any(t is not None for t in seed_times):
         raise ValueError('hetero_neighbor_sample: seed_time was given without node_time or edge_time')
-    if random_seed is None:
-        random_seed = int(torch.randint(0, 2**62, (1,)))
     type_index = {t: i for i, t in enumerate(node_types)}
     out = ops().hetero_neighbor_sample(
         [int(num_nodes[t]) for t in node_types], [type_index[et[0]] for et in edge_types],
         [type_index[et[-1]] for et in edge_types], [colptr_dict[et] for et in edge_types],
         [row_dict[et] for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]], num_hops,
-        bool(replace), bool(disjoint), int(random_seed), weights, node_times, edge_times, seed_times,
+        bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), weights, node_times, edge_times, seed_times,
         temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()

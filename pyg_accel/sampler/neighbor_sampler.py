@@ -319,6 +319,13 @@ class NeighborSampler(BaseSampler):
         self.temporal_strategy = temporal_strategy
         self._generator = torch.Generator().manual_seed(seed) if seed is not None else None
 
+    def _random_seed(self) -> Optional[int]:
+        """The next sample's RNG key from the sampler's own generator (``seed=``); ``None``
+        lets the op draw it from torch's default generator."""
+        if self._generator is None:
+            return None
+        return int(torch.randint(0, 2**62, (1,), generator=self._generator))
+
     @property
     def is_temporal(self) -> bool:
         """Whether node or edge times restrict the sampled neighbours."""
@@ -356,9 +363,8 @@ class NeighborSampler(BaseSampler):
             raise ValueError('NeighborSampler: heterogeneous seeds for a homogeneous graph')
         if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
-        random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
         out = neighbor_sample(self.colptr, self.row, seed.to(self.device), self.fanouts, self.replace,
-                              self.disjoint, random_seed, self.edge_weight, self.node_time, self.edge_time,
+                              self.disjoint, self._random_seed(), self.edge_weight, self.node_time, self.edge_time,
                               None if seed_time is None else seed_time.to(self.device), self.temporal_strategy)
         trust_index(out.node, self.num_nodes)  # feature gathers by these ids skip the bounds check's sync
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
@@ -376,11 +382,10 @@ class NeighborSampler(BaseSampler):
                              "input_nodes=('node_type', ids))")
         if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
-        random_seed = int(torch.randint(0, 2**62, (1,), generator=self._generator))
         host = self._hetero_host
         colptr, row = host.colptr, host.row
         out = hetero_neighbor_sample(colptr, row, seed, self.fanouts_dict, self.hetero.num_nodes, self.replace,
-                                     self.disjoint, random_seed, host.edge_weight, host.node_time, host.edge_time,
+                                     self.disjoint, self._random_seed(), host.edge_weight, host.node_time, host.edge_time,
                                      seed_time, self.temporal_strategy)
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             induced_row, induced_col, induced_edge = hetero_induced_edges(colptr, row, out.node)
