@@ -6,6 +6,8 @@
 #   scripts/kernel_variants.sh OUT_DIR gather_host   # host-memory gathers on SMs/k blocks (default
 #       k = 4) against every SM (k = 0) and k = 2, 8: pinned-gather bandwidth, and the
 #       pipelined epoch with pinned features
+#   scripts/kernel_variants.sh OUT_DIR sampler       # csrc/cuda/neighbor_sample.cu: positions per
+#       thread of the numbering kernel (default 2) against 1 and 4
 # (The sparse kernels' two families are switched at run time instead:
 # PYG_ACCEL_SPARSE_KERNEL=generic; benchmarks/sparse.py times both.)
 set -uo pipefail
@@ -19,7 +21,10 @@ case $FAMILY in
           BENCH=(benchmarks/gather.py --no-pinned --row-bytes 128 256 400 512 1024 --reps 30) ;;
   gather_host) VARIANTS=(-DPYG_ACCEL_GATHER_HOST_SM_DIVISOR={0,2,8}); TESTS=(tests/test_gather.py)
           BENCH=(benchmarks/end_to_end.py --features pinned --tf32 --configs accel-sync accel) ;;
-  *) echo "unknown kernel family '$FAMILY' (gather, gather_host)"; exit 2 ;;
+  sampler) VARIANTS=(-DPYG_ACCEL_NUMBER_ITEMS={1,4}); TESTS=(tests/test_sampling.py)
+          BENCH=(benchmarks/sampling.py --preset products --device cuda --batch-sizes 1024 4096 --fanouts 15-10-5
+                 --batches 60 --baseline-batches 1) ;;
+  *) echo "unknown kernel family '$FAMILY' (gather, gather_host, sampler)"; exit 2 ;;
 esac
 i=0
 # KERNEL_VARIANTS='-DA=1 -DB=2' replaces the family's list (one flag per variant).

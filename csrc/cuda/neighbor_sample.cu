@@ -12,17 +12,18 @@
 //
 // Levels are numbered in first-seen order: level 0 = the seeds, level h + 1 = the
 // nodes hop h discovered (a contiguous range of local ids, the next frontier).
-// Numbering a level (flag, scan, assign) also records how many neighbours each new
-// node will draw. Per hop:
-//   scan    inclusive sums of the frontier's draw counts = each node's edge range;
-//   draw    one thread per frontier node: the CSC positions it draws (Floyd without
-//           replacement, uniform with, weighted or temporal draws; sample_draws.cuh);
+// Numbering a level is one kernel (number_kernel): an edge is new if it is the first
+// to reach a node without a local id; new nodes get consecutive local ids in
+// first-seen order (CPU order), and the inclusive sums of their draw counts (each
+// node's edge range at the next hop), both summed across blocks by decoupled
+// look-back. Per hop:
+//   draw    one thread (or lane group) per frontier node: the CSC positions it draws
+//           (Floyd without replacement, uniform with, weighted or temporal draws;
+//           sample_draws.cuh);
 //   expand  one thread per sampled edge (degree-balanced: a hub's edges spread over
 //           as many threads as it has draws): neighbour, tree, and a dedup-table
 //           insert that remembers the first edge reaching each node (sample_table.cuh);
-//   flag    an edge is new if it is the first to reach a node without a local id;
-//   scan    ranks of the new edges;
-//   assign  new nodes get consecutive local ids in first-seen order (CPU order);
+//   number  the next level, as above;
 //   rows    each edge's neighbour becomes its local id.
 // Draws use the CPU kernel's counter-based RNG and algorithms, and relabelling keeps
 // first-seen order, so a seed gives the same sample on both devices.
@@ -55,6 +56,7 @@
 #include "../sampling_seed.h"
 #include "sample_draws.cuh"
 #include "sample_table.cuh"
+#include "tile_scan.cuh"
 
 namespace pyg_accel {
 namespace {
@@ -95,7 +97,8 @@ struct Params {
 };
 
 // The device counters of one sample, zeroed by the last kernel of the previous one
-// (after it published them to the host), in one int64 buffer: [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed].
+// (after it published them to the host), in one int64 buffer:
+// [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed].
 // nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
 // first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
 // bad_seed = 1 + an out-of-range seed (0 if none). random_seed and epoch point into
@@ -135,8 +138,7 @@ struct HopArgs {
   Counters c;
   const Outputs* out;
   const int64_t* seed_time;  // per tree (temporal modes)
-  int64_t* counts;           // draws per frontier node (written when the node is numbered)
-  int64_t* offsets;          // their inclusive sums
+  int64_t* offsets;          // inclusive sums of the frontier's draw counts (written when numbered)
   int64_t* drawn;            // CSC position of each hop edge (bounded fanouts; else sampling nodes only)
   double* drawn_key;         // weighted scratch
   int64_t* seg;              // frontier index of each hop edge (bounded fanouts)
@@ -202,50 +204,124 @@ __global__ void publish_kernel(int64_t* counters, int64_t* host_counts, int64_t 
   }
 }
 
-// is_new[p] = position p (< count) is the first to reach a node without a local id.
-__global__ void flag_kernel(const int64_t* slot_of, const int64_t* count_ptr, int64_t static_count, int64_t len,
-                            Counters c, Table t, int64_t* is_new) {
-  const int64_t p = global_thread();
-  if (p >= len) return;
-  const int64_t count = count_ptr == nullptr ? static_count : *count_ptr;
-  is_new[p] = p < count && table_is_first(t, slot_of[p], *c.epoch, p);
-}
+// Numbering a level, one kernel: positions p < count (the seeds, or the hop's edges)
+// whose edge is the first to reach a node without a local id get consecutive ids in
+// position order (first-seen order, as on the CPU), after all earlier levels' nodes.
+// If another hop follows, each new node's draw count is summed in the same pass into
+// the next hop's offsets (inclusive sums in id order = each node's edge range), and
+// the hop's edge total is recorded. Both sums run across blocks by decoupled look-back
+// (tile_scan.cuh): flag, scan and assign in one launch instead of four.
+#ifndef PYG_ACCEL_NUMBER_ITEMS
+#define PYG_ACCEL_NUMBER_ITEMS 2
+#endif
+constexpr int kNumberItems = PYG_ACCEL_NUMBER_ITEMS;  // consecutive positions per thread
+constexpr int64_t kNumberTile = static_cast<int64_t>(kBlock) * kNumberItems;
 
-// Numbers level `level`'s new nodes after all earlier ones, in first-seen order, and
-// (if another hop follows) records how many neighbours each will draw.
-__global__ void assign_kernel(const int64_t* is_new, const int64_t* rank_inclusive, const int64_t* slot_of,
-                              const int64_t* nbr, const int64_t* tree, const int64_t* count_ptr, int64_t len,
-                              int64_t level, bool disjoint, Counters c,
-                              Table t, bool count_next, HopArgs next) {
-  const int64_t p = global_thread();
-  if (p >= len) return;
-  const int64_t base = level == 0 ? 0 : c.node_start[level - 1] + c.nodes[level - 1];
-  if (p == len - 1) {
-    c.node_start[level] = base;
-    c.nodes[level] = rank_inclusive[len - 1];
+struct NumberArgs {
+  const int64_t* slot_of;
+  const int64_t* nbr;
+  const int64_t* tree;
+  const int64_t* count_ptr;  // the number of positions (device), or null: static_count
+  int64_t static_count;
+  int64_t level;
+  bool disjoint;
+  Table t;
+  unsigned long long* id_status;    // [tiles] look-back words of the id sums
+  unsigned long long* draw_status;  // [tiles] look-back words of the draw sums
+  bool count_next;                  // another hop follows: sum its draws
+  HopArgs next;
+};
+
+__global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
+  using Scan = cub::BlockScan<int64_t, kBlock>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ int64_t tile_before[2];  // ids and draws of all earlier tiles
+  const Counters& c = a.next.c;
+  const int64_t tile = blockIdx.x, first = tile * kNumberTile;
+  const int64_t count = a.count_ptr != nullptr ? *a.count_ptr : a.static_count;
+  const bool last = first + kNumberTile >= count;  // this tile holds the last position (or there are none)
+  if (first >= count && tile > 0) return;  // no later tile needs this one's sums
+  const uint64_t epoch = static_cast<uint64_t>(*c.epoch);
+  // Each step's loads for all items first, then the next step (dependent loads of
+  // different items overlap instead of queueing behind each other).
+  const int64_t mine = first + threadIdx.x * kNumberItems;  // this thread's first position
+  int64_t slot[kNumberItems], v[kNumberItems], b[kNumberItems], draws[kNumberItems];
+  bool fresh[kNumberItems];
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) slot[k] = mine + k < count ? a.slot_of[mine + k] : 0;
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) fresh[k] = mine + k < count && table_is_first(a.t, slot[k], epoch, mine + k);
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) {
+    v[k] = fresh[k] ? a.nbr[mine + k] : 0;
+    b[k] = fresh[k] && a.disjoint ? a.tree[mine + k] : 0;
   }
-  if ((count_ptr != nullptr && p >= *count_ptr) || !is_new[p]) return;
-  const int64_t rank = rank_inclusive[p] - 1, id = base + rank, v = nbr[p], b = disjoint ? tree[p] : 0;
-  table_assign(t, slot_of[p], static_cast<uint64_t>(*c.epoch), id);
-  const Outputs* out = next.out;
-  out->node[id] = v;
-  if (disjoint) out->batch[id] = b;
-  if (count_next) next.counts[rank] = draw_count(next, v, b);
+  int64_t my_ids = 0, my_draws = 0;
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) {
+    draws[k] = fresh[k] && a.count_next ? draw_count(a.next, v[k], b[k]) : 0;
+    my_ids += fresh[k];
+    my_draws += draws[k];
+  }
+  int64_t ids_before = 0, tile_ids = 0, draws_before = 0, tile_draws = 0;
+  Scan(scan_storage).ExclusiveSum(my_ids, ids_before, tile_ids);
+  if (a.count_next) {
+    __syncthreads();  // (the scan storage is reused)
+    Scan(scan_storage).ExclusiveSum(my_draws, draws_before, tile_draws);
+  }
+  if (threadIdx.x < 32) {
+    int64_t ids_earlier = 0, draws_earlier = 0;
+    if (threadIdx.x == 0) {  // this tile's own totals first, so later tiles can go on
+      const uint64_t state = tile == 0 ? kStatusInclusive : kStatusAggregate;
+      publish_status(a.id_status + tile, epoch, state, tile_ids);
+      if (a.count_next) publish_status(a.draw_status + tile, epoch, state, tile_draws);
+    }
+    if (tile > 0) {
+      ids_earlier = look_back(a.id_status, tile, epoch);
+      if (a.count_next) draws_earlier = look_back(a.draw_status, tile, epoch);
+    }
+    if (threadIdx.x == 0) {
+      if (tile > 0) {
+        publish_status(a.id_status + tile, epoch, kStatusInclusive, ids_earlier + tile_ids);
+        if (a.count_next) publish_status(a.draw_status + tile, epoch, kStatusInclusive, draws_earlier + tile_draws);
+      }
+      tile_before[0] = ids_earlier;
+      tile_before[1] = draws_earlier;
+    }
+  }
+  __syncthreads();
+  const int64_t base = a.level == 0 ? 0 : c.node_start[a.level - 1] + c.nodes[a.level - 1];
+  if (last && threadIdx.x == 0) {  // the level's and the next hop's totals
+    c.node_start[a.level] = base;
+    c.nodes[a.level] = tile_before[0] + tile_ids;
+    if (a.count_next) {
+      const int64_t edges = tile_before[1] + tile_draws;
+      c.edges[a.level] = edges;
+      c.edge_start[a.level + 1] = c.edge_start[a.level] + edges;
+    }
+  }
+  int64_t rank = tile_before[0] + ids_before, drawn = tile_before[1] + draws_before;
+  const Outputs* out = a.next.out;
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) {
+    if (!fresh[k]) continue;
+    const int64_t id = base + rank;
+    table_assign(a.t, slot[k], epoch, id);
+    out->node[id] = v[k];
+    if (a.disjoint) out->batch[id] = b[k];
+    drawn += draws[k];
+    if (a.count_next) a.next.offsets[rank] = drawn;
+    ++rank;
+  }
 }
 
-// One thread per frontier node: the hop's edge total, and the CSC positions each
+// One thread per frontier node: the CSC positions each
 // sampling node draws (bounded fanouts: every node's positions and edge owners, so
 // expand needs neither a search nor the node's degree).
 __global__ void draw_kernel(HopArgs a, int64_t frontier_len) {
   const int64_t i = global_thread();
   if (i >= frontier_len) return;
-  const int64_t m = a.c.nodes[a.hop];
-  if (i == 0) {
-    const int64_t edges = m > 0 ? a.offsets[m - 1] : 0;
-    a.c.edges[a.hop] = edges;
-    a.c.edge_start[a.hop + 1] = a.c.edge_start[a.hop] + edges;
-  }
-  if (i >= m) return;
+  if (i >= a.c.nodes[a.hop]) return;
   const int64_t k = step(a.offsets, i);
   if (k == 0) return;
   const int64_t o = a.offsets[i] - k, id = a.c.node_start[a.hop] + i, v = a.out->node[id];
@@ -282,11 +358,6 @@ __global__ void draw_group_kernel(HopArgs a, int64_t frontier_len) {
   const int warp_lane = static_cast<int>(threadIdx.x % 32);
   const unsigned group_mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (warp_lane - lane);
   const int64_t m = a.c.nodes[a.hop];
-  if (t == 0) {
-    const int64_t edges = m > 0 ? a.offsets[m - 1] : 0;
-    a.c.edges[a.hop] = edges;
-    a.c.edge_start[a.hop + 1] = a.c.edge_start[a.hop] + edges;
-  }
   const bool live = i < frontier_len && i < m;
   if (__ballot_sync(0xffffffffu, live) == 0) return;  // whole warps past the frontier leave
   int64_t k = 0, o = 0, start = 0, degree = 0;
@@ -594,20 +665,21 @@ class SamplePlan {
     static_assert(sizeof(Params) % sizeof(int64_t) == 0, "Params is copied as int64 words");
     params_dev_ = at::empty({static_cast<int64_t>(sizeof(Params) / sizeof(int64_t))}, opts);
     params_host_ = at::empty({params_dev_.numel()}, opts.device(at::kCPU).pinned_memory(true));
-    counts_ = at::zeros({frontier_len_}, opts);  // entries past a frontier are stale but finite
     offsets_ = at::empty({frontier_len_}, opts);
-    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_, &is_new_, &rank_}) {
+    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_}) {
       *t = at::empty({edge_len_}, opts);
     }
     if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     counters_ = at::zeros({Counters::size(hops_)}, opts);
     host_counts_ = at::empty({Counters::size(hops_)}, opts.device(at::kCPU).pinned_memory(true));
-    size_t scan_bytes = 0;
-    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, is_new_.data_ptr<int64_t>(),
-                                                 rank_.data_ptr<int64_t>(),
-                                                 static_cast<int>(std::max(edge_len_, frontier_len_))));
-    scan_temp_ = at::empty({static_cast<int64_t>(scan_bytes) + 1}, opts.dtype(at::kByte));
+    // Look-back words of each level's numbering: ids and draws, a tile each.
+    int64_t status_words = 0;
+    for (int64_t level = 0; level <= hops_; ++level) {
+      status_start_.push_back(status_words);
+      status_words += 2 * number_tiles(level);
+    }
+    status_ = at::zeros({status_words}, opts);  // epoch 0: nothing published
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_blocking_, cudaEventBlockingSync | cudaEventDisableTiming));
   }
@@ -631,8 +703,9 @@ class SamplePlan {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto t0 = std::chrono::steady_clock::now();
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table once
+    if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table and look-back words once
       table_slots_.zero_();
+      status_.zero_();
       epoch_ = 1;
     }
     // Fresh outputs, one storage each (outputs must not alias), allocated without a
@@ -696,7 +769,8 @@ class SamplePlan {
       std::fprintf(stderr,
                    "pyg_accel sampler trace: lookup %s alloc %s params %s launch %s record %s wait %s finish %s us "
                    "(wait: cpu %.1f us, polls %d)%s\n",
-                   us(entry, t0).c_str(), us(t0, t_alloc).c_str(), us(t_alloc, t_params).c_str(), us(t_params, t_graph).c_str(),
+                   us(entry, t0).c_str(), us(t0, t_alloc).c_str(), us(t_alloc, t_params).c_str(),
+                   us(t_params, t_graph).c_str(),
                    us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(), wait_cpu, polls,
                    exec_ != nullptr ? " (graph)" : "");
     }
@@ -711,11 +785,11 @@ class SamplePlan {
     return owned;
   }
 
-  void scan(const at::Tensor& in, const at::Tensor& out, int64_t n, cudaStream_t stream) {
-    size_t bytes = static_cast<size_t>(scan_temp_.numel());
-    C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data_ptr(), bytes, in.data_ptr<int64_t>(),
-                                                 out.data_ptr<int64_t>(), static_cast<int>(n), stream));
+  // Positions numbered at `level` (the seeds, or the edges of hop level - 1), at most.
+  int64_t number_len(int64_t level) const {
+    return std::max<int64_t>(level == 0 ? key_.num_seeds : edge_bound_[level - 1], 1);
   }
+  int64_t number_tiles(int64_t level) const { return (number_len(level) + kNumberTile - 1) / kNumberTile; }
 
   // The whole sample, a fixed kernel sequence (graph-capturable): the call's parameters
   // in, the hops, and the counts out to pinned memory (the call's one host read).
@@ -724,40 +798,37 @@ class SamplePlan {
     const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_, params);
     const int64_t S = key_.num_seeds, stride = std::max<int64_t>(num_nodes_, 1);
     int64_t* slot_of = slot_of_.data_ptr<int64_t>();
-    int64_t* is_new = is_new_.data_ptr<int64_t>();
-    int64_t* rank = rank_.data_ptr<int64_t>();
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
     const Outputs* out = &params->out;
     const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
     auto hop_args = [&](int64_t h) {
       return HopArgs{g, key_.mode, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
-                     seed_time_buf_.data_ptr<int64_t>(), counts_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
+                     seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
                      seg_.data_ptr<int64_t>()};
     };
-    // Flags, ranks and numbers level `level`'s new nodes, counting their next-hop draws.
-    auto number_new = [&](int64_t len, const int64_t* count_ptr, int64_t static_count, int64_t level) {
-      flag_kernel<<<grid_for(len), kBlock, 0, stream>>>(slot_of, count_ptr, static_count, len, c, table_, is_new);
-      scan(is_new_, rank_, len, stream);
-      assign_kernel<<<grid_for(len), kBlock, 0, stream>>>(is_new, rank, slot_of, nbr, tree, count_ptr, len, level,
-                                                           key_.disjoint, c,
-                                                           table_,
-                                                           level < hops_, hop_args(level));
+    // Numbers level `level`'s new nodes and sums their next-hop draws (one kernel).
+    auto number_new = [&](const int64_t* count_ptr, int64_t static_count, int64_t level) {
+      unsigned long long* status = reinterpret_cast<unsigned long long*>(status_.data_ptr<int64_t>()) +
+                                   status_start_[level];
+      const int64_t tiles = number_tiles(level);
+      const NumberArgs n{slot_of, nbr, tree, count_ptr, static_count, level, key_.disjoint, table_, status,
+                         status + tiles, level < hops_, hop_args(level)};
+      number_kernel<<<static_cast<unsigned>(tiles), kBlock, 0, stream>>>(n);
     };
     seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(reinterpret_cast<const Params*>(params_host_.data_ptr<int64_t>()),
                                                      params, S, num_nodes_, key_.disjoint, stride, c, table_, slot_of,
                                                      nbr, tree, seed_time_buf_.data_ptr<int64_t>());
-    number_new(std::max<int64_t>(S, 1), nullptr, S, 0);
+    number_new(nullptr, S, 0);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
       const HopArgs a = hop_args(h);
       const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slot_of};
-      scan(counts_, offsets_, fl, stream);
       launch_draw(a, fl, stream);
       expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
-      number_new(el, c.edges + h, 0, h + 1);
+      number_new(c.edges + h, 0, h + 1);
       rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
@@ -826,9 +897,11 @@ class SamplePlan {
   int64_t epoch_ = 0;
   int64_t edge_out_len_ = 1;
   at::Tensor params_dev_, params_host_;  // Params: on the device, and pinned for the host to write
-  at::Tensor counts_, offsets_;
-  at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_, is_new_, rank_;
-  at::Tensor seed_time_buf_, counters_, host_counts_, scan_temp_;
+  at::Tensor offsets_;
+  at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_;
+  at::Tensor seed_time_buf_, counters_, host_counts_;
+  at::Tensor status_;                  // look-back words (tile_scan.cuh) of every level's numbering
+  std::vector<int64_t> status_start_;  // level -> its first word
   std::mutex mutex_;
   int64_t uses_ = 0;
   bool capture_failed_ = false;
