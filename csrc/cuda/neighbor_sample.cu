@@ -5,9 +5,9 @@
 // read the actual sizes from device counters. The sequence lives in a SamplePlan,
 // one per (graph, batch size, fanouts, options), which owns its buffers, so from the
 // second call of a plan on the sequence is replayed as one CUDA graph: per batch the
-// host writes the call's parameters (output and seed addresses) to pinned memory,
-// launches the graph (whose first kernel reads them and whose last writes the per-hop
-// counts back to pinned memory) and waits for it; the kernels write straight into the
+// host sets the call's parameters (output and seed addresses) as the argument of the
+// graph's first kernel, launches the graph (whose last kernel writes the per-hop
+// counts to pinned memory) and waits for it; the kernels write straight into the
 // call's output tensors.
 //
 // Levels are numbered in first-seen order: level 0 = the seeds, level h + 1 = the
@@ -84,10 +84,10 @@ struct Outputs {
   int64_t* edge;
 };
 
-// What changes from call to call. The host writes it into pinned memory and the first
-// kernel reads it from there (zero-copy) and keeps a device copy for the others, so a
-// call costs the host one graph launch and nothing else. (Copy nodes from or to host
-// memory made a graph launch cost the host ~10 us more.)
+// What changes from call to call: the first kernel's argument (set in the replayed
+// graph by updating that kernel node), which it copies to device memory for the
+// others. (Copy nodes from or to host memory made a graph launch cost the host ~10 us
+// more; reading the parameters from pinned memory cost the first kernel ~4 us.)
 struct Params {
   Outputs out;
   const int64_t* seed;       // [S] this call's seeds
@@ -160,39 +160,42 @@ __device__ int64_t draw_count(const HopArgs& a, int64_t v, int64_t b) {
   }
 }
 
-// Level 0, and the call's parameters: each block reads them from pinned host memory
-// (zero-copy: one round of nine parallel reads, volatile so that no cached copy of an
-// earlier call's is used) into shared memory, and block 0 keeps the device copy the
-// later kernels read. Every seed is inserted (and its time kept for its tree); an
-// out-of-range seed is noted and stands in as node 0 (the call raises once the sample
-// is back, but the kernels never read outside the graph).
-__global__ void seed_kernel(const Params* host_params, Params* params, int64_t num_seeds, int64_t num_nodes,
-                            bool disjoint, int64_t stride, Counters c, Table t, int64_t* slot_of, int64_t* nbr,
-                            int64_t* tree, int64_t* seed_time_buf) {
-  constexpr int kWords = sizeof(Params) / sizeof(int64_t);
-  __shared__ int64_t words[kWords];
-  if (threadIdx.x < kWords) {
-    const int64_t w = reinterpret_cast<const volatile int64_t*>(host_params)[threadIdx.x];
-    words[threadIdx.x] = w;
-    if (blockIdx.x == 0) reinterpret_cast<int64_t*>(params)[threadIdx.x] = w;
-  }
-  __syncthreads();
-  const Params& call = *reinterpret_cast<const Params*>(words);
+// Everything the first kernel takes, as one argument (one kernel-node parameter).
+struct SeedArgs {
+  Params call;
+  Params* params;  // the device copy the later kernels read
+  int64_t num_seeds, num_nodes;
+  bool disjoint;
+  int64_t stride;  // key = tree * stride + node in disjoint mode
+  Counters c;
+  Table t;
+  int64_t* slot_of;
+  int64_t* nbr;
+  int64_t* tree;
+  int64_t* seed_time_buf;
+};
+
+// Level 0, and the call's parameters (block 0 keeps the device copy the later kernels
+// read). Every seed is inserted (and its time kept for its tree); an out-of-range seed
+// is noted and stands in as node 0 (the call raises once the sample is back, but the
+// kernels never read outside the graph).
+__global__ void seed_kernel(SeedArgs a) {
+  const Params& call = a.call;
   const int64_t i = global_thread();
-  if (i >= num_seeds) return;
+  if (i == 0) *a.params = call;
+  if (i >= a.num_seeds) return;
   const uint64_t epoch = static_cast<uint64_t>(call.epoch);
-  const int64_t* seed_time = call.seed_time;
   int64_t v = call.seed[i];
-  if (seed_time != nullptr) seed_time_buf[i] = seed_time[i];
-  if (v < 0 || v >= num_nodes) {
-    *c.bad_seed = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
+  if (call.seed_time != nullptr) a.seed_time_buf[i] = call.seed_time[i];
+  if (v < 0 || v >= a.num_nodes) {
+    *a.c.bad_seed = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
     v = 0;
   }
-  const int64_t slot = table_insert(t, epoch, static_cast<uint64_t>(disjoint ? i * stride + v : v));
-  slot_of[i] = slot;
-  nbr[i] = v;
-  tree[i] = i;
-  table_claim_first(t, slot, epoch, i);
+  const int64_t slot = table_insert(a.t, epoch, static_cast<uint64_t>(a.disjoint ? i * a.stride + v : v));
+  a.slot_of[i] = slot;
+  a.nbr[i] = v;
+  a.tree[i] = i;
+  table_claim_first(a.t, slot, epoch, i);
 }
 
 // The last step: the counters to pinned host memory (the call's one read, zero-copy),
@@ -315,11 +318,28 @@ __global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
   }
 }
 
+// The rows of hop `hop`'s edges: each edge's neighbour becomes its local id, once the
+// next level is numbered. The next hop's draw kernel does it on the side (before its
+// expand reuses slot_of), the last hop's a kernel of its own.
+struct RowsArgs {
+  const int64_t* slot_of;
+  int64_t len;  // 0: nothing to write
+  int64_t hop;
+  Counters c;
+  Table t;
+};
+
+__device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out, int64_t p) {
+  if (p >= r.len || p >= r.c.edges[r.hop]) return;
+  out->row[r.c.edge_start[r.hop] + p] = table_local_id(r.t, r.slot_of[p]);
+}
+
 // One thread per frontier node: the CSC positions each
 // sampling node draws (bounded fanouts: every node's positions and edge owners, so
 // expand needs neither a search nor the node's degree).
-__global__ void draw_kernel(HopArgs a, int64_t frontier_len) {
+__global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
   const int64_t i = global_thread();
+  write_row(rows, a.out, i);
   if (i >= frontier_len) return;
   if (i >= a.c.nodes[a.hop]) return;
   const int64_t k = step(a.offsets, i);
@@ -351,8 +371,9 @@ __global__ void draw_kernel(HopArgs a, int64_t frontier_len) {
 // parallel, and Floyd's collisions are resolved in G warp votes. Same numbers, same
 // order as draw_uniform.
 template <int G>
-__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len) {
+__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
   const int64_t t = global_thread();
+  write_row(rows, a.out, t);
   const int64_t i = t / G;
   const int lane = static_cast<int>(threadIdx.x % G);
   const int warp_lane = static_cast<int>(threadIdx.x % 32);
@@ -461,12 +482,7 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
   out.edge[e] = pos;
 }
 
-__global__ void rows_kernel(const int64_t* slot_of, int64_t len, int64_t hop, Counters c, Table t,
-                            const Outputs* out) {
-  const int64_t p = global_thread();
-  if (p >= len || p >= c.edges[hop]) return;
-  out->row[c.edge_start[hop] + p] = table_local_id(t, slot_of[p]);
-}
+__global__ void rows_kernel(RowsArgs r, const Outputs* out) { write_row(r, out, global_thread()); }
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
 
@@ -664,7 +680,6 @@ class SamplePlan {
     edge_out_len_ = std::max<int64_t>(total_edges, 1);
     static_assert(sizeof(Params) % sizeof(int64_t) == 0, "Params is copied as int64 words");
     params_dev_ = at::empty({static_cast<int64_t>(sizeof(Params) / sizeof(int64_t))}, opts);
-    params_host_ = at::empty({params_dev_.numel()}, opts.device(at::kCPU).pinned_memory(true));
     offsets_ = at::empty({frontier_len_}, opts);
     for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_}) {
       *t = at::empty({edge_len_}, opts);
@@ -686,6 +701,7 @@ class SamplePlan {
 
   ~SamplePlan() {  // errors ignored: this may run while the process exits
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
     if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
     cudaEventDestroy(done_);
     cudaEventDestroy(done_blocking_);
@@ -718,14 +734,19 @@ class SamplePlan {
     at::Tensor row = fresh(edge_out_len_), col = fresh(edge_out_len_), edge = fresh(edge_out_len_);
     const auto t_alloc = std::chrono::steady_clock::now();
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
-    // Safe to overwrite: the previous call of this plan has waited for its sample.
-    *reinterpret_cast<Params*>(params_host_.data_ptr<int64_t>()) = Params{
+    seed_args_.call = Params{
         {node.data_ptr<int64_t>(), key_.disjoint ? batch.data_ptr<int64_t>() : nullptr, row.data_ptr<int64_t>(),
          col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()},
         seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, random_seed,
         epoch_};
     ++uses_;
     if (exec_ == nullptr && uses_ >= 2 && !capture_failed_ && cuda_graphs_enabled()) capture();
+    if (exec_ != nullptr) {  // the call's parameters into the graph's first kernel
+      cudaKernelNodeParams node = seed_node_params_;
+      void* args[] = {&seed_args_};
+      node.kernelParams = args;
+      C10_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, seed_node_, &node));
+    }
     const auto t_params = std::chrono::steady_clock::now();
     if (exec_ != nullptr) {
       C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
@@ -817,42 +838,55 @@ class SamplePlan {
                          status + tiles, level < hops_, hop_args(level)};
       number_kernel<<<static_cast<unsigned>(tiles), kBlock, 0, stream>>>(n);
     };
-    seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(reinterpret_cast<const Params*>(params_host_.data_ptr<int64_t>()),
-                                                     params, S, num_nodes_, key_.disjoint, stride, c, table_, slot_of,
-                                                     nbr, tree, seed_time_buf_.data_ptr<int64_t>());
+    seed_args_.params = params;  // (seed_args_.call is set by run())
+    seed_args_.num_seeds = S;
+    seed_args_.num_nodes = num_nodes_;
+    seed_args_.disjoint = key_.disjoint;
+    seed_args_.stride = stride;
+    seed_args_.c = c;
+    seed_args_.t = table_;
+    seed_args_.slot_of = slot_of;
+    seed_args_.nbr = nbr;
+    seed_args_.tree = tree;
+    seed_args_.seed_time_buf = seed_time_buf_.data_ptr<int64_t>();
+    seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_args_);
     number_new(nullptr, S, 0);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+    RowsArgs rows{slot_of, 0, 0, c, table_};
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
       const HopArgs a = hop_args(h);
       const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slot_of};
-      launch_draw(a, fl, stream);
+      launch_draw(a, fl, rows, stream);  // (with the previous hop's rows)
       expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
       number_new(c.edges + h, 0, h + 1);
-      rows_kernel<<<grid_for(el), kBlock, 0, stream>>>(slot_of, el, h, c, table_, out);
+      rows = RowsArgs{slot_of, el, h, c, table_};
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
+    if (rows.len > 0) rows_kernel<<<grid_for(rows.len), kBlock, 0, stream>>>(rows, out);
     publish_kernel<<<1, 32, 0, stream>>>(counters_.data_ptr<int64_t>(), host_counts_.data_ptr<int64_t>(),
                                          counters_.numel());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 
-  // Uniform draws with fanouts up to 32 run G lanes per node, the rest a thread each.
-  void launch_draw(const HopArgs& a, int64_t fl, cudaStream_t stream) {
+  // Uniform draws with fanouts up to 32 run G lanes per node, the rest a thread each;
+  // the grid also covers the previous hop's rows.
+  void launch_draw(const HopArgs& a, int64_t fl, const RowsArgs& rows, cudaStream_t stream) {
     const int64_t f = a.fanout;
+    auto grid = [&](int64_t threads) { return grid_for(std::max(threads, rows.len)); };
     if (a.mode != Mode::kUniform || f < 0 || f > 32) {
-      draw_kernel<<<grid_for(fl), kBlock, 0, stream>>>(a, fl);
+      draw_kernel<<<grid(fl), kBlock, 0, stream>>>(a, fl, rows);
       return;
     }
     const int group = f <= 1 ? 1 : f <= 2 ? 2 : f <= 4 ? 4 : f <= 8 ? 8 : f <= 16 ? 16 : 32;
-    const unsigned grid = grid_for(fl * group);
+    const unsigned blocks = grid(fl * group);
     switch (group) {
-      case 1: draw_group_kernel<1><<<grid, kBlock, 0, stream>>>(a, fl); break;
-      case 2: draw_group_kernel<2><<<grid, kBlock, 0, stream>>>(a, fl); break;
-      case 4: draw_group_kernel<4><<<grid, kBlock, 0, stream>>>(a, fl); break;
-      case 8: draw_group_kernel<8><<<grid, kBlock, 0, stream>>>(a, fl); break;
-      case 16: draw_group_kernel<16><<<grid, kBlock, 0, stream>>>(a, fl); break;
-      default: draw_group_kernel<32><<<grid, kBlock, 0, stream>>>(a, fl);
+      case 1: draw_group_kernel<1><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
+      case 2: draw_group_kernel<2><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
+      case 4: draw_group_kernel<4><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
+      case 8: draw_group_kernel<8><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
+      case 16: draw_group_kernel<16><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
+      default: draw_group_kernel<32><<<blocks, kBlock, 0, stream>>>(a, fl, rows);
     }
   }
 
@@ -872,13 +906,39 @@ class SamplePlan {
       capture_failed_ = true;
       return;
     }
-    if (cudaStreamEndCapture(capture_stream_, &graph) != cudaSuccess ||
+    if (cudaStreamEndCapture(capture_stream_, &graph) != cudaSuccess || !find_seed_node(graph) ||
         cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
       exec_ = nullptr;
       capture_failed_ = true;
       (void)cudaGetLastError();
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return;
     }
-    if (graph != nullptr) cudaGraphDestroy(graph);
+    graph_ = graph;  // (kept: its seed node names the node to update in exec_)
+  }
+
+  // Finds the seed kernel's node in a captured graph and keeps its launch parameters.
+  bool find_seed_node(cudaGraph_t graph) {
+    size_t count = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return false;
+    std::vector<cudaGraphNode_t> nodes(count);
+    if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return false;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      cudaKernelNodeParams params{};
+      if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel ||
+          cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess) {
+        continue;
+      }
+      if (params.func == reinterpret_cast<void*>(&seed_kernel)) {
+        seed_node_ = node;
+        seed_node_params_ = params;
+        seed_node_params_.kernelParams = nullptr;
+        seed_node_params_.extra = nullptr;
+        return true;
+      }
+    }
+    return false;
   }
 
   PlanKey key_;
@@ -896,7 +956,8 @@ class SamplePlan {
   Table table_{};
   int64_t epoch_ = 0;
   int64_t edge_out_len_ = 1;
-  at::Tensor params_dev_, params_host_;  // Params: on the device, and pinned for the host to write
+  at::Tensor params_dev_;  // Params, the device copy
+  SeedArgs seed_args_{};   // the first kernel's argument (its call field set per call)
   at::Tensor offsets_;
   at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_;
   at::Tensor seed_time_buf_, counters_, host_counts_;
@@ -906,7 +967,10 @@ class SamplePlan {
   int64_t uses_ = 0;
   bool capture_failed_ = false;
   cudaStream_t capture_stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
+  cudaGraphNode_t seed_node_ = nullptr;  // seed_kernel's node in graph_
+  cudaKernelNodeParams seed_node_params_{};
   cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
   Napper napper_;  // PYG_ACCEL_SAMPLER_WAIT=sleep
 };
