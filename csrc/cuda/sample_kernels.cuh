@@ -1,0 +1,445 @@
+// The CUDA sampler's kernels and their argument structs (one sample is the fixed
+// sequence neighbor_sample.cu enqueues: seed, number, then per hop draw, expand,
+// number, and the last hop's rows and publish). Included by neighbor_sample.cu only.
+#pragma once
+
+#include <cub/cub.cuh>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "../sampling_rng.h"
+#include "sample_draws.cuh"
+#include "sample_table.cuh"
+#include "tile_scan.cuh"
+
+namespace pyg_accel {
+namespace {
+
+constexpr int kBlock = 256;
+
+enum class Mode : int { kUniform, kWeighted, kTemporalUniform, kTemporalLast };
+
+// Device pointers of a CSC graph and its optional per-edge / per-node attributes.
+struct GraphPtrs {
+  const int64_t* colptr;
+  const int64_t* row;
+  const double* weight;      // [E] or null
+  const int64_t* node_time;  // [N] or null
+  const int64_t* edge_time;  // [E] or null
+};
+
+// Where this call's outputs go: fresh tensors per call, so the graph reads their
+// addresses from device memory instead of baking them in.
+struct Outputs {
+  int64_t* node;   // [node bound] global id per local id
+  int64_t* batch;  // [node bound] tree per local id (disjoint mode; else null)
+  int64_t* row;    // [edge bound] per output edge
+  int64_t* col;
+  int64_t* edge;
+};
+
+// What changes from call to call: the first kernel's argument (set in the replayed
+// graph by updating that kernel node), which it copies to device memory for the
+// others. (Copy nodes from or to host memory made a graph launch cost the host ~10 us
+// more; reading the parameters from pinned memory cost the first kernel ~4 us.)
+struct Params {
+  Outputs out;
+  const int64_t* seed;       // [S] this call's seeds
+  const int64_t* seed_time;  // [S] or null
+  int64_t random_seed;
+  int64_t epoch;             // this sample's table epoch
+};
+
+// The device counters of one sample, zeroed by the last kernel of the previous one
+// (after it published them to the host), in one int64 buffer:
+// [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed].
+// nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
+// first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
+// bad_seed = 1 + an out-of-range seed (0 if none). random_seed and epoch point into
+// the device copy of the call's Params.
+struct Counters {
+  const int64_t* random_seed;
+  const int64_t* epoch;
+  int64_t* nodes;
+  int64_t* edges;
+  int64_t* node_start;
+  int64_t* edge_start;
+  int64_t* bad_seed;
+  static int64_t size(int64_t hops) { return 4 * hops + 4; }
+  static Counters at(int64_t* base, int64_t hops, const Params* params) {
+    const bool device = params != nullptr;
+    return {device ? &params->random_seed : nullptr, device ? &params->epoch : nullptr, base, base + 1 + hops,
+            base + 1 + 2 * hops, base + 2 + 3 * hops, base + 3 + 4 * hops};
+  }
+};
+
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// Element i of a sequence given by its inclusive sums.
+__device__ __forceinline__ int64_t step(const int64_t* inclusive, int64_t i) {
+  return inclusive[i] - (i > 0 ? inclusive[i - 1] : 0);
+}
+
+// What a hop's kernels share.
+struct HopArgs {
+  GraphPtrs g;
+  Mode mode;
+  int64_t fanout;
+  bool replace;
+  int64_t hop;
+  Counters c;
+  const Outputs* out;
+  const int64_t* seed_time;  // per tree (temporal modes)
+  int64_t* offsets;          // inclusive sums of the frontier's draw counts (written when numbered)
+  int64_t* drawn;            // CSC position of each hop edge (bounded fanouts; else sampling nodes only)
+  double* drawn_key;         // weighted scratch
+  int64_t* seg;              // frontier index of each hop edge (bounded fanouts)
+};
+
+__device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
+  return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
+}
+
+// How many neighbours node v (in tree b) draws at the hop of `a`.
+__device__ int64_t draw_count(const HopArgs& a, int64_t v, int64_t b) {
+  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  switch (a.mode) {
+    case Mode::kUniform: return num_to_draw(a.fanout, degree, a.replace);
+    case Mode::kWeighted: return weighted_count(a.g.weight, start, degree, a.fanout, a.replace);
+    default:
+      return temporal_count(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, a.seed_time[b],
+                            a.g.row, a.g.node_time, a.g.edge_time);
+  }
+}
+
+// Everything the first kernel takes, as one argument (one kernel-node parameter).
+struct SeedArgs {
+  Params call;
+  Params* params;  // the device copy the later kernels read
+  int64_t num_seeds, num_nodes;
+  bool disjoint;
+  int64_t stride;  // key = tree * stride + node in disjoint mode
+  Counters c;
+  Table t;
+  int64_t* slot_of;
+  int64_t* nbr;
+  int64_t* tree;
+  int64_t* seed_time_buf;
+};
+
+// Level 0, and the call's parameters (block 0 keeps the device copy the later kernels
+// read). Every seed is inserted (and its time kept for its tree); an out-of-range seed
+// is noted and stands in as node 0 (the call raises once the sample is back, but the
+// kernels never read outside the graph).
+__global__ void seed_kernel(SeedArgs a) {
+  const Params& call = a.call;
+  const int64_t i = global_thread();
+  if (i == 0) *a.params = call;
+  if (i >= a.num_seeds) return;
+  const uint64_t epoch = static_cast<uint64_t>(call.epoch);
+  int64_t v = call.seed[i];
+  if (call.seed_time != nullptr) a.seed_time_buf[i] = call.seed_time[i];
+  if (v < 0 || v >= a.num_nodes) {
+    *a.c.bad_seed = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
+    v = 0;
+  }
+  const int64_t slot = table_insert(a.t, epoch, static_cast<uint64_t>(a.disjoint ? i * a.stride + v : v));
+  a.slot_of[i] = slot;
+  a.nbr[i] = v;
+  a.tree[i] = i;
+  table_claim_first(a.t, slot, epoch, i);
+}
+
+// The last step: the counters to pinned host memory (the call's one read, zero-copy),
+// then zeroed for the next sample. One block.
+__global__ void publish_kernel(int64_t* counters, int64_t* host_counts, int64_t n) {
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    host_counts[j] = counters[j];
+    counters[j] = 0;
+  }
+}
+
+// Numbering a level, one kernel: positions p < count (the seeds, or the hop's edges)
+// whose edge is the first to reach a node without a local id get consecutive ids in
+// position order (first-seen order, as on the CPU), after all earlier levels' nodes.
+// If another hop follows, each new node's draw count is summed in the same pass into
+// the next hop's offsets (inclusive sums in id order = each node's edge range), and
+// the hop's edge total is recorded. Both sums run across blocks by decoupled look-back
+// (tile_scan.cuh): flag, scan and assign in one launch instead of four.
+#ifndef PYG_ACCEL_NUMBER_ITEMS
+#define PYG_ACCEL_NUMBER_ITEMS 2
+#endif
+constexpr int kNumberItems = PYG_ACCEL_NUMBER_ITEMS;  // consecutive positions per thread
+constexpr int64_t kNumberTile = static_cast<int64_t>(kBlock) * kNumberItems;
+
+struct NumberArgs {
+  const int64_t* slot_of;
+  const int64_t* nbr;
+  const int64_t* tree;
+  const int64_t* count_ptr;  // the number of positions (device), or null: static_count
+  int64_t static_count;
+  int64_t level;
+  bool disjoint;
+  Table t;
+  unsigned long long* id_status;    // [tiles] look-back words of the id sums
+  unsigned long long* draw_status;  // [tiles] look-back words of the draw sums
+  bool count_next;                  // another hop follows: sum its draws
+  HopArgs next;
+};
+
+__global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
+  using Scan = cub::BlockScan<int64_t, kBlock>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ int64_t tile_before[2];  // ids and draws of all earlier tiles
+  const Counters& c = a.next.c;
+  const int64_t tile = blockIdx.x, first = tile * kNumberTile;
+  const int64_t count = a.count_ptr != nullptr ? *a.count_ptr : a.static_count;
+  const bool last = first + kNumberTile >= count;  // this tile holds the last position (or there are none)
+  if (first >= count && tile > 0) return;  // no later tile needs this one's sums
+  const uint64_t epoch = static_cast<uint64_t>(*c.epoch);
+  // Each step's loads for all items first, then the next step (dependent loads of
+  // different items overlap instead of queueing behind each other).
+  const int64_t mine = first + threadIdx.x * kNumberItems;  // this thread's first position
+  int64_t slot[kNumberItems], v[kNumberItems], b[kNumberItems], draws[kNumberItems];
+  bool fresh[kNumberItems];
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) slot[k] = mine + k < count ? a.slot_of[mine + k] : 0;
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) fresh[k] = mine + k < count && table_is_first(a.t, slot[k], epoch, mine + k);
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) {
+    v[k] = fresh[k] ? a.nbr[mine + k] : 0;
+    b[k] = fresh[k] && a.disjoint ? a.tree[mine + k] : 0;
+  }
+  int64_t my_ids = 0, my_draws = 0;
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) {
+    draws[k] = fresh[k] && a.count_next ? draw_count(a.next, v[k], b[k]) : 0;
+    my_ids += fresh[k];
+    my_draws += draws[k];
+  }
+  int64_t ids_before = 0, tile_ids = 0, draws_before = 0, tile_draws = 0;
+  Scan(scan_storage).ExclusiveSum(my_ids, ids_before, tile_ids);
+  if (a.count_next) {
+    __syncthreads();  // (the scan storage is reused)
+    Scan(scan_storage).ExclusiveSum(my_draws, draws_before, tile_draws);
+  }
+  if (threadIdx.x < 32) {
+    int64_t ids_earlier = 0, draws_earlier = 0;
+    if (threadIdx.x == 0) {  // this tile's own totals first, so later tiles can go on
+      const uint64_t state = tile == 0 ? kStatusInclusive : kStatusAggregate;
+      publish_status(a.id_status + tile, epoch, state, tile_ids);
+      if (a.count_next) publish_status(a.draw_status + tile, epoch, state, tile_draws);
+    }
+    if (tile > 0) {
+      ids_earlier = look_back(a.id_status, tile, epoch);
+      if (a.count_next) draws_earlier = look_back(a.draw_status, tile, epoch);
+    }
+    if (threadIdx.x == 0) {
+      if (tile > 0) {
+        publish_status(a.id_status + tile, epoch, kStatusInclusive, ids_earlier + tile_ids);
+        if (a.count_next) publish_status(a.draw_status + tile, epoch, kStatusInclusive, draws_earlier + tile_draws);
+      }
+      tile_before[0] = ids_earlier;
+      tile_before[1] = draws_earlier;
+    }
+  }
+  __syncthreads();
+  const int64_t base = a.level == 0 ? 0 : c.node_start[a.level - 1] + c.nodes[a.level - 1];
+  if (last && threadIdx.x == 0) {  // the level's and the next hop's totals
+    c.node_start[a.level] = base;
+    c.nodes[a.level] = tile_before[0] + tile_ids;
+    if (a.count_next) {
+      const int64_t edges = tile_before[1] + tile_draws;
+      c.edges[a.level] = edges;
+      c.edge_start[a.level + 1] = c.edge_start[a.level] + edges;
+    }
+  }
+  int64_t rank = tile_before[0] + ids_before, drawn = tile_before[1] + draws_before;
+  const Outputs* out = a.next.out;
+#pragma unroll
+  for (int k = 0; k < kNumberItems; ++k) {
+    if (!fresh[k]) continue;
+    const int64_t id = base + rank;
+    table_assign(a.t, slot[k], epoch, id);
+    out->node[id] = v[k];
+    if (a.disjoint) out->batch[id] = b[k];
+    drawn += draws[k];
+    if (a.count_next) a.next.offsets[rank] = drawn;
+    ++rank;
+  }
+}
+
+// The rows of hop `hop`'s edges: each edge's neighbour becomes its local id, once the
+// next level is numbered. The next hop's draw kernel does it on the side (before its
+// expand reuses slot_of), the last hop's a kernel of its own.
+struct RowsArgs {
+  const int64_t* slot_of;
+  int64_t len;  // 0: nothing to write
+  int64_t hop;
+  Counters c;
+  Table t;
+};
+
+__device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out, int64_t p) {
+  if (p >= r.len || p >= r.c.edges[r.hop]) return;
+  out->row[r.c.edge_start[r.hop] + p] = table_local_id(r.t, r.slot_of[p]);
+}
+
+// One thread per frontier node: the CSC positions each
+// sampling node draws (bounded fanouts: every node's positions and edge owners, so
+// expand needs neither a search nor the node's degree).
+__global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
+  const int64_t i = global_thread();
+  write_row(rows, a.out, i);
+  if (i >= frontier_len) return;
+  if (i >= a.c.nodes[a.hop]) return;
+  const int64_t k = step(a.offsets, i);
+  if (k == 0) return;
+  const int64_t o = a.offsets[i] - k, id = a.c.node_start[a.hop] + i, v = a.out->node[id];
+  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  const bool all = takes_all(a.mode, k, degree, a.fanout, a.replace);
+  if (a.fanout >= 0) {
+    for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
+    if (all) {
+      for (int64_t j = 0; j < k; ++j) a.drawn[o + j] = start + j;
+    }
+  }
+  if (all) return;  // fanout -1: expand fills these in, edge-parallel
+  const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
+  switch (a.mode) {
+    case Mode::kUniform: draw_uniform(start, degree, k, a.replace, key, a.drawn + o); break;
+    case Mode::kWeighted:
+      draw_weighted(a.g.weight, start, degree, a.fanout, a.replace, key, k, a.drawn + o, a.drawn_key + o);
+      break;
+    default:
+      draw_temporal(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k,
+                    a.seed_time[a.out->batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
+  }
+}
+
+// Uniform draws with a bounded fanout (<= 32), G lanes per frontier node (G = the
+// fanout rounded up to a power of two): lane j makes draw j, so the RNG work runs in
+// parallel, and Floyd's collisions are resolved in G warp votes. Same numbers, same
+// order as draw_uniform.
+template <int G>
+__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
+  const int64_t t = global_thread();
+  write_row(rows, a.out, t);
+  const int64_t i = t / G;
+  const int lane = static_cast<int>(threadIdx.x % G);
+  const int warp_lane = static_cast<int>(threadIdx.x % 32);
+  const unsigned group_mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (warp_lane - lane);
+  const int64_t m = a.c.nodes[a.hop];
+  const bool live = i < frontier_len && i < m;
+  if (__ballot_sync(0xffffffffu, live) == 0) return;  // whole warps past the frontier leave
+  int64_t k = 0, o = 0, start = 0, degree = 0;
+  if (live) {
+    k = step(a.offsets, i);
+    o = a.offsets[i] - k;
+    const int64_t v = a.out->node[a.c.node_start[a.hop] + i];
+    start = a.g.colptr[v];
+    degree = a.g.colptr[v + 1] - start;
+  }
+  const bool floyd = live && k > 0 && !a.replace && k < degree;
+  int64_t mine = 0;  // this lane's draw
+  if (live && lane < k) {
+    const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
+    if (a.replace) {
+      mine = start + uniform_below(key, lane, degree);
+    } else if (k == degree) {
+      mine = start + lane;
+    } else {
+      const int64_t j = degree - k + lane;
+      mine = start + uniform_below(key, j, j + 1);
+    }
+  }
+  int64_t chosen = mine;
+  // Floyd, step n: candidate n stands unless an earlier step chose it, else j_n.
+  for (int n = 0; n < G; ++n) {
+    const int64_t candidate = __shfl_sync(0xffffffffu, mine, n, G);
+    const bool clash = floyd && lane < n && n < k && chosen == candidate;
+    const bool taken = (__ballot_sync(0xffffffffu, clash) & group_mask) != 0;
+    if (floyd && lane == n && taken) chosen = start + degree - k + n;
+  }
+  if (live && lane < k) {
+    a.drawn[o + lane] = chosen;
+    a.seg[o + lane] = i;
+  }
+}
+
+// Inserts `key` and claims it for edge p, once per distinct key of the warp: lanes
+// with the same key elect the lowest lane (the smallest p) to do the atomics, so
+// repeats of a node inside a warp add no atomic traffic. Every lane of the warp must
+// call it (`live` false: a lane with nothing to insert, whose key must be unique).
+__device__ __forceinline__ int64_t claim_in_warp(const Table& t, uint64_t epoch, int64_t key, bool live, int64_t p) {
+  const unsigned peers = __match_any_sync(0xffffffffu, static_cast<unsigned long long>(key));
+  const int leader = __ffs(peers) - 1;
+  int64_t slot = 0;
+  if (live && static_cast<int>(threadIdx.x % 32) == leader) {
+    slot = table_insert(t, epoch, static_cast<uint64_t>(key));
+    table_claim_first(t, slot, epoch, p);
+  }
+  return __shfl_sync(0xffffffffu, slot, leader);
+}
+
+struct ExpandArgs {
+  bool disjoint;
+  int64_t stride;  // key = tree * stride + node in disjoint mode
+  int64_t len;     // buffer length of the per-edge scratch
+  Table t;
+  int64_t* nbr;
+  int64_t* tree;
+  int64_t* slot_of;
+};
+
+// One thread per sampled edge, so a node's edges spread over as many threads as it
+// has draws. Its frontier node comes from seg (bounded fanouts) or, for fanout -1
+// (a hub takes all its edges), from a binary search over the offsets.
+__global__ void expand_kernel(HopArgs a, ExpandArgs x) {
+  const int64_t p = global_thread();
+  const bool live = p < x.len && p < a.c.edges[a.hop];
+  if (__ballot_sync(0xffffffffu, live) == 0) return;  // whole warps past the end leave
+  const Outputs out = *a.out;
+  int64_t id = 0, pos = 0, u = 0, b = 0;
+  int64_t key = -1 - static_cast<int64_t>(threadIdx.x % 32);  // dead lanes: a key no one else has
+  if (live) {
+    int64_t i;
+    if (a.fanout >= 0) {
+      i = a.seg[p];
+      pos = a.drawn[p];
+    } else {
+      int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
+      }
+      i = lo;
+      const int64_t k = step(a.offsets, i), v = out.node[a.c.node_start[a.hop] + i];
+      const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+      pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
+    }
+    id = a.c.node_start[a.hop] + i;
+    u = a.g.row[pos];
+    if (x.disjoint) b = out.batch[id];  // trees matter only in disjoint mode
+    key = x.disjoint ? b * x.stride + u : u;
+  }
+  const int64_t slot = claim_in_warp(x.t, static_cast<uint64_t>(*a.c.epoch), key, live, p);
+  if (!live) return;
+  x.slot_of[p] = slot;
+  x.nbr[p] = u;
+  if (x.disjoint) x.tree[p] = b;
+  const int64_t e = a.c.edge_start[a.hop] + p;
+  out.col[e] = id;
+  out.edge[e] = pos;
+}
+
+__global__ void rows_kernel(RowsArgs r, const Outputs* out) { write_row(r, out, global_thread()); }
+
+unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
+
+}  // namespace
+}  // namespace pyg_accel
