@@ -84,6 +84,12 @@ def _graph_long(t: Tensor) -> Tensor:
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
 
+def _same_device(a: Tensor, b: Tensor) -> bool:
+    """Whether two CPU/CUDA tensors live on one device (without building device objects,
+    which this per-batch check would otherwise do twice)."""
+    return a.is_cuda == b.is_cuda and a.get_device() == b.get_device()
+
+
 def _check_graph(colptr: Tensor, row: Tensor) -> None:
     for name, t in (('colptr', colptr), ('row', row)):
         if not isinstance(t, Tensor):
@@ -93,7 +99,7 @@ def _check_graph(colptr: Tensor, row: Tensor) -> None:
                             f'of shape {tuple(t.shape)}')
     if colptr.numel() < 1:
         raise ValueError('neighbor_sample: colptr must have num_nodes + 1 entries')
-    if colptr.get_device() != row.get_device() or colptr.device.type != row.device.type:
+    if not _same_device(colptr, row):
         raise ValueError(f'neighbor_sample: colptr and row are on {colptr.device} and {row.device}')
 
 
@@ -180,7 +186,7 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     on_gpu = colptr.is_cuda
     if on_gpu and not cuda_sampling_available():
         check_cuda_built(colptr.device)
-    if seed.get_device() != colptr.get_device() or seed.is_cuda != on_gpu:
+    if not _same_device(seed, colptr):
         seed = seed.to(colptr.device)
     device = colptr.device
     num_nodes = colptr.numel() - 1
