@@ -6,8 +6,11 @@
 #   scripts/kernel_variants.sh OUT_DIR gather_host   # host-memory gathers on SMs/k blocks (default
 #       k = 4) against every SM (k = 0) and k = 2, 8: pinned-gather bandwidth, and the
 #       pipelined epoch with pinned features
-#   scripts/kernel_variants.sh OUT_DIR sampler       # csrc/cuda/neighbor_sample.cu: positions per
-#       thread of the numbering kernel (default 2) against 1 and 4
+#   scripts/kernel_variants.sh OUT_DIR sampler       # csrc/cuda/sample_kernels.cuh: positions per
+#       thread of the numbering kernel (default 2) against 1 and 4; level 0 in two
+#       kernels (seeds, then numbering) instead of one block; grids of one thread per
+#       item instead of capped grid-stride grids; expand with registers capped for 8
+#       blocks per SM
 # (The sparse kernels' two families are switched at run time instead:
 # PYG_ACCEL_SPARSE_KERNEL=generic; benchmarks/sparse.py times both.)
 set -uo pipefail
@@ -21,7 +24,8 @@ case $FAMILY in
           BENCH=(benchmarks/gather.py --no-pinned --row-bytes 128 256 400 512 1024 --reps 30) ;;
   gather_host) VARIANTS=(-DPYG_ACCEL_GATHER_HOST_SM_DIVISOR={0,2,8}); TESTS=(tests/test_gather.py)
           BENCH=(benchmarks/end_to_end.py --features pinned --tf32 --configs accel-sync accel) ;;
-  sampler) VARIANTS=(-DPYG_ACCEL_NUMBER_ITEMS={1,4}); TESTS=(tests/test_sampling.py)
+  sampler) VARIANTS=(-DPYG_ACCEL_NUMBER_ITEMS={1,4} -DPYG_ACCEL_SEED_ITEMS=0 -DPYG_ACCEL_SAMPLER_CAP_GRIDS=0
+                   -DPYG_ACCEL_EXPAND_MIN_BLOCKS=8); TESTS=(tests/test_sampling.py)
           BENCH=(benchmarks/sampling.py --preset products --device cuda --batch-sizes 1024 4096 --fanouts 15-10-5
                  --batches 60 --baseline-batches 1) ;;
   *) echo "unknown kernel family '$FAMILY' (gather, gather_host, sampler)"; exit 2 ;;

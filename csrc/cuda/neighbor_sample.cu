@@ -23,8 +23,14 @@
 //   expand  one thread per sampled edge (degree-balanced: a hub's edges spread over
 //           as many threads as it has draws): neighbour, tree, and a dedup-table
 //           insert that remembers the first edge reaching each node (sample_table.cuh);
+//           (Uniform draws with fanouts up to 32, the common case, are expanded by the
+//           kernel that draws them: one launch per hop less, no drawn/seg round trip.)
 //   number  the next level, as above;
-//   rows    each edge's neighbour becomes its local id.
+//   rows    each edge's neighbour becomes its local id (written by the next hop's
+//           draw kernel; the last hop's by the last kernel, which also publishes
+//           the counts).
+// Up to kSeedTile seeds, level 0 (insert and number the seeds) is one kernel of one
+// block.
 // Draws use the CPU kernel's counter-based RNG and algorithms, and relabelling keeps
 // first-seen order, so a seed gives the same sample on both devices.
 #include <ATen/ATen.h>
@@ -171,7 +177,10 @@ class SamplePlan {
                 "neighbor_sample: ", std::to_string(S), " disjoint trees over ", std::to_string(num_nodes_),
                 " nodes exceed the CUDA sampler's 2^44 node keys; use smaller batches");
     int64_t capacity = 1;
-    while (capacity < 2 * node_len_) capacity <<= 1;
+    const double factor = table_factor();
+    while (capacity <= node_len_ || static_cast<double>(capacity) < factor * static_cast<double>(node_len_)) {
+      capacity <<= 1;
+    }
 
     table_slots_ = at::zeros({capacity, 2}, opts);  // epoch 0: every slot free
     table_ = {reinterpret_cast<TableSlot*>(table_slots_.data_ptr<int64_t>()), capacity - 1};
@@ -179,12 +188,14 @@ class SamplePlan {
     static_assert(sizeof(Params) % sizeof(int64_t) == 0, "Params is copied as int64 words");
     params_dev_ = at::empty({static_cast<int64_t>(sizeof(Params) / sizeof(int64_t))}, opts);
     offsets_ = at::empty({frontier_len_}, opts);
-    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_, &slot_of_}) {
+    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_}) {
       *t = at::empty({edge_len_}, opts);
     }
+    slot_of_ = at::empty({2 * edge_len_}, opts);  // two levels' worth (enqueue's slots())
     if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     counters_ = at::zeros({Counters::size(hops_)}, opts);
+    blocks_done_ = at::zeros({1}, opts.dtype(at::kInt));
     host_counts_ = at::empty({Counters::size(hops_)}, opts.device(at::kCPU).pinned_memory(true));
     // Look-back words of each level's numbering: ids and draws, a tile each.
     int64_t status_words = 0;
@@ -203,6 +214,8 @@ class SamplePlan {
     if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
     cudaEventDestroy(done_);
     cudaEventDestroy(done_blocking_);
+    if (trace_start_ != nullptr) cudaEventDestroy(trace_start_);
+    if (trace_end_ != nullptr) cudaEventDestroy(trace_end_);
   }
 
   const PlanKey& key() const { return key_; }
@@ -241,17 +254,19 @@ class SamplePlan {
     if (exec_ == nullptr && uses_ >= 2 && !capture_failed_ && cuda_graphs_enabled()) capture();
     if (exec_ != nullptr) {  // the call's parameters into the graph's first kernel
       cudaKernelNodeParams node = seed_node_params_;
-      void* args[] = {&seed_args_};
+      void* args[] = {&seed_args_, &level0_args_};  // (seed_kernel takes the first only)
       node.kernelParams = args;
       C10_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, seed_node_, &node));
     }
     const auto t_params = std::chrono::steady_clock::now();
+    if (trace_enabled()) record_trace_event(trace_start_, stream);
     if (exec_ != nullptr) {
       C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
     } else {
       enqueue(stream);
     }
     const auto t_graph = std::chrono::steady_clock::now();
+    if (trace_enabled()) record_trace_event(trace_end_, stream);
     cudaEvent_t done = wait == WaitMode::kBlock ? done_blocking_ : done_;
     C10_CUDA_CHECK(cudaEventRecord(done, stream));
     const auto t1 = std::chrono::steady_clock::now();
@@ -285,12 +300,14 @@ class SamplePlan {
     if (trace_enabled()) {
       const auto t3 = std::chrono::steady_clock::now();
       auto us = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::micro>(b - a).count()); };
+      float gpu_ms = 0.0f;  // from the stream reaching the launch to the sample's end
+      C10_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, trace_start_, trace_end_));
       std::fprintf(stderr,
                    "pyg_accel sampler trace: lookup %s alloc %s params %s launch %s record %s wait %s finish %s us "
-                   "(wait: cpu %.1f us, polls %d)%s\n",
+                   "(wait: cpu %.1f us, polls %d; GPU from launch to end %.1f us)%s\n",
                    us(entry, t0).c_str(), us(t0, t_alloc).c_str(), us(t_alloc, t_params).c_str(),
                    us(t_params, t_graph).c_str(),
-                   us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(), wait_cpu, polls,
+                   us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(), wait_cpu, polls, 1e3 * gpu_ms,
                    exec_ != nullptr ? " (graph)" : "");
     }
     return {node, row, col, edge, batch, nodes_per_hop, edges_per_hop};
@@ -316,7 +333,9 @@ class SamplePlan {
     Params* params = reinterpret_cast<Params*>(params_dev_.data_ptr<int64_t>());
     const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_, params);
     const int64_t S = key_.num_seeds, stride = std::max<int64_t>(num_nodes_, 1);
-    int64_t* slot_of = slot_of_.data_ptr<int64_t>();
+    // Each level's positions keep their table slots in one of two buffers, so a hop's
+    // kernel can write its own while it writes the previous hop's rows from the other.
+    auto slots = [&](int64_t level) { return slot_of_.data_ptr<int64_t>() + (level % 2) * edge_len_; };
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
     const Outputs* out = &params->out;
@@ -328,13 +347,11 @@ class SamplePlan {
                      seg_.data_ptr<int64_t>()};
     };
     // Numbers level `level`'s new nodes and sums their next-hop draws (one kernel).
-    auto number_new = [&](const int64_t* count_ptr, int64_t static_count, int64_t level) {
+    auto number_args = [&](const int64_t* count_ptr, int64_t static_count, int64_t level) {
       unsigned long long* status = reinterpret_cast<unsigned long long*>(status_.data_ptr<int64_t>()) +
                                    status_start_[level];
-      const int64_t tiles = number_tiles(level);
-      const NumberArgs n{slot_of, nbr, tree, count_ptr, static_count, level, key_.disjoint, table_, status,
-                         status + tiles, level < hops_, hop_args(level)};
-      number_kernel<<<static_cast<unsigned>(tiles), kBlock, 0, stream>>>(n);
+      return NumberArgs{slots(level), nbr, tree, count_ptr, static_count, level, key_.disjoint, table_, status,
+                        status + number_tiles(level), level < hops_, hop_args(level)};
     };
     seed_args_.params = params;  // (seed_args_.call is set by run())
     seed_args_.num_seeds = S;
@@ -343,49 +360,75 @@ class SamplePlan {
     seed_args_.stride = stride;
     seed_args_.c = c;
     seed_args_.t = table_;
-    seed_args_.slot_of = slot_of;
+    seed_args_.slot_of = slots(0);
     seed_args_.nbr = nbr;
     seed_args_.tree = tree;
     seed_args_.seed_time_buf = seed_time_buf_.data_ptr<int64_t>();
-    seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_args_);
-    number_new(nullptr, S, 0);
+    level0_args_ = number_args(nullptr, S, 0);
+    if (S <= kSeedTile) {  // one block inserts and numbers the seeds
+      seed_number_kernel<<<1, kSeedBlock, 0, stream>>>(seed_args_, level0_args_);
+    } else {
+      seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_args_);
+      number_kernel<<<static_cast<unsigned>(number_tiles(0)), kBlock, 0, stream>>>(level0_args_);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    RowsArgs rows{slot_of, 0, 0, c, table_};
+    RowsArgs rows{slots(0), 0, 0, c, table_};
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
       const HopArgs a = hop_args(h);
-      const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slot_of};
-      launch_draw(a, fl, rows, stream);  // (with the previous hop's rows)
-      expand_kernel<<<grid_for(el), kBlock, 0, stream>>>(a, x);
-      number_new(c.edges + h, 0, h + 1);
-      rows = RowsArgs{slot_of, el, h, c, table_};
+      const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slots(h + 1)};
+      if (!launch_draw_expand(a, x, fl, rows, stream)) {  // (with the previous hop's rows)
+        expand_kernel<<<capped_grid(expand_kernel, el), kBlock, 0, stream>>>(a, x);
+      }
+      number_kernel<<<static_cast<unsigned>(number_tiles(h + 1)), kBlock, 0, stream>>>(
+          number_args(c.edges + h, 0, h + 1));
+      rows = RowsArgs{slots(h + 1), el, h, c, table_};
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    if (rows.len > 0) rows_kernel<<<grid_for(rows.len), kBlock, 0, stream>>>(rows, out);
-    publish_kernel<<<1, 32, 0, stream>>>(counters_.data_ptr<int64_t>(), host_counts_.data_ptr<int64_t>(),
-                                         counters_.numel());
+    const PublishArgs publish{counters_.data_ptr<int64_t>(), host_counts_.data_ptr<int64_t>(), counters_.numel(),
+                              reinterpret_cast<unsigned int*>(blocks_done_.data_ptr<int>())};
+    if (rows.len > 0) {  // the last hop's rows, and the counters out
+      rows_publish_kernel<<<capped_grid(rows_publish_kernel, rows.len), kBlock, 0, stream>>>(rows, out, publish);
+    } else {
+      publish_kernel<<<1, 32, 0, stream>>>(publish);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 
-  // Uniform draws with fanouts up to 32 run G lanes per node, the rest a thread each;
-  // the grid also covers the previous hop's rows.
-  void launch_draw(const HopArgs& a, int64_t fl, const RowsArgs& rows, cudaStream_t stream) {
+  // The hop's draws (the grid also covers the previous hop's rows). Uniform draws with
+  // fanouts up to 32 run G lanes per node and are expanded by the same kernel (returns
+  // true); the rest draw a thread per node, for expand_kernel.
+  bool launch_draw_expand(const HopArgs& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
+                          cudaStream_t stream) {
     const int64_t f = a.fanout;
-    auto grid = [&](int64_t threads) { return grid_for(std::max(threads, rows.len)); };
     if (a.mode != Mode::kUniform || f < 0 || f > 32) {
-      draw_kernel<<<grid(fl), kBlock, 0, stream>>>(a, fl, rows);
-      return;
+      draw_kernel<<<capped_grid(draw_kernel, std::max(fl, rows.len)), kBlock, 0, stream>>>(a, fl, rows);
+      return false;
     }
     const int group = f <= 1 ? 1 : f <= 2 ? 2 : f <= 4 ? 4 : f <= 8 ? 8 : f <= 16 ? 16 : 32;
-    const unsigned blocks = grid(fl * group);
     switch (group) {
-      case 1: draw_group_kernel<1><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
-      case 2: draw_group_kernel<2><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
-      case 4: draw_group_kernel<4><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
-      case 8: draw_group_kernel<8><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
-      case 16: draw_group_kernel<16><<<blocks, kBlock, 0, stream>>>(a, fl, rows); break;
-      default: draw_group_kernel<32><<<blocks, kBlock, 0, stream>>>(a, fl, rows);
+      case 1: return launch_group<1>(a, x, fl, rows, stream);
+      case 2: return launch_group<2>(a, x, fl, rows, stream);
+      case 4: return launch_group<4>(a, x, fl, rows, stream);
+      case 8: return launch_group<8>(a, x, fl, rows, stream);
+      case 16: return launch_group<16>(a, x, fl, rows, stream);
+      default: return launch_group<32>(a, x, fl, rows, stream);
     }
+  }
+
+  // PYG_ACCEL_SAMPLER_FUSED_EXPAND=0 (compile time) keeps draw and expand apart (a
+  // variant for comparison).
+  template <int G>
+  static bool launch_group(const HopArgs& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
+                           cudaStream_t stream) {
+    const int64_t threads = std::max(fl * G, rows.len);
+    if (PYG_ACCEL_SAMPLER_FUSED_EXPAND) {
+      draw_expand_group_kernel<G><<<capped_grid(draw_expand_group_kernel<G>, threads), kBlock, 0, stream>>>(
+          a, x, fl, rows);
+      return true;
+    }
+    draw_group_kernel<G><<<capped_grid(draw_group_kernel<G>, threads), kBlock, 0, stream>>>(a, fl, rows);
+    return false;
   }
 
   // Records enqueue() as a CUDA graph; on any failure the plan stays eager.
@@ -405,7 +448,7 @@ class SamplePlan {
       return;
     }
     if (cudaStreamEndCapture(capture_stream_, &graph) != cudaSuccess || !find_seed_node(graph) ||
-        cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
+        !keep_table_in_l2(graph) || cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
       exec_ = nullptr;
       capture_failed_ = true;
       (void)cudaGetLastError();
@@ -413,6 +456,45 @@ class SamplePlan {
       return;
     }
     graph_ = graph;  // (kept: its seed node names the node to update in exec_)
+  }
+
+  // PYG_ACCEL_SAMPLER_L2_PERSIST=1: every kernel of the graph keeps the dedup table in
+  // the L2 cache's persisting part (set aside for it, up to the device's maximum).
+  bool keep_table_in_l2(cudaGraph_t graph) {
+    if (!l2_persist_enabled()) return true;
+    int device = 0, max_persist = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, device) != cudaSuccess ||
+        max_persist <= 0) {
+      return true;
+    }
+    const size_t bytes = static_cast<size_t>(table_slots_.numel()) * sizeof(int64_t);
+    const size_t set_aside = std::min(bytes, static_cast<size_t>(max_persist));
+    if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set_aside) != cudaSuccess) return true;
+    cudaLaunchAttributeValue value{};
+    value.accessPolicyWindow.base_ptr = table_slots_.data_ptr();
+    value.accessPolicyWindow.num_bytes = bytes;
+    value.accessPolicyWindow.hitRatio = static_cast<float>(static_cast<double>(set_aside) / static_cast<double>(bytes));
+    value.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    value.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    size_t count = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return false;
+    std::vector<cudaGraphNode_t> nodes(count);
+    if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return false;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) continue;
+      if (cudaGraphKernelNodeSetAttribute(node, cudaLaunchAttributeAccessPolicyWindow, &value) != cudaSuccess) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Records a timing event of the trace (created on first use).
+  static void record_trace_event(cudaEvent_t& event, cudaStream_t stream) {
+    if (event == nullptr) C10_CUDA_CHECK(cudaEventCreate(&event));
+    C10_CUDA_CHECK(cudaEventRecord(event, stream));
   }
 
   // Finds the seed kernel's node in a captured graph and keeps its launch parameters.
@@ -428,7 +510,8 @@ class SamplePlan {
           cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess) {
         continue;
       }
-      if (params.func == reinterpret_cast<void*>(&seed_kernel)) {
+      if (params.func == reinterpret_cast<void*>(&seed_kernel) ||
+          params.func == reinterpret_cast<void*>(&seed_number_kernel)) {
         seed_node_ = node;
         seed_node_params_ = params;
         seed_node_params_.kernelParams = nullptr;
@@ -456,9 +539,11 @@ class SamplePlan {
   int64_t edge_out_len_ = 1;
   at::Tensor params_dev_;  // Params, the device copy
   SeedArgs seed_args_{};   // the first kernel's argument (its call field set per call)
+  NumberArgs level0_args_{};  // the fused first kernel's second argument
   at::Tensor offsets_;
   at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_;
   at::Tensor seed_time_buf_, counters_, host_counts_;
+  at::Tensor blocks_done_;  // [1] int32: the last kernel's finished blocks
   at::Tensor status_;                  // look-back words (tile_scan.cuh) of every level's numbering
   std::vector<int64_t> status_start_;  // level -> its first word
   std::mutex mutex_;
@@ -467,9 +552,10 @@ class SamplePlan {
   cudaStream_t capture_stream_ = nullptr;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
-  cudaGraphNode_t seed_node_ = nullptr;  // seed_kernel's node in graph_
+  cudaGraphNode_t seed_node_ = nullptr;  // the first kernel's node in graph_
   cudaKernelNodeParams seed_node_params_{};
   cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
+  cudaEvent_t trace_start_ = nullptr, trace_end_ = nullptr;  // PYG_ACCEL_SAMPLER_TRACE's GPU timing
   Napper napper_;  // PYG_ACCEL_SAMPLER_WAIT=sleep
 };
 

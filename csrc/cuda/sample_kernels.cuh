@@ -1,12 +1,18 @@
 // The CUDA sampler's kernels and their argument structs (one sample is the fixed
-// sequence neighbor_sample.cu enqueues: seed, number, then per hop draw, expand,
-// number, and the last hop's rows and publish). Included by neighbor_sample.cu only.
+// sequence neighbor_sample.cu enqueues: seed and number (one kernel up to kSeedTile
+// seeds), then per hop draw, expand, number, and the last hop's rows with the
+// counters' publication). Included by neighbor_sample.cu only.
 #pragma once
 
 #include <cub/cub.cuh>
 
+#include <c10/cuda/CUDAException.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "../sampling_rng.h"
 #include "sample_draws.cuh"
@@ -134,33 +140,47 @@ struct SeedArgs {
 // read). Every seed is inserted (and its time kept for its tree); an out-of-range seed
 // is noted and stands in as node 0 (the call raises once the sample is back, but the
 // kernels never read outside the graph).
-__global__ void seed_kernel(SeedArgs a) {
+// Thread `first` takes seeds first, first + stride, ...
+__device__ __forceinline__ void insert_seed(const SeedArgs& a, int64_t first, int64_t stride) {
   const Params& call = a.call;
-  const int64_t i = global_thread();
-  if (i == 0) *a.params = call;
-  if (i >= a.num_seeds) return;
+  if (first == 0) *a.params = call;
   const uint64_t epoch = static_cast<uint64_t>(call.epoch);
-  int64_t v = call.seed[i];
-  if (call.seed_time != nullptr) a.seed_time_buf[i] = call.seed_time[i];
-  if (v < 0 || v >= a.num_nodes) {
-    *a.c.bad_seed = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
-    v = 0;
+  for (int64_t i = first; i < a.num_seeds; i += stride) {
+    int64_t v = call.seed[i];
+    if (call.seed_time != nullptr) a.seed_time_buf[i] = call.seed_time[i];
+    if (v < 0 || v >= a.num_nodes) {
+      *a.c.bad_seed = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
+      v = 0;
+    }
+    const int64_t slot = table_insert(a.t, epoch, static_cast<uint64_t>(a.disjoint ? i * a.stride + v : v));
+    a.slot_of[i] = slot;
+    a.nbr[i] = v;
+    a.tree[i] = i;
+    table_claim_first(a.t, slot, epoch, i);
   }
-  const int64_t slot = table_insert(a.t, epoch, static_cast<uint64_t>(a.disjoint ? i * a.stride + v : v));
-  a.slot_of[i] = slot;
-  a.nbr[i] = v;
-  a.tree[i] = i;
-  table_claim_first(a.t, slot, epoch, i);
 }
 
-// The last step: the counters to pinned host memory (the call's one read, zero-copy),
-// then zeroed for the next sample. One block.
-__global__ void publish_kernel(int64_t* counters, int64_t* host_counts, int64_t n) {
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    host_counts[j] = counters[j];
-    counters[j] = 0;
+
+__global__ void seed_kernel(SeedArgs a) { insert_seed(a, global_thread(), static_cast<int64_t>(gridDim.x) * blockDim.x); }
+
+// Where the last kernel puts the sample's counters: pinned host memory (the call's
+// one read, zero-copy); the device counters are zeroed for the next sample.
+struct PublishArgs {
+  int64_t* counters;
+  int64_t* host_counts;
+  int64_t n;
+  unsigned int* blocks_done;  // blocks of the last kernel that have finished (zero between samples)
+};
+
+__device__ __forceinline__ void publish_counts(const PublishArgs& p) {
+  for (int64_t j = threadIdx.x; j < p.n; j += blockDim.x) {
+    p.host_counts[j] = p.counters[j];
+    p.counters[j] = 0;
   }
 }
+
+// The last step of a sample with no hops. One block.
+__global__ void publish_kernel(PublishArgs p) { publish_counts(p); }
 
 // Numbering a level, one kernel: positions p < count (the seeds, or the hop's edges)
 // whose edge is the first to reach a node without a local id get consecutive ids in
@@ -174,6 +194,15 @@ __global__ void publish_kernel(int64_t* counters, int64_t* host_counts, int64_t 
 #endif
 constexpr int kNumberItems = PYG_ACCEL_NUMBER_ITEMS;  // consecutive positions per thread
 constexpr int64_t kNumberTile = static_cast<int64_t>(kBlock) * kNumberItems;
+// Up to kSeedBlock * kSeedItems seeds, the first kernel numbers them too, in its one
+// block (no second launch, no look-back). (1024 threads x 1 would spill: 64 registers.)
+// PYG_ACCEL_SEED_ITEMS=0 turns this off (a variant for comparison).
+#ifndef PYG_ACCEL_SEED_ITEMS
+#define PYG_ACCEL_SEED_ITEMS 2
+#endif
+constexpr int kSeedBlock = 512;
+constexpr int kSeedItems = PYG_ACCEL_SEED_ITEMS > 0 ? PYG_ACCEL_SEED_ITEMS : 1;
+constexpr int64_t kSeedTile = PYG_ACCEL_SEED_ITEMS > 0 ? static_cast<int64_t>(kSeedBlock) * kSeedItems : -1;
 
 struct NumberArgs {
   const int64_t* slot_of;
@@ -190,33 +219,35 @@ struct NumberArgs {
   HopArgs next;
 };
 
-__global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
-  using Scan = cub::BlockScan<int64_t, kBlock>;
+// Tile `blockIdx.x` of a level's `count` positions, BLOCK threads x ITEMS positions
+// each, in the sample of `epoch`.
+template <int BLOCK, int ITEMS>
+__device__ __forceinline__ void number_tile(const NumberArgs& a, int64_t count, uint64_t epoch) {
+  using Scan = cub::BlockScan<int64_t, BLOCK>;
+  constexpr int64_t kTile = static_cast<int64_t>(BLOCK) * ITEMS;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ int64_t tile_before[2];  // ids and draws of all earlier tiles
   const Counters& c = a.next.c;
-  const int64_t tile = blockIdx.x, first = tile * kNumberTile;
-  const int64_t count = a.count_ptr != nullptr ? *a.count_ptr : a.static_count;
-  const bool last = first + kNumberTile >= count;  // this tile holds the last position (or there are none)
+  const int64_t tile = blockIdx.x, first = tile * kTile;
+  const bool last = first + kTile >= count;  // this tile holds the last position (or there are none)
   if (first >= count && tile > 0) return;  // no later tile needs this one's sums
-  const uint64_t epoch = static_cast<uint64_t>(*c.epoch);
   // Each step's loads for all items first, then the next step (dependent loads of
   // different items overlap instead of queueing behind each other).
-  const int64_t mine = first + threadIdx.x * kNumberItems;  // this thread's first position
-  int64_t slot[kNumberItems], v[kNumberItems], b[kNumberItems], draws[kNumberItems];
-  bool fresh[kNumberItems];
+  const int64_t mine = first + threadIdx.x * ITEMS;  // this thread's first position
+  int64_t slot[ITEMS], v[ITEMS], b[ITEMS], draws[ITEMS];
+  bool fresh[ITEMS];
 #pragma unroll
-  for (int k = 0; k < kNumberItems; ++k) slot[k] = mine + k < count ? a.slot_of[mine + k] : 0;
+  for (int k = 0; k < ITEMS; ++k) slot[k] = mine + k < count ? a.slot_of[mine + k] : 0;
 #pragma unroll
-  for (int k = 0; k < kNumberItems; ++k) fresh[k] = mine + k < count && table_is_first(a.t, slot[k], epoch, mine + k);
+  for (int k = 0; k < ITEMS; ++k) fresh[k] = mine + k < count && table_is_first(a.t, slot[k], epoch, mine + k);
 #pragma unroll
-  for (int k = 0; k < kNumberItems; ++k) {
+  for (int k = 0; k < ITEMS; ++k) {
     v[k] = fresh[k] ? a.nbr[mine + k] : 0;
     b[k] = fresh[k] && a.disjoint ? a.tree[mine + k] : 0;
   }
   int64_t my_ids = 0, my_draws = 0;
 #pragma unroll
-  for (int k = 0; k < kNumberItems; ++k) {
+  for (int k = 0; k < ITEMS; ++k) {
     draws[k] = fresh[k] && a.count_next ? draw_count(a.next, v[k], b[k]) : 0;
     my_ids += fresh[k];
     my_draws += draws[k];
@@ -261,7 +292,7 @@ __global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
   int64_t rank = tile_before[0] + ids_before, drawn = tile_before[1] + draws_before;
   const Outputs* out = a.next.out;
 #pragma unroll
-  for (int k = 0; k < kNumberItems; ++k) {
+  for (int k = 0; k < ITEMS; ++k) {
     if (!fresh[k]) continue;
     const int64_t id = base + rank;
     table_assign(a.t, slot[k], epoch, id);
@@ -271,6 +302,18 @@ __global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
     if (a.count_next) a.next.offsets[rank] = drawn;
     ++rank;
   }
+}
+
+__global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
+  const int64_t count = a.count_ptr != nullptr ? *a.count_ptr : a.static_count;
+  number_tile<kBlock, kNumberItems>(a, count, static_cast<uint64_t>(*a.next.c.epoch));
+}
+
+// Level 0 in one block of up to kSeedTile seeds: insert them, then number them.
+__global__ void __launch_bounds__(kSeedBlock) seed_number_kernel(SeedArgs s, NumberArgs n) {
+  insert_seed(s, threadIdx.x, blockDim.x);
+  __syncthreads();  // every seed's claim is made (number_tile reads the table through L2)
+  number_tile<kSeedBlock, kSeedItems>(n, s.num_seeds, static_cast<uint64_t>(s.call.epoch));
 }
 
 // The rows of hop `hop`'s edges: each edge's neighbour becomes its local id, once the
@@ -284,19 +327,27 @@ struct RowsArgs {
   Table t;
 };
 
-__device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out, int64_t p) {
-  if (p >= r.len || p >= r.c.edges[r.hop]) return;
-  out->row[r.c.edge_start[r.hop] + p] = table_local_id(r.t, r.slot_of[p]);
+// How many rows there are to write (0 when r.len is 0: no hop's rows pending).
+__device__ __forceinline__ int64_t rows_count(const RowsArgs& r) {
+  return r.len == 0 ? 0 : (r.len < r.c.edges[r.hop] ? r.len : r.c.edges[r.hop]);
 }
+
+__device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out, int64_t p, int64_t count) {
+  if (p < count) out->row[r.c.edge_start[r.hop] + p] = table_local_id(r.t, r.slot_of[p]);
+}
+
+// Grid-stride over [0, n) in block-sized steps, so every warp runs the same number of
+// iterations (warp votes stay legal) and a grid capped at what the GPU holds at once
+// covers any n (blocks past the actual sizes cost launches: the grids are sized by
+// upper bounds).
+#define PYG_ACCEL_FOR_BLOCK_STRIDE(t, n)                                                                     \
+  for (int64_t t##_base = static_cast<int64_t>(blockIdx.x) * blockDim.x, t = t##_base + threadIdx.x;         \
+       t##_base < (n); t##_base += static_cast<int64_t>(gridDim.x) * blockDim.x, t = t##_base + threadIdx.x)
 
 // One thread per frontier node: the CSC positions each
 // sampling node draws (bounded fanouts: every node's positions and edge owners, so
 // expand needs neither a search nor the node's degree).
-__global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
-  const int64_t i = global_thread();
-  write_row(rows, a.out, i);
-  if (i >= frontier_len) return;
-  if (i >= a.c.nodes[a.hop]) return;
+__device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i) {
   const int64_t k = step(a.offsets, i);
   if (k == 0) return;
   const int64_t o = a.offsets[i] - k, id = a.c.node_start[a.hop] + i, v = a.out->node[id];
@@ -321,21 +372,39 @@ __global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
   }
 }
 
+// The frontier's live size (its bound, or the nodes the level actually got).
+__device__ __forceinline__ int64_t frontier_count(const HopArgs& a, int64_t frontier_len) {
+  return frontier_len < a.c.nodes[a.hop] ? frontier_len : a.c.nodes[a.hop];
+}
+
+__global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
+  const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
+  const int64_t n = m > num_rows ? m : num_rows;
+  PYG_ACCEL_FOR_BLOCK_STRIDE(i, n) {
+    write_row(rows, a.out, i, num_rows);
+    if (i < m) draw_one(a, i);
+  }
+}
+
 // Uniform draws with a bounded fanout (<= 32), G lanes per frontier node (G = the
 // fanout rounded up to a power of two): lane j makes draw j, so the RNG work runs in
 // parallel, and Floyd's collisions are resolved in G warp votes. Same numbers, same
 // order as draw_uniform.
+struct GroupDraw {
+  bool drawn;   // this lane makes a draw (lane < the node's count)
+  int64_t i;    // the node's frontier index
+  int64_t p;    // the edge's slot in the hop (the node's first slot + lane)
+  int64_t pos;  // the drawn CSC position
+};
+
+// Lane t of the groups (node t / m, of m live nodes); every lane of the warp calls it.
 template <int G>
-__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
-  const int64_t t = global_thread();
-  write_row(rows, a.out, t);
+__device__ __forceinline__ GroupDraw group_draw(const HopArgs& a, int64_t m, int64_t t) {
   const int64_t i = t / G;
   const int lane = static_cast<int>(threadIdx.x % G);
   const int warp_lane = static_cast<int>(threadIdx.x % 32);
   const unsigned group_mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (warp_lane - lane);
-  const int64_t m = a.c.nodes[a.hop];
-  const bool live = i < frontier_len && i < m;
-  if (__ballot_sync(0xffffffffu, live) == 0) return;  // whole warps past the frontier leave
+  const bool live = i < m;
   int64_t k = 0, o = 0, start = 0, degree = 0;
   if (live) {
     k = step(a.offsets, i);
@@ -365,9 +434,27 @@ __global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows
     const bool taken = (__ballot_sync(0xffffffffu, clash) & group_mask) != 0;
     if (floyd && lane == n && taken) chosen = start + degree - k + n;
   }
-  if (live && lane < k) {
-    a.drawn[o + lane] = chosen;
-    a.seg[o + lane] = i;
+  return {live && lane < k, i, o + lane, chosen};
+}
+
+// Whether any lane of the warp has a live node (whole warps past the frontier skip).
+template <int G>
+__device__ __forceinline__ bool warp_has_nodes(int64_t m, int64_t t) {
+  return __ballot_sync(0xffffffffu, t / G < m) != 0;
+}
+
+template <int G>
+__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
+  const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
+  const int64_t n = m * G > num_rows ? m * G : num_rows;
+  PYG_ACCEL_FOR_BLOCK_STRIDE(t, n) {
+    write_row(rows, a.out, t, num_rows);
+    if (!warp_has_nodes<G>(m, t)) continue;
+    const GroupDraw d = group_draw<G>(a, m, t);
+    if (d.drawn) {
+      a.drawn[d.p] = d.pos;
+      a.seg[d.p] = d.i;
+    }
   }
 }
 
@@ -396,32 +483,15 @@ struct ExpandArgs {
   int64_t* slot_of;
 };
 
-// One thread per sampled edge, so a node's edges spread over as many threads as it
-// has draws. Its frontier node comes from seg (bounded fanouts) or, for fanout -1
-// (a hub takes all its edges), from a binary search over the offsets.
-__global__ void expand_kernel(HopArgs a, ExpandArgs x) {
-  const int64_t p = global_thread();
-  const bool live = p < x.len && p < a.c.edges[a.hop];
-  if (__ballot_sync(0xffffffffu, live) == 0) return;  // whole warps past the end leave
+// Edge p of the hop (if `live`): frontier node i drew CSC position pos. Its neighbour
+// (and tree) go into the dedup table, the edge's col and id into the outputs. Every
+// lane of the warp calls it.
+__device__ __forceinline__ void expand_edge(const HopArgs& a, const ExpandArgs& x, bool live, int64_t i, int64_t pos,
+                                            int64_t p) {
   const Outputs out = *a.out;
-  int64_t id = 0, pos = 0, u = 0, b = 0;
+  int64_t id = 0, u = 0, b = 0;
   int64_t key = -1 - static_cast<int64_t>(threadIdx.x % 32);  // dead lanes: a key no one else has
   if (live) {
-    int64_t i;
-    if (a.fanout >= 0) {
-      i = a.seg[p];
-      pos = a.drawn[p];
-    } else {
-      int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
-      while (lo < hi) {
-        const int64_t mid = (lo + hi) >> 1;
-        if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
-      }
-      i = lo;
-      const int64_t k = step(a.offsets, i), v = out.node[a.c.node_start[a.hop] + i];
-      const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-      pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
-    }
     id = a.c.node_start[a.hop] + i;
     u = a.g.row[pos];
     if (x.disjoint) b = out.batch[id];  // trees matter only in disjoint mode
@@ -437,9 +507,105 @@ __global__ void expand_kernel(HopArgs a, ExpandArgs x) {
   out.edge[e] = pos;
 }
 
-__global__ void rows_kernel(RowsArgs r, const Outputs* out) { write_row(r, out, global_thread()); }
+// One thread per sampled edge, so a node's edges spread over as many threads as it
+// has draws. Its frontier node comes from seg (bounded fanouts) or, for fanout -1
+// (a hub takes all its edges), from a binary search over the offsets.
+// Edge p of the hop's `count`; every lane of the warp calls it.
+#ifndef PYG_ACCEL_EXPAND_MIN_BLOCKS
+#define PYG_ACCEL_EXPAND_MIN_BLOCKS 1  // resident blocks per SM asked of the compiler (8: registers capped, spills)
+#endif
+__device__ __forceinline__ void expand_one(const HopArgs& a, const ExpandArgs& x, int64_t count, int64_t p) {
+  const bool live = p < count;
+  int64_t i = 0, pos = 0;
+  if (live) {
+    if (a.fanout >= 0) {
+      i = a.seg[p];
+      pos = a.drawn[p];
+    } else {
+      int64_t lo = 0, hi = a.c.nodes[a.hop] - 1;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
+      }
+      i = lo;
+      const int64_t k = step(a.offsets, i), v = a.out->node[a.c.node_start[a.hop] + i];
+      const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+      pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
+    }
+  }
+  expand_edge(a, x, live, i, pos, p);
+}
+
+__global__ void __launch_bounds__(kBlock, PYG_ACCEL_EXPAND_MIN_BLOCKS) expand_kernel(HopArgs a, ExpandArgs x) {
+  const int64_t count = x.len < a.c.edges[a.hop] ? x.len : a.c.edges[a.hop];
+  PYG_ACCEL_FOR_BLOCK_STRIDE(p, count) expand_one(a, x, count, p);
+}
+
+#ifndef PYG_ACCEL_SAMPLER_FUSED_EXPAND
+#define PYG_ACCEL_SAMPLER_FUSED_EXPAND 1
+#endif
+// Uniform bounded-fanout hops in one kernel: each lane's draw is expanded where it is
+// made (no drawn/seg round trip through memory, one launch less per hop). The grid
+// also writes the previous hop's rows, from the other slot_of buffer.
+template <int G>
+__global__ void __launch_bounds__(kBlock) draw_expand_group_kernel(HopArgs a, ExpandArgs x, int64_t frontier_len,
+                                                                   RowsArgs rows) {
+  const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
+  const int64_t n = m * G > num_rows ? m * G : num_rows;
+  PYG_ACCEL_FOR_BLOCK_STRIDE(t, n) {
+    write_row(rows, a.out, t, num_rows);
+    if (!warp_has_nodes<G>(m, t)) continue;
+    const GroupDraw d = group_draw<G>(a, m, t);
+    expand_edge(a, x, d.drawn, d.i, d.pos, d.p);
+  }
+}
+
+// The last hop's rows (grid-stride: the grid is capped at what the GPU holds at once),
+// then the last block to finish publishes the counters, which every other block has
+// read by then.
+__global__ void rows_publish_kernel(RowsArgs r, const Outputs* out, PublishArgs p) {
+  const int64_t num_rows = rows_count(r);
+  PYG_ACCEL_FOR_BLOCK_STRIDE(e, num_rows) write_row(r, out, e, num_rows);
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(p.blocks_done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  publish_counts(p);
+  if (threadIdx.x == 0) *p.blocks_done = 0;
+}
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
+
+// The grid of a grid-stride kernel for n threads: at most the blocks of `kernel` that
+// the current GPU runs at once (its occupancy, computed once per kernel and device).
+// PYG_ACCEL_SAMPLER_CAP_GRIDS=0 launches one thread per item instead (a variant).
+#ifndef PYG_ACCEL_SAMPLER_CAP_GRIDS
+#define PYG_ACCEL_SAMPLER_CAP_GRIDS 1
+#endif
+template <typename Kernel>
+unsigned capped_grid(Kernel kernel, int64_t n) {
+  const unsigned blocks = grid_for(n);
+  if (!PYG_ACCEL_SAMPLER_CAP_GRIDS) return blocks;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, unsigned> resident;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  auto it = resident.find(key);
+  if (it == resident.end()) {
+    int sms = 0, per_sm = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0));
+    it = resident.emplace(key, static_cast<unsigned>(std::max(1, sms * per_sm))).first;
+  }
+  return std::min(blocks, it->second);
+}
 
 }  // namespace
 }  // namespace pyg_accel

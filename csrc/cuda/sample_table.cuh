@@ -68,9 +68,11 @@ __device__ __forceinline__ void table_claim_first(const Table& t, int64_t slot, 
   atomicMax(&t.slots[slot].value, mine);
 }
 
-// Whether `position` is the first edge to reach the slot's still unnumbered key.
+// Whether `position` is the first edge to reach the slot's still unnumbered key. (Read
+// through L2, where the atomics are made: the claims may come from the same kernel,
+// before a barrier, and this SM's L1 may hold the slot from the insert.)
 __device__ __forceinline__ bool table_is_first(const Table& t, int64_t slot, uint64_t epoch, int64_t position) {
-  const unsigned long long v = t.slots[slot].value;
+  const unsigned long long v = __ldcg(&t.slots[slot].value);
   return current(v, epoch) && !(v & kAssigned) && kMaxPosition - (v & kLowMask) == static_cast<uint64_t>(position);
 }
 
