@@ -65,6 +65,10 @@ def time_batches(fn, batches, device, warmup=2, ready_on_return=False):
         hosts.append(c1 - c0)
         totals.append(t1 - t0)
         edges.append(out)
+    if os.environ.get('PYG_ACCEL_BENCH_SPREAD'):  # (diagnosis: the distribution, not just the median)
+        q = statistics.quantiles(totals, n=10)
+        print(f'  per-call ms p10 {q[0] * 1e3:.3f} p50 {statistics.median(totals) * 1e3:.3f} p90 {q[-1] * 1e3:.3f} '
+              f'max {max(totals) * 1e3:.3f}', flush=True)
     return statistics.median(totals), statistics.median(hosts), statistics.median(edges)
 
 

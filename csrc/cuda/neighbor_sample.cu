@@ -177,10 +177,7 @@ class SamplePlan {
                 "neighbor_sample: ", std::to_string(S), " disjoint trees over ", std::to_string(num_nodes_),
                 " nodes exceed the CUDA sampler's 2^44 node keys; use smaller batches");
     int64_t capacity = 1;
-    const double factor = table_factor();
-    while (capacity <= node_len_ || static_cast<double>(capacity) < factor * static_cast<double>(node_len_)) {
-      capacity <<= 1;
-    }
+    while (capacity < 2 * node_len_) capacity <<= 1;
 
     table_slots_ = at::zeros({capacity, 2}, opts);  // epoch 0: every slot free
     table_ = {reinterpret_cast<TableSlot*>(table_slots_.data_ptr<int64_t>()), capacity - 1};
@@ -235,14 +232,15 @@ class SamplePlan {
       status_.zero_();
       epoch_ = 1;
     }
-    // Fresh outputs, one storage each (outputs must not alias), allocated without a
-    // dispatch per tensor.
+    // This call's outputs: the spare set allocated during the previous call's wait, if
+    // it was allocated on this stream (the caching allocator ties a block to its
+    // allocation stream), else a fresh one.
     const c10::Device device = seed.device();
-    auto fresh = [&](int64_t len) {
-      return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt));
-    };
-    at::Tensor node = fresh(node_len_), batch = fresh(key_.disjoint ? node_len_ : 0);
-    at::Tensor row = fresh(edge_out_len_), col = fresh(edge_out_len_), edge = fresh(edge_out_len_);
+    OutputSet outputs = spare_.allocated && spare_.stream == stream ? std::move(spare_)
+                                                                    : allocate_outputs(device, stream);
+    spare_ = OutputSet{};
+    at::Tensor &node = outputs.node, &batch = outputs.batch, &row = outputs.row, &col = outputs.col,
+               &edge = outputs.edge;
     const auto t_alloc = std::chrono::steady_clock::now();
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
     seed_args_.call = Params{
@@ -269,6 +267,7 @@ class SamplePlan {
     if (trace_enabled()) record_trace_event(trace_end_, stream);
     cudaEvent_t done = wait == WaitMode::kBlock ? done_blocking_ : done_;
     C10_CUDA_CHECK(cudaEventRecord(done, stream));
+    spare_ = allocate_outputs(device, stream);  // the next call's, while the GPU samples
     const auto t1 = std::chrono::steady_clock::now();
     const double cpu1 = trace_enabled() ? thread_cpu_us() : 0.0;
     int polls = -1;
@@ -303,7 +302,7 @@ class SamplePlan {
       float gpu_ms = 0.0f;  // from the stream reaching the launch to the sample's end
       C10_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, trace_start_, trace_end_));
       std::fprintf(stderr,
-                   "pyg_accel sampler trace: lookup %s alloc %s params %s launch %s record %s wait %s finish %s us "
+                   "pyg_accel sampler trace: lookup %s alloc %s params %s launch %s record+next outputs %s wait %s finish %s us "
                    "(wait: cpu %.1f us, polls %d; GPU from launch to end %.1f us)%s\n",
                    us(entry, t0).c_str(), us(t0, t_alloc).c_str(), us(t_alloc, t_params).c_str(),
                    us(t_params, t_graph).c_str(),
@@ -314,6 +313,21 @@ class SamplePlan {
   }
 
  private:
+  // One call's output tensors (one storage each: outputs must not alias), allocated at
+  // their upper bounds without a dispatch per tensor, on `stream`.
+  struct OutputSet {
+    at::Tensor node, batch, row, col, edge;
+    cudaStream_t stream = nullptr;
+    bool allocated = false;
+  };
+  OutputSet allocate_outputs(const c10::Device& device, cudaStream_t stream) const {
+    auto fresh = [&](int64_t len) {
+      return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt));
+    };
+    return {fresh(node_len_), fresh(key_.disjoint ? node_len_ : 0), fresh(edge_out_len_), fresh(edge_out_len_),
+            fresh(edge_out_len_), stream, true};
+  }
+
   // `t` as a contiguous `dtype` tensor; a copy, if one is made, is kept in `owned`.
   static at::Tensor converted(const at::Tensor& t, at::ScalarType dtype, at::Tensor& owned) {
     if (t.scalar_type() == dtype && t.is_contiguous()) return t;
@@ -448,7 +462,7 @@ class SamplePlan {
       return;
     }
     if (cudaStreamEndCapture(capture_stream_, &graph) != cudaSuccess || !find_seed_node(graph) ||
-        !keep_table_in_l2(graph) || cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
+        cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
       exec_ = nullptr;
       capture_failed_ = true;
       (void)cudaGetLastError();
@@ -456,39 +470,6 @@ class SamplePlan {
       return;
     }
     graph_ = graph;  // (kept: its seed node names the node to update in exec_)
-  }
-
-  // PYG_ACCEL_SAMPLER_L2_PERSIST=1: every kernel of the graph keeps the dedup table in
-  // the L2 cache's persisting part (set aside for it, up to the device's maximum).
-  bool keep_table_in_l2(cudaGraph_t graph) {
-    if (!l2_persist_enabled()) return true;
-    int device = 0, max_persist = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, device) != cudaSuccess ||
-        max_persist <= 0) {
-      return true;
-    }
-    const size_t bytes = static_cast<size_t>(table_slots_.numel()) * sizeof(int64_t);
-    const size_t set_aside = std::min(bytes, static_cast<size_t>(max_persist));
-    if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set_aside) != cudaSuccess) return true;
-    cudaLaunchAttributeValue value{};
-    value.accessPolicyWindow.base_ptr = table_slots_.data_ptr();
-    value.accessPolicyWindow.num_bytes = bytes;
-    value.accessPolicyWindow.hitRatio = static_cast<float>(static_cast<double>(set_aside) / static_cast<double>(bytes));
-    value.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-    value.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    size_t count = 0;
-    if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return false;
-    std::vector<cudaGraphNode_t> nodes(count);
-    if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return false;
-    for (cudaGraphNode_t node : nodes) {
-      cudaGraphNodeType type;
-      if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) continue;
-      if (cudaGraphKernelNodeSetAttribute(node, cudaLaunchAttributeAccessPolicyWindow, &value) != cudaSuccess) {
-        return false;
-      }
-    }
-    return true;
   }
 
   // Records a timing event of the trace (created on first use).
@@ -539,6 +520,7 @@ class SamplePlan {
   int64_t edge_out_len_ = 1;
   at::Tensor params_dev_;  // Params, the device copy
   SeedArgs seed_args_{};   // the first kernel's argument (its call field set per call)
+  OutputSet spare_;        // the next call's outputs, allocated while this one samples
   NumberArgs level0_args_{};  // the fused first kernel's second argument
   at::Tensor offsets_;
   at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_;

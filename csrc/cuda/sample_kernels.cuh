@@ -152,11 +152,11 @@ __device__ __forceinline__ void insert_seed(const SeedArgs& a, int64_t first, in
       *a.c.bad_seed = v < 0 ? v - 1 : v + 1;  // any one bad seed will do
       v = 0;
     }
-    const int64_t slot = table_insert(a.t, epoch, static_cast<uint64_t>(a.disjoint ? i * a.stride + v : v));
+    const uint64_t key = static_cast<uint64_t>(a.disjoint ? i * a.stride + v : v);
+    const int64_t slot = table_insert_claim(a.t, epoch, key, i);
     a.slot_of[i] = slot;
     a.nbr[i] = v;
     a.tree[i] = i;
-    table_claim_first(a.t, slot, epoch, i);
   }
 }
 
@@ -467,8 +467,7 @@ __device__ __forceinline__ int64_t claim_in_warp(const Table& t, uint64_t epoch,
   const int leader = __ffs(peers) - 1;
   int64_t slot = 0;
   if (live && static_cast<int>(threadIdx.x % 32) == leader) {
-    slot = table_insert(t, epoch, static_cast<uint64_t>(key));
-    table_claim_first(t, slot, epoch, p);
+    slot = table_insert_claim(t, epoch, static_cast<uint64_t>(key), p);
   }
   return __shfl_sync(0xffffffffu, slot, leader);
 }

@@ -9,7 +9,8 @@
 // value = epoch | assigned bit | 43 low bits, where the low bits hold
 //   kMaxPosition - (smallest edge position that reached the key)   while unassigned,
 //   the local id                                                   once assigned,
-// so one atomicMax keeps the smallest position and can never undo an assignment.
+// so one atomicMax keeps the smallest position and can never undo an assignment. A
+// new key is inserted with its first position in one 16-byte compare-and-swap (sm_90).
 #pragma once
 
 #include <cstdint>
@@ -43,29 +44,47 @@ __device__ __forceinline__ bool current(unsigned long long word, uint64_t epoch)
   return (word >> kEpochShift) == epoch;
 }
 
-// Returns the key's slot, claiming a free (older-epoch) slot if the key is new.
-__device__ __forceinline__ int64_t table_insert(const Table& t, uint64_t epoch, uint64_t key) {
-  const unsigned long long mine = tag(epoch, key);
-  int64_t slot = static_cast<int64_t>(mix64(key) & static_cast<uint64_t>(t.mask));
-  while (true) {
-    unsigned long long seen = t.slots[slot].key;
-    while (seen != mine && !current(seen, epoch)) {  // free: try to claim it
-      const unsigned long long prev = atomicCAS(&t.slots[slot].key, seen, mine);
-      if (prev == seen) return slot;
-      seen = prev;
-    }
-    if (seen == mine) return slot;
-    slot = (slot + 1) & t.mask;
-  }
+// Swaps the 16-byte slot from `seen` to (key, value) in one atomic (sm_90); returns
+// whether it did, else leaves the slot's current words in `seen`.
+__device__ __forceinline__ bool slot_cas(TableSlot* slot, ulonglong2& seen, unsigned long long key,
+                                         unsigned long long value) {
+  unsigned long long old_key, old_value;
+  asm volatile(
+      "{\n\t.reg .b128 d, b, c;\n\t"
+      "mov.b128 b, {%2, %3};\n\t"
+      "mov.b128 c, {%4, %5};\n\t"
+      "atom.global.cas.b128 d, [%6], b, c;\n\t"
+      "mov.b128 {%0, %1}, d;\n\t}"
+      : "=l"(old_key), "=l"(old_value)
+      : "l"(seen.x), "l"(seen.y), "l"(key), "l"(value), "l"(slot)
+      : "memory");
+  const bool swapped = old_key == seen.x && old_value == seen.y;
+  seen = make_ulonglong2(old_key, old_value);
+  return swapped;
 }
 
-// Records that edge `position` reached the slot's key (the smallest position wins).
-// A position that already lost (the key is numbered, or an earlier position claimed
-// it) skips the atomic, so the many edges reaching a hub do not queue on its slot.
-__device__ __forceinline__ void table_claim_first(const Table& t, int64_t slot, uint64_t epoch, int64_t position) {
-  const unsigned long long mine = tag(epoch, kMaxPosition - static_cast<uint64_t>(position));
-  if (t.slots[slot].value >= mine) return;  // older epochs compare smaller, assigned words larger
-  atomicMax(&t.slots[slot].value, mine);
+// Returns the key's slot and records that edge `position` reached it (the smallest
+// position wins). A new key takes a free (older-epoch) slot together with its
+// position in one 16-byte compare-and-swap. A position that already lost (the key is
+// numbered, or an earlier position claimed it) makes no atomic at all, so the many
+// edges reaching a hub do not queue on its slot.
+__device__ __forceinline__ int64_t table_insert_claim(const Table& t, uint64_t epoch, uint64_t key,
+                                                      int64_t position) {
+  const unsigned long long mine = tag(epoch, key);
+  const unsigned long long claim = tag(epoch, kMaxPosition - static_cast<uint64_t>(position));
+  int64_t slot = static_cast<int64_t>(mix64(key) & static_cast<uint64_t>(t.mask));
+  while (true) {
+    TableSlot* s = &t.slots[slot];
+    ulonglong2 seen = __ldcg(reinterpret_cast<const ulonglong2*>(s));  // (a torn read only fails the swap)
+    while (seen.x != mine && !current(seen.x, epoch)) {  // free: take it
+      if (slot_cas(s, seen, mine, claim)) return slot;
+    }
+    if (seen.x == mine) {
+      if (seen.y < claim) atomicMax(&s->value, claim);  // (older epochs compare smaller, assigned words larger)
+      return slot;
+    }
+    slot = (slot + 1) & t.mask;
+  }
 }
 
 // Whether `position` is the first edge to reach the slot's still unnumbered key. (Read

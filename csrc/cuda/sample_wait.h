@@ -21,18 +21,6 @@ bool cuda_graphs_enabled() {
   return env == nullptr || std::string(env) != "0";
 }
 
-// PYG_ACCEL_SAMPLER_TABLE_FACTOR: dedup-table slots per node of the batch's bound
-// (default 2; at least one more slot than the bound).
-double table_factor() {
-  const char* env = std::getenv("PYG_ACCEL_SAMPLER_TABLE_FACTOR");
-  return env == nullptr ? 2.0 : std::atof(env);
-}
-
-bool l2_persist_enabled() {
-  const char* env = std::getenv("PYG_ACCEL_SAMPLER_L2_PERSIST");
-  return env != nullptr && std::string(env) == "1";
-}
-
 // PYG_ACCEL_SAMPLER_TRACE=1: one line per sample on stderr with its host phases.
 bool trace_enabled() {
   static const bool enabled = std::getenv("PYG_ACCEL_SAMPLER_TRACE") != nullptr;
