@@ -410,8 +410,10 @@ class SamplePlan {
   }
 
   // The hop's draws (the grid also covers the previous hop's rows). Uniform draws with
-  // fanouts up to 32 run G lanes per node and are expanded by the same kernel (returns
-  // true); the rest draw a thread per node, for expand_kernel.
+  // fanouts up to 32 run a group of lanes per node and are expanded by the same kernel
+  // (returns true); the rest draw a thread per node, for expand_kernel.
+  // PYG_ACCEL_SAMPLER_FUSED_EXPAND=0 (compile time) keeps group draws and expand apart
+  // (a variant for comparison).
   bool launch_draw_expand(const HopArgs& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
                           cudaStream_t stream) {
     const int64_t f = a.fanout;
@@ -419,29 +421,14 @@ class SamplePlan {
       draw_kernel<<<capped_grid(draw_kernel, std::max(fl, rows.len)), kBlock, 0, stream>>>(a, fl, rows);
       return false;
     }
-    const int group = f <= 1 ? 1 : f <= 2 ? 2 : f <= 4 ? 4 : f <= 8 ? 8 : f <= 16 ? 16 : 32;
-    switch (group) {
-      case 1: return launch_group<1>(a, x, fl, rows, stream);
-      case 2: return launch_group<2>(a, x, fl, rows, stream);
-      case 4: return launch_group<4>(a, x, fl, rows, stream);
-      case 8: return launch_group<8>(a, x, fl, rows, stream);
-      case 16: return launch_group<16>(a, x, fl, rows, stream);
-      default: return launch_group<32>(a, x, fl, rows, stream);
-    }
-  }
-
-  // PYG_ACCEL_SAMPLER_FUSED_EXPAND=0 (compile time) keeps draw and expand apart (a
-  // variant for comparison).
-  template <int G>
-  static bool launch_group(const HopArgs& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
-                           cudaStream_t stream) {
-    const int64_t threads = std::max(fl * G, rows.len);
+    const int width = static_cast<int>(std::max<int64_t>(f, 1));
+    const int64_t threads = std::max(group_threads(fl, width), rows.len);
     if (PYG_ACCEL_SAMPLER_FUSED_EXPAND) {
-      draw_expand_group_kernel<G><<<capped_grid(draw_expand_group_kernel<G>, threads), kBlock, 0, stream>>>(
-          a, x, fl, rows);
+      draw_expand_group_kernel<<<capped_grid(draw_expand_group_kernel, threads), kBlock, 0, stream>>>(a, x, fl, rows,
+                                                                                                      width);
       return true;
     }
-    draw_group_kernel<G><<<capped_grid(draw_group_kernel<G>, threads), kBlock, 0, stream>>>(a, fl, rows);
+    draw_group_kernel<<<capped_grid(draw_group_kernel, threads), kBlock, 0, stream>>>(a, fl, rows, width);
     return false;
   }
 

@@ -386,10 +386,11 @@ __global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
   }
 }
 
-// Uniform draws with a bounded fanout (<= 32), G lanes per frontier node (G = the
-// fanout rounded up to a power of two): lane j makes draw j, so the RNG work runs in
-// parallel, and Floyd's collisions are resolved in G warp votes. Same numbers, same
-// order as draw_uniform.
+// Uniform draws with a bounded fanout (<= 32), a group of `width` lanes (the fanout)
+// per frontier node, as many whole groups per warp as fit (32 / width; the warp's
+// other lanes idle): lane j makes draw j, so the RNG work runs in parallel, and
+// Floyd's collisions are resolved in `width` warp votes. Same numbers, same order as
+// draw_uniform.
 struct GroupDraw {
   bool drawn;   // this lane makes a draw (lane < the node's count)
   int64_t i;    // the node's frontier index
@@ -397,14 +398,19 @@ struct GroupDraw {
   int64_t pos;  // the drawn CSC position
 };
 
-// Lane t of the groups (node t / m, of m live nodes); every lane of the warp calls it.
-template <int G>
-__device__ __forceinline__ GroupDraw group_draw(const HopArgs& a, int64_t m, int64_t t) {
-  const int64_t i = t / G;
-  const int lane = static_cast<int>(threadIdx.x % G);
-  const int warp_lane = static_cast<int>(threadIdx.x % 32);
-  const unsigned group_mask = (G == 32 ? 0xffffffffu : ((1u << G) - 1u)) << (warp_lane - lane);
-  const bool live = i < m;
+// Threads that cover m nodes in groups of `width` lanes.
+__host__ __device__ __forceinline__ int64_t group_threads(int64_t m, int64_t width) {
+  const int64_t per_warp = 32 / width;
+  return (m + per_warp - 1) / per_warp * 32;
+}
+
+// Thread t's draw (of m live nodes); every lane of the warp calls it.
+__device__ __forceinline__ GroupDraw group_draw(const HopArgs& a, int64_t m, int64_t t, int width) {
+  const int warp_lane = static_cast<int>(t & 31), per_warp = 32 / width, group = warp_lane / width;
+  const int base = group * width, lane = warp_lane - base;  // the group's first warp lane; this lane's draw
+  const int64_t i = (t >> 5) * per_warp + group;
+  const bool live = group < per_warp && i < m;
+  const unsigned group_mask = group >= per_warp ? 0u : width == 32 ? 0xffffffffu : ((1u << width) - 1u) << base;
   int64_t k = 0, o = 0, start = 0, degree = 0;
   if (live) {
     k = step(a.offsets, i);
@@ -428,8 +434,8 @@ __device__ __forceinline__ GroupDraw group_draw(const HopArgs& a, int64_t m, int
   }
   int64_t chosen = mine;
   // Floyd, step n: candidate n stands unless an earlier step chose it, else j_n.
-  for (int n = 0; n < G; ++n) {
-    const int64_t candidate = __shfl_sync(0xffffffffu, mine, n, G);
+  for (int n = 0; n < width; ++n) {
+    const int64_t candidate = __shfl_sync(0xffffffffu, mine, (base + n) & 31);
     const bool clash = floyd && lane < n && n < k && chosen == candidate;
     const bool taken = (__ballot_sync(0xffffffffu, clash) & group_mask) != 0;
     if (floyd && lane == n && taken) chosen = start + degree - k + n;
@@ -438,19 +444,17 @@ __device__ __forceinline__ GroupDraw group_draw(const HopArgs& a, int64_t m, int
 }
 
 // Whether any lane of the warp has a live node (whole warps past the frontier skip).
-template <int G>
-__device__ __forceinline__ bool warp_has_nodes(int64_t m, int64_t t) {
-  return __ballot_sync(0xffffffffu, t / G < m) != 0;
+__device__ __forceinline__ bool warp_has_nodes(int64_t m, int64_t t, int width) {
+  return __ballot_sync(0xffffffffu, (t >> 5) * (32 / width) < m) != 0;
 }
 
-template <int G>
-__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
+__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows, int width) {
   const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
-  const int64_t n = m * G > num_rows ? m * G : num_rows;
+  const int64_t n = std::max(group_threads(m, width), num_rows);
   PYG_ACCEL_FOR_BLOCK_STRIDE(t, n) {
     write_row(rows, a.out, t, num_rows);
-    if (!warp_has_nodes<G>(m, t)) continue;
-    const GroupDraw d = group_draw<G>(a, m, t);
+    if (!warp_has_nodes(m, t, width)) continue;
+    const GroupDraw d = group_draw(a, m, t, width);
     if (d.drawn) {
       a.drawn[d.p] = d.pos;
       a.seg[d.p] = d.i;
@@ -546,15 +550,14 @@ __global__ void __launch_bounds__(kBlock, PYG_ACCEL_EXPAND_MIN_BLOCKS) expand_ke
 // Uniform bounded-fanout hops in one kernel: each lane's draw is expanded where it is
 // made (no drawn/seg round trip through memory, one launch less per hop). The grid
 // also writes the previous hop's rows, from the other slot_of buffer.
-template <int G>
 __global__ void __launch_bounds__(kBlock) draw_expand_group_kernel(HopArgs a, ExpandArgs x, int64_t frontier_len,
-                                                                   RowsArgs rows) {
+                                                                   RowsArgs rows, int width) {
   const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
-  const int64_t n = m * G > num_rows ? m * G : num_rows;
+  const int64_t n = std::max(group_threads(m, width), num_rows);
   PYG_ACCEL_FOR_BLOCK_STRIDE(t, n) {
     write_row(rows, a.out, t, num_rows);
-    if (!warp_has_nodes<G>(m, t)) continue;
-    const GroupDraw d = group_draw<G>(a, m, t);
+    if (!warp_has_nodes(m, t, width)) continue;
+    const GroupDraw d = group_draw(a, m, t, width);
     expand_edge(a, x, d.drawn, d.i, d.pos, d.p);
   }
 }
