@@ -510,13 +510,15 @@ __device__ __forceinline__ void expand_edge(const HopArgs& a, const ExpandArgs& 
   out.edge[e] = pos;
 }
 
-// One thread per sampled edge, so a node's edges spread over as many threads as it
-// has draws. Its frontier node comes from seg (bounded fanouts) or, for fanout -1
-// (a hub takes all its edges), from a binary search over the offsets.
-// Edge p of the hop's `count`; every lane of the warp calls it.
 #ifndef PYG_ACCEL_EXPAND_MIN_BLOCKS
 #define PYG_ACCEL_EXPAND_MIN_BLOCKS 1  // resident blocks per SM asked of the compiler (8: registers capped, spills)
 #endif
+
+// expand_kernel (draws made by draw_kernel / draw_group_kernel): one thread per
+// sampled edge, so a node's edges spread over as many threads as it has draws. Edge
+// p's frontier node comes from seg (bounded fanouts) or, for fanout -1 (a hub takes
+// all its edges), from a binary search over the offsets. Every lane of the warp calls
+// it (p < count: a live edge).
 __device__ __forceinline__ void expand_one(const HopArgs& a, const ExpandArgs& x, int64_t count, int64_t p) {
   const bool live = p < count;
   int64_t i = 0, pos = 0;
