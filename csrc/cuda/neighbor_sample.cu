@@ -185,9 +185,14 @@ class SamplePlan {
     static_assert(sizeof(Params) % sizeof(int64_t) == 0, "Params is copied as int64 words");
     params_dev_ = at::empty({static_cast<int64_t>(sizeof(Params) / sizeof(int64_t))}, opts);
     offsets_ = at::empty({frontier_len_}, opts);
-    for (at::Tensor* t : {&drawn_, &seg_, &nbr_, &tree_}) {
-      *t = at::empty({edge_len_}, opts);
-    }
+    // Per-edge scratch: drawn positions and their nodes only for hops drawn apart from
+    // their expansion, trees only in disjoint mode (the seeds' are always written).
+    bool separate_draws = !kFusedExpand;
+    for (int64_t h = 0; h < hops_; ++h) separate_draws = separate_draws || !group_draws(key_.fanouts[h]);
+    drawn_ = at::empty({separate_draws ? edge_len_ : 1}, opts);
+    seg_ = at::empty({separate_draws ? edge_len_ : 1}, opts);
+    nbr_ = at::empty({edge_len_}, opts);
+    tree_ = at::empty({key_.disjoint ? edge_len_ : std::max<int64_t>(S, 1)}, opts);
     slot_of_ = at::empty({2 * edge_len_}, opts);  // two levels' worth (enqueue's slots())
     if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
@@ -328,6 +333,11 @@ class SamplePlan {
             fresh(edge_out_len_), stream, true};
   }
 
+  // Whether a hop of fanout f draws in lane groups (uniform, 0 <= f <= 32), and so (with
+  // kFusedExpand) expands its draws in the same kernel.
+  bool group_draws(int64_t f) const { return key_.mode == Mode::kUniform && f >= 0 && f <= 32; }
+  static constexpr bool kFusedExpand = PYG_ACCEL_SAMPLER_FUSED_EXPAND;
+
   // `t` as a contiguous `dtype` tensor; a copy, if one is made, is kept in `owned`.
   static at::Tensor converted(const at::Tensor& t, at::ScalarType dtype, at::Tensor& owned) {
     if (t.scalar_type() == dtype && t.is_contiguous()) return t;
@@ -417,13 +427,13 @@ class SamplePlan {
   bool launch_draw_expand(const HopArgs& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
                           cudaStream_t stream) {
     const int64_t f = a.fanout;
-    if (a.mode != Mode::kUniform || f < 0 || f > 32) {
+    if (!group_draws(f)) {
       draw_kernel<<<capped_grid(draw_kernel, std::max(fl, rows.len)), kBlock, 0, stream>>>(a, fl, rows);
       return false;
     }
     const int width = static_cast<int>(std::max<int64_t>(f, 1));
     const int64_t threads = std::max(group_threads(fl, width), rows.len);
-    if (PYG_ACCEL_SAMPLER_FUSED_EXPAND) {
+    if (kFusedExpand) {
       draw_expand_group_kernel<<<capped_grid(draw_expand_group_kernel, threads), kBlock, 0, stream>>>(a, x, fl, rows,
                                                                                                       width);
       return true;
