@@ -362,10 +362,14 @@ CPU_CUDA_MODES = ['uniform', 'weighted', 'temporal-uniform', 'temporal-last']
 @pytest.mark.parametrize('mode,disjoint', [(m, d) for m in CPU_CUDA_MODES for d in (False, True)
                                            if d or not m.startswith('temporal')])  # temporal needs disjoint
 @pytest.mark.parametrize('replace', [False, True])
-def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace):
+@pytest.mark.parametrize('num_seeds,fanouts', [(500, [10, 5, -1]), (1500, [40, 3])])
+def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, num_seeds, fanouts):
     """Same RNG, same algorithm, first-seen relabelling: sample-for-sample equal. Four
     batches per setting: the first runs the kernels, the next ones replay the CUDA
-    graph of the cached plan with new seeds and new random seeds."""
+    graph of the cached plan with new seeds and new random seeds. 500 seeds are numbered
+    by the one-block first kernel, 1500 by the seed and numbering kernels; fanouts up to
+    32 draw in lane groups (expanded by the same kernel when uniform), 40 and -1 a
+    thread per node."""
     colptr, row = random_graph(3000, 60_000)
     g = torch.Generator().manual_seed(5)
     extra = {}
@@ -380,13 +384,13 @@ def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace):
     on_gpu = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in extra.items()}
     colptr_gpu, row_gpu = colptr.cuda(), row.cuda()
     for batch in range(4):
-        seed = torch.randint(0, 2990, (500,), generator=g)
+        seed = torch.randint(0, 2990, (num_seeds,), generator=g)
         if mode.startswith('temporal'):
-            extra['seed_time'] = torch.randint(20, 100, (500,), generator=g)
+            extra['seed_time'] = torch.randint(20, 100, (num_seeds,), generator=g)
             on_gpu['seed_time'] = extra['seed_time'].cuda()
         poison_cuda_allocator()
-        cpu = neighbor_sample(colptr, row, seed, [10, 5, -1], replace, disjoint, random_seed=21 + batch, **extra)
-        gpu = neighbor_sample(colptr_gpu, row_gpu, seed.cuda(), [10, 5, -1], replace, disjoint,
+        cpu = neighbor_sample(colptr, row, seed, fanouts, replace, disjoint, random_seed=21 + batch, **extra)
+        gpu = neighbor_sample(colptr_gpu, row_gpu, seed.cuda(), fanouts, replace, disjoint,
                               random_seed=21 + batch, **on_gpu)
         for name, a, b in zip(['node', 'row', 'col', 'edge'], cpu[:4], gpu[:4]):
             assert torch.equal(a, b.cpu()), f'{name} differs in batch {batch}'
