@@ -20,6 +20,19 @@ from pyg_accel.ops import neighbor_sample
 from pyg_accel.ops._library import ops
 
 
+def graph_and_batches(preset: str, batch: int, count: int, device: str = 'cuda', seed=None):
+    """A synthetic preset's CSC from a GraphStore on `device`, and `count` batches of
+    random training seeds (seeded by `seed` when given)."""
+    ds = synthetic_dataset(preset, device=device)
+    gs = GraphStore(device)
+    gs.put_edge_index(ds.data.edge_index, edge_type=None, layout='coo', size=(ds.data.num_nodes,) * 2)
+    row, colptr, _ = gs.csc()
+    train = ds.split['train'].to(device)
+    gen = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+    batches = [train[torch.randperm(train.numel(), device=device, generator=gen)[:batch]] for _ in range(count)]
+    return colptr, row, batches
+
+
 def timed(fn, batches):
     walls, cpus = [], []
     for s in batches:
@@ -40,12 +53,7 @@ def main():
     p.add_argument('--out', default='profile-out')
     p.add_argument('--loop', type=int, default=0, help='only make this many sampling calls')
     args = p.parse_args()
-    ds = synthetic_dataset(args.preset, device='cuda')
-    gs = GraphStore('cuda')
-    gs.put_edge_index(ds.data.edge_index, edge_type=None, layout='coo', size=(ds.data.num_nodes,) * 2)
-    row, colptr, _ = gs.csc()
-    train = ds.split['train'].cuda()
-    batches = [train[torch.randperm(train.numel(), device='cuda')[:args.batch]] for _ in range(40)]
+    colptr, row, batches = graph_and_batches(args.preset, args.batch, 40)
     f = args.fanouts
     if args.loop:
         for i in range(args.loop):

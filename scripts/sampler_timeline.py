@@ -20,8 +20,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from pyg_accel.data import GraphStore
-from pyg_accel.datasets import synthetic_dataset
+from profile_sampler import graph_and_batches  # (scripts/, beside this one)
 from pyg_accel.ops import clear_sampler_cache, neighbor_sample
 
 
@@ -76,13 +75,7 @@ def main():
     p.add_argument('--calls', type=int, default=60)
     p.add_argument('--out', default='timeline-out')
     args = p.parse_args()
-    ds = synthetic_dataset(args.preset, device='cuda')
-    gs = GraphStore('cuda')
-    gs.put_edge_index(ds.data.edge_index, edge_type=None, layout='coo', size=(ds.data.num_nodes,) * 2)
-    row, colptr, _ = gs.csc()
-    train = ds.split['train'].cuda()
-    gen = torch.Generator(device='cuda').manual_seed(0)
-    batches = [train[torch.randperm(train.numel(), device='cuda', generator=gen)[:args.batch]] for _ in range(20)]
+    colptr, row, batches = graph_and_batches(args.preset, args.batch, 20, seed=0)
     results = {}
     for config in args.config or ['default']:
         name, _, assignments = config.partition(':')
