@@ -35,6 +35,11 @@ from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
 FANOUTS = {'15-10-5': [15, 10, 5], '10-10-10': [10, 10, 10]}
 
 
+def sync(device):
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
 def time_batches(fn, batches, device, warmup=2, ready_on_return=False):
     """Median wall and host seconds per call, and the median number of sampled edges.
 
@@ -48,19 +53,16 @@ def time_batches(fn, batches, device, warmup=2, ready_on_return=False):
     the GPU counts as host time, so ours is measured again with each way of waiting
     asleep, ``PYG_ACCEL_SAMPLER_WAIT=block`` (the driver wakes the thread) and ``=sleep``
     (timed naps, then polls): launches and bookkeeping, plus the cost of waking."""
-    def sync():
-        if device.type == 'cuda':
-            torch.cuda.synchronize(device)
     for seeds in batches[:warmup]:
         fn(seeds)
     totals, hosts, edges = [], [], []
     for seeds in batches[warmup:]:
-        sync()
+        sync(device)
         t0, c0 = time.perf_counter(), time.thread_time()
         out = fn(seeds)
         c1 = time.thread_time()
         if not ready_on_return:
-            sync()
+            sync(device)
         t1 = time.perf_counter()
         hosts.append(c1 - c0)
         totals.append(t1 - t0)
@@ -77,13 +79,11 @@ def time_loop(fn, batches, device, warmup=2):
     synchronisation at the end): the sampler's throughput."""
     for seeds in batches[:warmup]:
         fn(seeds)
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
+    sync(device)
     t0 = time.perf_counter()
     for seeds in batches[warmup:]:
         fn(seeds)
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
+    sync(device)
     return (time.perf_counter() - t0) / max(1, len(batches) - warmup)
 
 
