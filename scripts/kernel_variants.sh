@@ -11,10 +11,7 @@
 #       kernels (seeds, then numbering) instead of one block; grids of one thread per
 #       item instead of capped grid-stride grids; expand with registers capped for 8
 #       blocks per SM
-#   scripts/kernel_variants.sh OUT_DIR sparse        # csrc/cuda/sparse_vec.cuh: L2 eviction hints
-#       (ids, weights and outputs evict-first; then also feature rows evict-last), and
-#       SpMM groups of at least 128 edges instead of 64
-# (The sparse kernels' two families are switched at run time:
+# (The sparse kernels' two families are switched at run time instead:
 # PYG_ACCEL_SPARSE_KERNEL=generic; benchmarks/sparse.py times both.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,9 +28,7 @@ case $FAMILY in
                    -DPYG_ACCEL_EXPAND_MIN_BLOCKS=8); TESTS=(tests/test_sampling.py)
           BENCH=(benchmarks/sampling.py --preset products --device cuda --batch-sizes 1024 4096 --fanouts 15-10-5
                  --batches 60 --baseline-batches 1) ;;
-  sparse) VARIANTS=(-DPYG_ACCEL_SPARSE_L2_HINTS={1,2} -DPYG_ACCEL_SPARSE_RUN=128); TESTS=(tests/test_sparse_ops.py)
-          BENCH=(benchmarks/sparse.py --preset products --features 16 32 64 --reps 5) ;;
-  *) echo "unknown kernel family '$FAMILY' (gather, gather_host, sampler, sparse)"; exit 2 ;;
+  *) echo "unknown kernel family '$FAMILY' (gather, gather_host, sampler)"; exit 2 ;;
 esac
 i=0
 # KERNEL_VARIANTS='-DA=1 -DB=2' replaces the family's list (one flag per variant).

@@ -18,17 +18,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
-
-// L2 eviction hints (A/B switch, scripts/kernel_variants.sh sparse): 1 streams the ids,
-// weights and SpMM's plain stores with evict-first loads/stores (ld/st.global.cs), so
-// that what is read or written once does not push the gathered feature rows (the power
-// law's hubs, read again and again) out of L2; 2 also marks the feature rows
-// evict-last.
-#ifndef PYG_ACCEL_SPARSE_L2_HINTS
-#define PYG_ACCEL_SPARSE_L2_HINTS 0
-#endif
 
 namespace pyg_accel {
 namespace vec {
@@ -36,10 +25,7 @@ namespace vec {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kStage = 128;   // edges a warp stages per round (GNNOne's CACHE_SIZE)
-#ifndef PYG_ACCEL_SPARSE_RUN
-#define PYG_ACCEL_SPARSE_RUN 64
-#endif
-constexpr int kRun = PYG_ACCEL_SPARSE_RUN;  // SpMM: fewest consecutive edges per group (whatever the group count)
+constexpr int kRun = 64;      // SpMM: fewest consecutive edges per group (whatever the group count)
 constexpr int kUnroll = 4;    // gathers in flight per lane; divides every group's share per round
 constexpr int kSlots = kStage + 32;  // a round plus one padding word per group (<= 32 groups)
 
@@ -67,61 +53,7 @@ __device__ __forceinline__ void widen(const uint4& raw, acc_t (&v)[Width<scalar_
   for (int j = 0; j < Width<scalar_t>::kVec; ++j) v[j] = static_cast<acc_t>(s[j]);
 }
 
-__device__ __forceinline__ uint4 load16(const void* p) {
-#if PYG_ACCEL_SPARSE_L2_HINTS >= 2 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  uint4 v;
-  asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "l"(policy));
-  return v;
-#else
-  return __ldg(reinterpret_cast<const uint4*>(p));
-#endif
-}
-
-template <typename T>
-using BitsOf = std::conditional_t<sizeof(T) == 8, unsigned long long,
-                                  std::conditional_t<sizeof(T) == 4, unsigned int, unsigned short>>;
-
-// A value read once (ids, weights): evict-first in L2 when the hints are on.
-template <typename T>
-__device__ __forceinline__ T load_once(const T* p) {
-#if PYG_ACCEL_SPARSE_L2_HINTS >= 1
-  using Bits = BitsOf<T>;
-  static_assert(sizeof(T) == sizeof(Bits), "load_once: 2, 4 or 8-byte values");
-  const Bits bits = __ldcs(reinterpret_cast<const Bits*>(p));
-  T v;
-  memcpy(&v, &bits, sizeof(T));
-  return v;
-#else
-  return *p;
-#endif
-}
-
-// A value written once (SDDMM's outputs): evict-first in L2 when the hints are on.
-template <typename T>
-__device__ __forceinline__ void store_once(T* p, T v) {
-#if PYG_ACCEL_SPARSE_L2_HINTS >= 1
-  using Bits = BitsOf<T>;
-  static_assert(sizeof(T) == sizeof(Bits), "store_once: 2, 4 or 8-byte values");
-  Bits bits;
-  memcpy(&bits, &v, sizeof(T));
-  __stcs(reinterpret_cast<Bits*>(p), bits);
-#else
-  *p = v;
-#endif
-}
-
-// A 16-byte output vector written once: evict-first in L2 when the hints are on.
-__device__ __forceinline__ void store_once(float* p, const float4& v) {
-#if PYG_ACCEL_SPARSE_L2_HINTS >= 1
-  __stcs(reinterpret_cast<float4*>(p), v);
-#else
-  *reinterpret_cast<float4*>(p) = v;
-#endif
-}
+__device__ __forceinline__ uint4 load16(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
 // Adds a running sum into its output row and clears it: atomically when other groups
 // may add to the row too, with plain stores when this group holds all of the row's
@@ -132,7 +64,7 @@ __device__ __forceinline__ void flush(float* o, float (&acc)[N], bool shared_row
   for (int j = 0; j < N; j += 4) {
     const float4 v = make_float4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]);
     if (!shared_row) {
-      store_once(o + j, v);
+      *reinterpret_cast<float4*>(o + j) = v;
     } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       atomicAdd(reinterpret_cast<float4*>(o + j), v);
@@ -173,9 +105,9 @@ __device__ __forceinline__ void stage_round(const index_t* __restrict__ dst, con
     const int slot = g * (c.per_round + 1) + j;
     const int64_t e = base + static_cast<int64_t>(g) * c.per_group + static_cast<int64_t>(r) * c.per_round + j;
     const bool ok = e < num_edges;
-    s_dst[slot] = ok ? load_once(dst + e) : index_t(-1);
-    s_src[slot] = ok ? load_once(src + e) : index_t(0);
-    if (s_w != nullptr) s_w[slot] = ok ? static_cast<acc_t>(load_once(weight + e)) : acc_t(0);
+    s_dst[slot] = ok ? dst[e] : index_t(-1);
+    s_src[slot] = ok ? src[e] : index_t(0);
+    if (s_w != nullptr) s_w[slot] = ok ? static_cast<acc_t>(weight[e]) : acc_t(0);
   }
   __syncwarp();
 }
@@ -226,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) spmm_vec_kernel(
               w[u] = s_w[slot];
             } else if (weight != nullptr) {
               const int64_t e = mine + static_cast<int64_t>(r) * c.per_round + i0 + u;
-              w[u] = static_cast<acc_t>(load_once(weight + e * heads + head));
+              w[u] = static_cast<acc_t>(weight[e * heads + head]);
             }
           }
         }
@@ -334,11 +266,11 @@ __global__ void __launch_bounds__(kThreads) sddmm_vec_kernel(
           if (d[u] < 0 || gl % width != 0) continue;
           const int64_t e = mine + static_cast<int64_t>(r) * c.per_round + i0 + u;
           if (heads == 1) {
-            store_once(out + e, static_cast<scalar_t>(p[u][0]));
+            out[e] = static_cast<scalar_t>(p[u][0]);
           } else {
 #pragma unroll
             for (int k = 0; k < K; ++k) {
-              if (head[k] >= 0) store_once(out + e * heads + head[k], static_cast<scalar_t>(p[u][k]));
+              if (head[k] >= 0) out[e * heads + head[k]] = static_cast<scalar_t>(p[u][k]);
             }
           }
         }
