@@ -1,4 +1,6 @@
 """pyg_accel.ops.gather / multi_gather / sharded_gather against ``table[index]``."""
+import contextlib
+
 import pytest
 import torch
 
@@ -210,6 +212,27 @@ def test_gather_gradients(device):
     s1 = torch.randn(8, 3, dtype=torch.double, device=device, requires_grad=True)
     s2 = torch.randn(12, 3, dtype=torch.double, device=device, requires_grad=True)
     torch.autograd.gradcheck(lambda x, y: sharded_gather([x, y], index), (s1, s2))
+
+
+@pytest.mark.parametrize('mode', ['no_grad', 'inference_mode', 'grad_but_no_input_needs_it', 'grad'])
+def test_gathers_skip_autograd_only_when_no_gradient_can_flow(device, mode):
+    """The per-batch gathers bypass the op's Python autograd kernel when nothing needs a
+    gradient; values are the same in every mode, and a gradient flows where one must."""
+    table = torch.randn(20, 3, device=device, requires_grad=mode != 'grad_but_no_input_needs_it')
+    other = torch.randn(20, device=device)
+    index = torch.randint(0, 20, (9,), device=device)
+    context = {'no_grad': torch.no_grad, 'inference_mode': torch.inference_mode}.get(mode, contextlib.nullcontext)
+    with context():
+        outs = [gather(table, index), *multi_gather([table, other], index),
+                sharded_gather([table[:5], table[5:]], index)]
+    for out, ref in zip(outs, [table[index], table[index], other[index], table[index]]):
+        assert torch.equal(out, ref.detach())
+    grad_flows = mode == 'grad'
+    assert [outs[k].requires_grad for k in (0, 1, 3)] == [grad_flows] * 3
+    if grad_flows:
+        sum(o.sum() for o in outs if o.requires_grad).backward()
+        expected = 3 * torch.zeros(20, device=device).index_add_(0, index, torch.ones(9, device=device))
+        assert torch.equal(table.grad, expected.unsqueeze(1).expand(20, 3))
 
 
 def test_opcheck(device):

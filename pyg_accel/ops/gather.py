@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from .. import _build
-from ._library import check_cuda_built, ops
+from ._library import call, check_cuda_built, ops
 from ._marks import record, recorded
 
 __all__ = ['gather', 'multi_gather', 'sharded_gather']
@@ -43,6 +43,8 @@ def _check_index(index: object) -> Tensor:
 
 def _target_device(tables: Sequence[Tensor], index: Tensor) -> torch.device:
     """CUDA if the index or any table is on a GPU (pinned host tables are read from it)."""
+    if all(t.is_cuda == index.is_cuda and (t.is_cuda or t.is_cpu) for t in tables):  # checked cheaply
+        return index.device
     cuda = [t.device for t in (*tables, index) if t.device.type == 'cuda']
     if not cuda:
         for t in tables:
@@ -109,7 +111,7 @@ def gather(table: Tensor, index: Tensor, *, check_bounds: bool = True) -> Tensor
         on one, else on the CPU. Differentiable with respect to ``table``.
     """
     (table,), index = _prepare([table], index, 'gather: table', check_bounds, [_rows(table)])
-    return ops().gather(table, index)
+    return call(ops().gather.default, (table,), table, index)
 
 
 def multi_gather(tables: Sequence[Tensor], index: Tensor, *, check_bounds: bool = True) -> List[Tensor]:
@@ -123,7 +125,7 @@ def multi_gather(tables: Sequence[Tensor], index: Tensor, *, check_bounds: bool 
         return []
     tables, index = _prepare(tables, index, 'multi_gather: table', check_bounds,
                              [_rows(t) for t in tables])
-    return list(ops().multi_gather(tables, index))
+    return list(call(ops().multi_gather.default, tables, tables, index))
 
 
 def sharded_gather(shards: Sequence[Tensor], index: Tensor, *, check_bounds: bool = True) -> Tensor:
@@ -146,7 +148,7 @@ def sharded_gather(shards: Sequence[Tensor], index: Tensor, *, check_bounds: boo
                                  f'{tuple(shards[0].shape[1:])}, got {tuple(shard.shape[1:])}')
     total = sum(_rows(s) for s in shards)
     shards, index = _prepare(shards, index, 'sharded_gather: shard', check_bounds, [total])
-    return ops().sharded_gather(shards, index)
+    return call(ops().sharded_gather.default, shards, shards, index)
 
 
 def _rows(t: object) -> int:
