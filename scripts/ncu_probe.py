@@ -67,7 +67,8 @@ def main(argv=None) -> None:
     p.add_argument('--features', type=int, nargs='*', default=[16, 32])
     args = p.parse_args(argv)
     gathers(args.table_gb, args.rows)
-    sparse(args.features)
+    if args.features:
+        sparse(args.features)
 
 
 if __name__ == '__main__':

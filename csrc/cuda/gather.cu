@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "../gather_common.h"
 
@@ -28,6 +29,8 @@ constexpr int kMaxTables = 8;
 #ifndef PYG_ACCEL_GATHER_MIN_BLOCKS
 #define PYG_ACCEL_GATHER_MIN_BLOCKS 5
 #endif
+// 16-byte row loads fetch 256-byte L2 blocks: 1 always, 0 never, 2 only for rows of a
+// multiple of 256 B (wide_fetches below).
 #ifndef PYG_ACCEL_GATHER_L2_256B
 #define PYG_ACCEL_GATHER_L2_256B 1
 #endif
@@ -76,22 +79,26 @@ __device__ __forceinline__ vec_t zero_vec() {
   return v;
 }
 
-// Read-only row loads; 16-byte loads may ask L2 to fetch 256-byte blocks.
-template <typename vec_t>
+// Read-only row loads; with kWide, 16-byte loads ask L2 to fetch 256-byte blocks.
+template <typename vec_t, bool kWide = false>
 __device__ __forceinline__ vec_t load_vec(const vec_t* p) {
-  return __ldg(p);
+  if constexpr (kWide && std::is_same_v<vec_t, uint4>) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+  } else {
+    return __ldg(p);
+  }
 }
 
-#if PYG_ACCEL_GATHER_L2_256B
-template <>
-__device__ __forceinline__ uint4 load_vec<uint4>(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
+// Whether a table's 16-byte row loads fetch 256-byte L2 blocks: always (1), never (0),
+// or (2) only for rows of a multiple of 256 bytes: a 400 B row at a random offset spans
+// 2-3 such blocks, so 256 B fetches read up to 768 B for it.
+__host__ __device__ __forceinline__ bool wide_fetches(int64_t row_bytes) {
+  return PYG_ACCEL_GATHER_L2_256B == 1 || (PYG_ACCEL_GATHER_L2_256B == 2 && row_bytes % 256 == 0);
 }
-#endif
 
 // Where logical row `row` of table t starts (its shard's base pointer plus its offset
 // there), or nullptr for an out-of-range row: such rows are never read (the Python
@@ -116,7 +123,7 @@ __device__ __forceinline__ void load_ids(int64_t (&rows)[kUnroll], const index_t
 
 // Output row i of table t is row index[i] of the logical table (written at
 // out_pos[i] instead of i when out_pos is given).
-template <typename vec_t, typename index_t>
+template <typename vec_t, bool kWide, typename index_t>
 __device__ __forceinline__ void gather_one_table(const TableArgs& t, const index_t* __restrict__ index,
                                                  const int64_t* __restrict__ out_pos, int64_t n) {
   const int group = 1 << t.group_log2;
@@ -143,7 +150,7 @@ __device__ __forceinline__ void gather_one_table(const TableArgs& t, const index
     for (int64_t c = lane; c < t.vecs_per_row; c += group) {
       vec_t v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = src[u] != nullptr ? load_vec(src[u] + c) : zero_vec<vec_t>();
+      for (int u = 0; u < kUnroll; ++u) v[u] = src[u] != nullptr ? load_vec<vec_t, kWide>(src[u] + c) : zero_vec<vec_t>();
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t i = base + u * num_groups;
@@ -160,11 +167,17 @@ template <typename index_t>
 __device__ __forceinline__ void gather_registers(const TableArgs& t, const index_t* __restrict__ index,
                                                  const int64_t* __restrict__ out_pos, int64_t n) {
   switch (t.vec_bytes) {  // uniform across the block: one table per blockIdx.y
-    case 16: gather_one_table<uint4>(t, index, out_pos, n); break;
-    case 8: gather_one_table<uint2>(t, index, out_pos, n); break;
-    case 4: gather_one_table<unsigned int>(t, index, out_pos, n); break;
-    case 2: gather_one_table<unsigned short>(t, index, out_pos, n); break;
-    default: gather_one_table<unsigned char>(t, index, out_pos, n); break;
+    case 16:
+      if (wide_fetches(t.vecs_per_row * 16)) {
+        gather_one_table<uint4, true>(t, index, out_pos, n);
+      } else {
+        gather_one_table<uint4, false>(t, index, out_pos, n);
+      }
+      break;
+    case 8: gather_one_table<uint2, false>(t, index, out_pos, n); break;
+    case 4: gather_one_table<unsigned int, false>(t, index, out_pos, n); break;
+    case 2: gather_one_table<unsigned short, false>(t, index, out_pos, n); break;
+    default: gather_one_table<unsigned char, false>(t, index, out_pos, n); break;
   }
 }
 
