@@ -28,6 +28,13 @@ constexpr int kStage = 128;   // edges a warp stages per round (GNNOne's CACHE_S
 constexpr int kRun = 64;      // SpMM: fewest consecutive edges per group (whatever the group count)
 constexpr int kUnroll = 4;    // gathers in flight per lane; divides every group's share per round
 constexpr int kSlots = kStage + 32;  // a round plus one padding word per group (<= 32 groups)
+// SpMM blocks per SM the register budget must allow (A/B knob: 1 lets ptxas take 77
+// registers, 3 blocks per SM on an H100; ncu found the kernel latency-bound there, 35%
+// of warps active and DRAM at 52% at F = 16).
+#ifndef PYG_ACCEL_SPMM_MIN_BLOCKS
+#define PYG_ACCEL_SPMM_MIN_BLOCKS 1
+#endif
+constexpr int kSpmmMinBlocks = PYG_ACCEL_SPMM_MIN_BLOCKS;
 
 template <typename scalar_t>
 struct Width {
@@ -115,7 +122,7 @@ __device__ __forceinline__ void stage_round(const index_t* __restrict__ dst, con
 // out[dst_e, q] += w_e * x[src_e, q] for 16-byte vectors q; out is pre-zeroed, acc_t.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
 template <typename scalar_t, typename acc_t, typename index_t>
-__global__ void __launch_bounds__(kThreads) spmm_vec_kernel(
+__global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ x, acc_t* __restrict__ out, int64_t num_edges, int64_t heads, int64_t channels,
     int tpg) {
