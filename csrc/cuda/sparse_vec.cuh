@@ -28,11 +28,13 @@ constexpr int kStage = 128;   // edges a warp stages per round (GNNOne's CACHE_S
 constexpr int kRun = 64;      // SpMM: fewest consecutive edges per group (whatever the group count)
 constexpr int kUnroll = 4;    // gathers in flight per lane; divides every group's share per round
 constexpr int kSlots = kStage + 32;  // a round plus one padding word per group (<= 32 groups)
-// SpMM blocks per SM the register budget must allow (A/B knob: 1 lets ptxas take 77
-// registers, 3 blocks per SM on an H100; ncu found the kernel latency-bound there, 35%
-// of warps active and DRAM at 52% at F = 16).
+// SpMM blocks per SM the register budget must allow. Uncapped (1), ptxas takes 77
+// registers: 3 blocks per SM on an H100, where ncu found the kernel latency-bound (35%
+// of warps active, DRAM at 52% at F = 16). 4 (64 registers, 16 bytes spilled for fp32):
+// F = 32 2.74 -> 2.54 ms on the products-size graph, F = 16 2.08 -> 2.05 ms; 5 spills
+// ~90 bytes and is slower (2.43 ms at F = 16).
 #ifndef PYG_ACCEL_SPMM_MIN_BLOCKS
-#define PYG_ACCEL_SPMM_MIN_BLOCKS 1
+#define PYG_ACCEL_SPMM_MIN_BLOCKS 4
 #endif
 constexpr int kSpmmMinBlocks = PYG_ACCEL_SPMM_MIN_BLOCKS;
 
