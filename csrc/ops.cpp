@@ -32,6 +32,10 @@ TORCH_LIBRARY(pyg_accel, m) {
   // Drops the CUDA sampler's cached plans (buffers and CUDA graphs; they are rebuilt on
   // the next call); returns how many were dropped.
   m.def("clear_sampler_plans() -> int");
+  // Microseconds (wall clock) the calling thread spent waiting for the GPU in its last
+  // CUDA neighbor_sample call (0 before any): the call's host time is its wall time
+  // minus this.
+  m.def("sampler_last_wait_us() -> float");
   // Heterogeneous version: node types 0..T-1 with num_nodes[t]; edge type r goes from
   // src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node type;
   // num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop expands,

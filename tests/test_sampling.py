@@ -428,6 +428,25 @@ def test_clear_sampler_cache():
     assert clear_sampler_cache() == 0
 
 
+def test_last_sample_wait_is_part_of_the_call():
+    """The wait the benchmark subtracts to get a call's host time lies inside the call;
+    without a CUDA sample there is none."""
+    import time
+    from pyg_accel.ops import last_sample_wait_us
+    colptr, row = random_graph()
+    neighbor_sample(colptr, row, torch.tensor([1, 2]), [2])
+    if not torch.cuda.is_available():
+        assert last_sample_wait_us() == 0.0
+        return
+    colptr, row = colptr.cuda(), row.cuda()
+    for _ in range(3):  # (the plan's CUDA graph is captured on its second call)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        neighbor_sample(colptr, row, torch.arange(0, 60, 3, device='cuda'), [5, 5])
+        wall_us = (time.perf_counter() - t0) * 1e6
+        assert 0.0 < last_sample_wait_us() < wall_us
+
+
 @requires_cuda
 def test_cuda_plan_follows_in_place_graph_edits():
     """A plan is keyed by its tensors' versions: editing the graph in place is seen."""

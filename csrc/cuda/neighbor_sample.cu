@@ -61,6 +61,9 @@
 namespace pyg_accel {
 namespace {
 
+// Wall-clock microseconds this thread waited for the GPU in its last sample.
+thread_local double last_wait_us = 0.0;
+
 // Identity of an input tensor: its storage (weakly held), data pointer, size and
 // version, so a plan is reused only while its inputs are the same, unmodified tensors.
 struct TensorId {
@@ -282,6 +285,7 @@ class SamplePlan {
       C10_CUDA_CHECK(cudaEventSynchronize(done));
     }
     const auto t2 = std::chrono::steady_clock::now();
+    last_wait_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
     const double wait_cpu = trace_enabled() ? thread_cpu_us() - cpu1 : 0.0;
     const int64_t* host = host_counts_.data_ptr<int64_t>();
     const Counters c = Counters::at(const_cast<int64_t*>(host), hops_, nullptr);
@@ -624,8 +628,13 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
 
 int64_t clear_sampler_plans() { return PlanCache::instance().clear(); }
 
+double sampler_last_wait_us() { return last_wait_us; }
+
 TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) { m.impl("neighbor_sample", &neighbor_sample_cuda); }
 
-TORCH_LIBRARY_IMPL(pyg_accel, CompositeExplicitAutograd, m) { m.impl("clear_sampler_plans", &clear_sampler_plans); }
+TORCH_LIBRARY_IMPL(pyg_accel, CompositeExplicitAutograd, m) {
+  m.impl("clear_sampler_plans", &clear_sampler_plans);
+  m.impl("sampler_last_wait_us", &sampler_last_wait_us);
+}
 
 }  // namespace pyg_accel

@@ -12,7 +12,7 @@ from ._library import check_cuda_built, ops
 from ._marks import record, recorded, version
 
 __all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
-           'cuda_sampling_available', 'clear_sampler_cache']
+           'cuda_sampling_available', 'clear_sampler_cache', 'last_sample_wait_us']
 
 EdgeType = Tuple[str, str, str]
 
@@ -58,6 +58,16 @@ def clear_sampler_cache() -> int:
     if not cuda_sampling_available():
         return 0
     return int(ops().clear_sampler_plans())
+
+
+def last_sample_wait_us() -> float:
+    """Microseconds (wall clock) the calling thread waited for the GPU in its last CUDA
+    :func:`neighbor_sample` call; 0.0 before any, or without the CUDA sampler. A call's
+    host time, what it costs the CPU beyond waiting for the sample, is its wall time
+    minus this."""
+    if not cuda_sampling_available():
+        return 0.0
+    return float(ops().sampler_last_wait_us())
 
 
 _LONG_COPIES: Dict[int, Tuple['weakref.ref[Tensor]', int, Tensor]] = {}  # id -> (tensor, version, copy)
