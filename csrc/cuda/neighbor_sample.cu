@@ -437,13 +437,9 @@ class SamplePlan {
     }
     const int width = static_cast<int>(std::max<int64_t>(f, 1));
     const int64_t threads = std::max(group_threads(fl, width), rows.len);
-    if (kFusedExpand) {
-      draw_expand_group_kernel<<<capped_grid(draw_expand_group_kernel, threads), kBlock, 0, stream>>>(a, x, fl, rows,
-                                                                                                      width);
-      return true;
-    }
-    draw_group_kernel<<<capped_grid(draw_group_kernel, threads), kBlock, 0, stream>>>(a, fl, rows, width);
-    return false;
+    constexpr auto kernel = draw_group_kernel<kFusedExpand>;
+    kernel<<<capped_grid(kernel, threads), kBlock, 0, stream>>>(a, x, fl, rows, width);
+    return kFusedExpand;
   }
 
   // Records enqueue() as a CUDA graph; on any failure the plan stays eager.

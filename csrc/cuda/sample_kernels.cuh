@@ -448,20 +448,6 @@ __device__ __forceinline__ bool warp_has_nodes(int64_t m, int64_t t, int width) 
   return __ballot_sync(0xffffffffu, (t >> 5) * (32 / width) < m) != 0;
 }
 
-__global__ void draw_group_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows, int width) {
-  const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
-  const int64_t n = std::max(group_threads(m, width), num_rows);
-  PYG_ACCEL_FOR_BLOCK_STRIDE(t, n) {
-    write_row(rows, a.out, t, num_rows);
-    if (!warp_has_nodes(m, t, width)) continue;
-    const GroupDraw d = group_draw(a, m, t, width);
-    if (d.drawn) {
-      a.drawn[d.p] = d.pos;
-      a.seg[d.p] = d.i;
-    }
-  }
-}
-
 // Inserts `key` and claims it for edge p, once per distinct key of the warp: lanes
 // with the same key elect the lowest lane (the smallest p) to do the atomics, so
 // repeats of a node inside a warp add no atomic traffic. Every lane of the warp must
@@ -514,7 +500,7 @@ __device__ __forceinline__ void expand_edge(const HopArgs& a, const ExpandArgs& 
 #define PYG_ACCEL_EXPAND_MIN_BLOCKS 1  // resident blocks per SM asked of the compiler (8: registers capped, spills)
 #endif
 
-// expand_kernel (draws made by draw_kernel / draw_group_kernel): one thread per
+// expand_kernel (draws made by draw_kernel / draw_group_kernel<false>): one thread per
 // sampled edge, so a node's edges spread over as many threads as it has draws. Edge
 // p's frontier node comes from seg (bounded fanouts) or, for fanout -1 (a hub takes
 // all its edges), from a binary search over the offsets. Every lane of the warp calls
@@ -549,18 +535,26 @@ __global__ void __launch_bounds__(kBlock, PYG_ACCEL_EXPAND_MIN_BLOCKS) expand_ke
 #ifndef PYG_ACCEL_SAMPLER_FUSED_EXPAND
 #define PYG_ACCEL_SAMPLER_FUSED_EXPAND 1
 #endif
-// Uniform bounded-fanout hops in one kernel: each lane's draw is expanded where it is
-// made (no drawn/seg round trip through memory, one launch less per hop). The grid
-// also writes the previous hop's rows, from the other slot_of buffer.
-__global__ void __launch_bounds__(kBlock) draw_expand_group_kernel(HopArgs a, ExpandArgs x, int64_t frontier_len,
-                                                                   RowsArgs rows, int width) {
+// Uniform bounded-fanout draws, a group of `width` lanes per node. kExpand (the
+// default): each lane's draw is expanded where it is made, so a hop is one kernel with
+// no drawn/seg round trip through memory. Without it (PYG_ACCEL_SAMPLER_FUSED_EXPAND=0,
+// a variant for comparison) the draws go to drawn/seg for expand_kernel. The grid also
+// writes the previous hop's rows, from the other slot_of buffer.
+template <bool kExpand>
+__global__ void __launch_bounds__(kBlock) draw_group_kernel(HopArgs a, ExpandArgs x, int64_t frontier_len,
+                                                            RowsArgs rows, int width) {
   const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
   const int64_t n = std::max(group_threads(m, width), num_rows);
   PYG_ACCEL_FOR_BLOCK_STRIDE(t, n) {
     write_row(rows, a.out, t, num_rows);
     if (!warp_has_nodes(m, t, width)) continue;
     const GroupDraw d = group_draw(a, m, t, width);
-    expand_edge(a, x, d.drawn, d.i, d.pos, d.p);
+    if constexpr (kExpand) {
+      expand_edge(a, x, d.drawn, d.i, d.pos, d.p);
+    } else if (d.drawn) {
+      a.drawn[d.p] = d.pos;
+      a.seg[d.p] = d.i;
+    }
   }
 }
 
