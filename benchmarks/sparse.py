@@ -10,7 +10,9 @@
 Each kernel's achieved bandwidth is reported against its gather-model byte floor (every
 edge reads its ids, its weight and one feature row from memory; seeds-kernels.md §6) at
 the measured copy bandwidth. On the GPU the generic CUDA kernels are timed beside the
-default two-stage ones. A path that runs out of memory is reported as OOM.
+default two-stage ones, and so is the two-stage SpMM with the whole output zero-filled
+first (``PYG_ACCEL_SPMM_ZERO_FILL=all``, the default before it filled only the rows
+that groups share). A path that runs out of memory is reported as OOM.
 
     python benchmarks/sparse.py --preset products --features 16 32 64 128 256 --out OUT
     python benchmarks/sparse.py --preset tiny --device cpu       # quick, CPU
@@ -34,17 +36,18 @@ from pyg_accel.ops import CooGraph, sddmm, spmm  # noqa: E402
 
 
 @contextlib.contextmanager
-def generic_kernels():
-    """Runs the block with the generic CUDA kernels (PYG_ACCEL_SPARSE_KERNEL=generic)."""
-    old = os.environ.get('PYG_ACCEL_SPARSE_KERNEL')
-    os.environ['PYG_ACCEL_SPARSE_KERNEL'] = 'generic'
+def env_setting(name: str, value: str):
+    """Runs the block with environment variable ``name`` set to ``value`` (the CUDA ops
+    read their kernel settings per call)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if old is None:
-            del os.environ['PYG_ACCEL_SPARSE_KERNEL']
+            del os.environ[name]
         else:
-            os.environ['PYG_ACCEL_SPARSE_KERNEL'] = old
+            os.environ[name] = old
 
 
 def timed_or_oom(fn, device, reps):
@@ -129,8 +132,10 @@ def main(argv=None) -> dict:
         r['spmm PyG gather ms'] = timed_or_oom(
             lambda: torch.zeros_like(x).index_add_(0, dst64, x[src64] * weight.unsqueeze(1)), device, args.reps)
         r['sddmm ours ms'] = timed_or_oom(lambda: sddmm(graph, a, x), device, args.reps)
-        if device.type == 'cuda':  # the generic CUDA kernels, for reference
-            with generic_kernels():
+        if device.type == 'cuda':  # other CUDA kernel settings, for reference
+            with env_setting('PYG_ACCEL_SPMM_ZERO_FILL', 'all'):  # the fill before session 11
+                r['spmm whole fill ms'] = timed_or_oom(lambda: spmm(graph, x, weight), device, args.reps)
+            with env_setting('PYG_ACCEL_SPARSE_KERNEL', 'generic'):
                 r['spmm generic ms'] = timed_or_oom(lambda: spmm(graph, x, weight), device, args.reps)
                 r['sddmm generic ms'] = timed_or_oom(lambda: sddmm(graph, a, x), device, args.reps)
         r['sddmm sampled_addmm ms'] = timed_or_oom(

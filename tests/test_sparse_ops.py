@@ -136,6 +136,37 @@ def test_kernel_layouts_match_reference(device, kernel, dtype, layout, monkeypat
     torch.testing.assert_close(dots.double(), ref, atol=TOL[dtype]['atol'] * C, rtol=TOL[dtype]['rtol'] * 4)
 
 
+# Row lengths around the CUDA SpMM's groups of 64 / 128 consecutive edges: rows that
+# fill a group exactly (not cut), rows one edge longer or shorter (cut), single edges,
+# rows spanning several groups, and empty rows first, between and last.
+BOUNDARY_DEGREES = [0, 64, 64, 128, 63, 65, 1, 0, 0, 127, 129, 1, 1, 62, 300, 64, 0, 64, 1, 0]
+
+
+@pytest.mark.parametrize('fill', ['rows', 'all'])
+@pytest.mark.parametrize('width', [4, 16, 64, 128, 512])
+def test_spmm_rows_at_group_boundaries(device, fill, width, monkeypatch):
+    """Every output row written once whether or not a group boundary cuts it, with the
+    shared-rows zero fill (default) and the whole-output one (PYG_ACCEL_SPMM_ZERO_FILL),
+    on a poisoned allocator."""
+    if device.type == 'cpu' and fill == 'all':
+        pytest.skip('the fill mode is a CUDA kernel setting')
+    if fill == 'all':
+        monkeypatch.setenv('PYG_ACCEL_SPMM_ZERO_FILL', 'all')
+    deg = torch.tensor(BOUNDARY_DEGREES)
+    num_dst, num_src = deg.numel(), 97
+    dst = torch.repeat_interleave(torch.arange(num_dst), deg)
+    src = torch.randint(0, num_src, (dst.numel(),), generator=torch.Generator().manual_seed(3))
+    ei = torch.stack([src, dst]).to(device)
+    g = CooGraph.from_edge_index(ei, (num_src, num_dst))
+    x = torch.randn(num_src, width, device=device)
+    w = torch.rand(ei.size(1), device=device)
+    poison_cuda_allocator()
+    out = spmm(g, x, g.sort_edges(w))
+    ref = ref_spmm(ei, x.double().unsqueeze(1), w.double().unsqueeze(1), 'sum', num_dst)[:, 0]
+    torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
+    assert out[deg == 0].eq(0).all()
+
+
 def test_sddmm_add_is_gat_logits(device):
     ei = random_edges(device=device)
     g = CooGraph.from_edge_index(ei, (40, 30))

@@ -188,21 +188,42 @@ bool vec_layout(const at::Tensor& t, int64_t C) {
   return C % V == 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
 }
 
-bool try_spmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight, const at::Tensor& x,
-                  at::Tensor& out, int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
+// PYG_ACCEL_SPMM_ZERO_FILL=all zero-fills the whole output before the vectorised SpMM,
+// which then adds every group's first and last runs atomically (the behaviour before
+// only shared rows were filled); read per call, so a benchmark can compare both.
+bool zero_fill_all() {
+  const char* env = std::getenv("PYG_ACCEL_SPMM_ZERO_FILL");
+  return env != nullptr && std::strcmp(env, "all") == 0;
+}
+
+// The vectorised SpMM into a new [num_dst, H, C] acc_type tensor `out`, if x's layout
+// allows it (else false, nothing launched).
+bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight,
+                  const at::Tensor& x, at::ScalarType acc_type, at::Tensor& out, int64_t E, int64_t H, int64_t C,
+                  cudaStream_t stream) {
   if (!vec_layout(x, C)) return false;
-  const int64_t vecs = H * C / (16 / x.element_size());
+  const int64_t vecs = H * C / (16 / x.element_size()), num_dst = ptr.numel() - 1;
   const int tpg = group_size(vecs);
-  const int64_t chunk = vec::Chunk(tpg, vec::kRun).edges();
-  const int64_t warps = (E + chunk - 1) / chunk;
+  const vec::Chunk chunk(tpg, vec::kRun);
+  const int64_t warps = (E + chunk.edges() - 1) / chunk.edges();
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                   static_cast<unsigned>((vecs + tpg - 1) / tpg));
+  const bool exact = !zero_fill_all();
+  const auto options = x.options().dtype(acc_type);
+  out = exact ? at::empty({num_dst, H, C}, options) : at::zeros({num_dst, H, C}, options);
+  if (exact && num_dst > 0) {  // rows are whole 16-byte vectors: H * C is a multiple of 16 / x's element size
+    const int64_t row_vecs = H * C * out.element_size() / 16;
+    vec::zero_shared_rows_kernel<<<blocks_for(num_dst * row_vecs), kThreads, 0, stream>>>(
+        ptr.contiguous().data_ptr<int64_t>(), reinterpret_cast<uint4*>(out.data_ptr()), num_dst, row_vecs,
+        chunk.per_group);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_vec", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_vec_index", [&] {
       vec::spmm_vec_kernel<scalar_t, acc_t, index_t><<<grid, vec::kThreads, 0, stream>>>(
           dst.data_ptr<index_t>(), src.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
-          x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg);
+          x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg, exact);
     });
   });
   return true;
@@ -246,16 +267,17 @@ at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::T
   const at::Tensor dst = dst_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous();
   const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
   const at::ScalarType acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor acc = at::zeros({num_dst, H, C}, x.options().dtype(acc_type));
+  at::Tensor acc;
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (E > 0 && F > 0 && use_vec_kernels() && try_spmm_vec(ptr, dst, src, weight, x, acc_type, acc, E, H, C, stream)) {
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
+  }
+  acc = at::zeros({num_dst, H, C}, x.options().dtype(acc_type));
   if (E > 0 && F > 0) {
     const int tpg = group_size((F + kPerLane - 1) / kPerLane);
     const int64_t slices = (F + tpg * kPerLane - 1) / (tpg * kPerLane);
     const dim3 grid(blocks_for((E + kChunk - 1) / kChunk * 32), static_cast<unsigned>(slices));
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    if (use_vec_kernels() && try_spmm_vec(dst, src, weight, x, acc, E, H, C, stream)) {
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
-    }
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cuda", [&] {
       using acc_t = at::opmath_type<scalar_t>;
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_cuda_index", [&] {

@@ -8,9 +8,11 @@
 // Stage 2: lane `gl` of a group owns the 16-byte vector q = blockIdx.y * tpg + gl of
 // each feature row (VEC elements, one head). kUnroll edges are loaded before any is
 // consumed, so a lane keeps kUnroll gathers in flight. SpMM keeps a running sum and
-// flushes it when the destination changes: with float4 atomics (sm_90) for a group's
-// first and last runs, which other groups may share, and with plain stores for the
-// runs between, which only this group touches. SDDMM keeps a[dst] in registers while
+// flushes it when the destination changes: with float4 atomics (sm_90) for the runs of
+// rows that other groups share (cut by a group boundary; only a group's first and last
+// runs can be), and with plain stores for every other run, which holds all of its
+// row's edges. Only shared rows and rows without edges are zero-filled beforehand
+// (zero_shared_rows_kernel), not the whole output. SDDMM keeps a[dst] in registers while
 // the destination repeats and reduces each edge's products over the lanes of its head
 // with shuffles.
 #pragma once
@@ -121,13 +123,40 @@ __device__ __forceinline__ void stage_round(const index_t* __restrict__ dst, con
   __syncwarp();
 }
 
-// out[dst_e, q] += w_e * x[src_e, q] for 16-byte vectors q; out is pre-zeroed, acc_t.
+// Whether destination row d, whose edges are [begin, end) of the sorted COO, is empty
+// or cut by a boundary between two groups of `per_group` edges (groups start at
+// multiples of per_group): the rows SpMM must zero-fill and add to atomically.
+__device__ __forceinline__ bool row_needs_zeros(int64_t begin, int64_t end, int64_t per_group) {
+  return begin == end || begin / per_group != (end - 1) / per_group;
+}
+
+// Zero-fills the rows of `out` ([num_dst, row_vecs] 16-byte vectors) that
+// row_needs_zeros picks; the others are written whole by one group's plain store.
+__global__ void zero_shared_rows_kernel(const int64_t* __restrict__ ptr, uint4* __restrict__ out, int64_t num_dst,
+                                        int64_t row_vecs, int64_t per_group) {
+  const int64_t n = num_dst * row_vecs, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
+    const int64_t d = t / row_vecs;
+    if (row_needs_zeros(__ldg(ptr + d), __ldg(ptr + d + 1), per_group)) out[t] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Whether the sorted COO's edges e - 1 and e (0 < e < num_edges) share a destination,
+// i.e. a boundary at e cuts a row.
+template <typename index_t>
+__device__ __forceinline__ bool cuts_row(const index_t* __restrict__ dst, int64_t e, int64_t num_edges) {
+  return e > 0 && e < num_edges && __ldg(dst + e - 1) == __ldg(dst + e);
+}
+
+// out[dst_e, q] += w_e * x[src_e, q] for 16-byte vectors q, acc_t. `exact`: only the
+// rows row_needs_zeros picks were zero-filled, and only they are added to atomically;
+// otherwise the whole output was, and a group's first and last runs always are.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
 template <typename scalar_t, typename acc_t, typename index_t>
 __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ x, acc_t* __restrict__ out, int64_t num_edges, int64_t heads, int64_t channels,
-    int tpg) {
+    int tpg, bool exact) {
   constexpr int V = Width<scalar_t>::kVec;
   __shared__ index_t s_dst_all[kWarps][kSlots];
   __shared__ index_t s_src_all[kWarps][kSlots];
@@ -149,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const int64_t mine = base + static_cast<int64_t>(group) * c.per_group;  // this group's first edge
     acc_t acc[V] = {};
     int64_t cur = -1;
-    bool first_run = true;  // the run at the group's first edge may have edges before it
+    // Whether the run being summed is the group's first and has edges before the group.
+    bool shared_first = !exact || cuts_row(dst, mine, num_edges);
     for (int r = 0; r < c.rounds; ++r) {
       stage_round(dst, src, weight, base, r, num_edges, c, lane, s_dst, s_src, s_w);
       for (int i0 = 0; i0 < c.per_round; i0 += kUnroll) {
@@ -175,8 +205,8 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
         for (int u = 0; u < kUnroll; ++u) {
           if (d[u] < 0 || !has_f) continue;
           if (d[u] != cur) {
-            if (cur >= 0) flush(out + cur * F + f, acc, first_run);
-            first_run = cur < 0;  // the run starting here is the group's first one
+            if (cur >= 0) flush(out + cur * F + f, acc, shared_first);
+            shared_first = shared_first && cur < 0;  // still the group's first run
             cur = d[u];
           }
           acc_t v[V];
@@ -186,7 +216,9 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
         }
       }
     }
-    if (cur >= 0) flush(out + cur * F + f, acc, true);  // the last run may go on past the group
+    if (cur >= 0) {  // the last run is shared too if it goes on past the group
+      flush(out + cur * F + f, acc, shared_first || !exact || cuts_row(dst, mine + c.per_group, num_edges));
+    }
   }
 }
 
