@@ -1,3 +1,6 @@
+import random
+import zlib
+
 import pytest
 import torch
 from torch_geometric.data import HeteroData
@@ -27,6 +30,15 @@ def pytest_configure(config):
     if HAS_CUDA and _torch_scatter_without_cuda():  # PyG's references then use torch.scatter_reduce
         import torch_geometric.typing
         torch_geometric.typing.WITH_TORCH_SCATTER = False
+
+
+@pytest.fixture(autouse=True)
+def _seed_per_test(request) -> None:
+    """Seeds torch's (CPU and CUDA) and Python's generators from the test's id, so a test
+    draws the same inputs whichever tests run before it, alone or in the whole suite."""
+    seed = zlib.crc32(request.node.nodeid.encode())
+    torch.manual_seed(seed)
+    random.seed(seed)
 
 
 @pytest.fixture(params=DEVICES)
