@@ -39,6 +39,13 @@ int group_size(int64_t width) {  // lanes per group: a power of two covering wid
   return g;
 }
 
+int log2_exact(int64_t power_of_two) {
+  TORCH_INTERNAL_ASSERT(power_of_two > 0 && (power_of_two & (power_of_two - 1)) == 0);
+  int shift = 0;
+  while ((int64_t(1) << shift) < power_of_two) ++shift;
+  return shift;
+}
+
 unsigned blocks_for(int64_t threads) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(1, (threads + kThreads - 1) / kThreads), 65535 * 32));
 }
@@ -213,9 +220,10 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
   out = exact ? at::empty({num_dst, H, C}, options) : at::zeros({num_dst, H, C}, options);
   if (exact && num_dst > 0) {  // rows are whole 16-byte vectors: H * C is a multiple of 16 / x's element size
     const int64_t row_vecs = H * C * out.element_size() / 16;
-    vec::zero_shared_rows_kernel<<<blocks_for(num_dst * row_vecs), kThreads, 0, stream>>>(
+    const int lane_shift = log2_exact(group_size(row_vecs)), group_shift = log2_exact(chunk.per_group);
+    vec::zero_shared_rows_kernel<<<blocks_for(num_dst << lane_shift), kThreads, 0, stream>>>(
         ptr.contiguous().data_ptr<int64_t>(), reinterpret_cast<uint4*>(out.data_ptr()), num_dst, row_vecs,
-        chunk.per_group);
+        lane_shift, group_shift);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_vec", [&] {

@@ -124,20 +124,23 @@ __device__ __forceinline__ void stage_round(const index_t* __restrict__ dst, con
 }
 
 // Whether destination row d, whose edges are [begin, end) of the sorted COO, is empty
-// or cut by a boundary between two groups of `per_group` edges (groups start at
-// multiples of per_group): the rows SpMM must zero-fill and add to atomically.
-__device__ __forceinline__ bool row_needs_zeros(int64_t begin, int64_t end, int64_t per_group) {
-  return begin == end || begin / per_group != (end - 1) / per_group;
+// or cut by a boundary between two groups of 2^group_shift edges (groups start at
+// multiples of it): the rows SpMM must zero-fill and add to atomically.
+__device__ __forceinline__ bool row_needs_zeros(int64_t begin, int64_t end, int group_shift) {
+  return begin == end || (begin >> group_shift) != ((end - 1) >> group_shift);
 }
 
 // Zero-fills the rows of `out` ([num_dst, row_vecs] 16-byte vectors) that
 // row_needs_zeros picks; the others are written whole by one group's plain store.
+// 2^lane_shift threads share a row (one read of its ptr pair), striding its vectors.
 __global__ void zero_shared_rows_kernel(const int64_t* __restrict__ ptr, uint4* __restrict__ out, int64_t num_dst,
-                                        int64_t row_vecs, int64_t per_group) {
-  const int64_t n = num_dst * row_vecs, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+                                        int64_t row_vecs, int lane_shift, int group_shift) {
+  const int64_t n = num_dst << lane_shift, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t lanes = int64_t(1) << lane_shift;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
-    const int64_t d = t / row_vecs;
-    if (row_needs_zeros(__ldg(ptr + d), __ldg(ptr + d + 1), per_group)) out[t] = make_uint4(0, 0, 0, 0);
+    const int64_t d = t >> lane_shift;
+    if (!row_needs_zeros(__ldg(ptr + d), __ldg(ptr + d + 1), group_shift)) continue;
+    for (int64_t q = t & (lanes - 1); q < row_vecs; q += lanes) out[d * row_vecs + q] = make_uint4(0, 0, 0, 0);
   }
 }
 
