@@ -10,9 +10,10 @@
 Each kernel's achieved bandwidth is reported against its gather-model byte floor (every
 edge reads its ids, its weight and one feature row from memory; seeds-kernels.md §6) at
 the measured copy bandwidth. On the GPU the generic CUDA kernels are timed beside the
-default two-stage ones, and so is the two-stage SpMM with the whole output zero-filled
-first (``PYG_ACCEL_SPMM_ZERO_FILL=all``, the default before it filled only the rows
-that groups share). A path that runs out of memory is reported as OOM.
+default two-stage ones, and so is the two-stage SpMM with each of its two zero fills
+forced (``PYG_ACCEL_SPMM_ZERO_FILL=all``: the whole output; ``=rows``: only the rows
+that groups share and the empty ones; the default picks by row width). A path that
+runs out of memory is reported as OOM.
 
     python benchmarks/sparse.py --preset products --features 16 32 64 128 256 --out OUT
     python benchmarks/sparse.py --preset tiny --device cpu       # quick, CPU
@@ -133,8 +134,9 @@ def main(argv=None) -> dict:
             lambda: torch.zeros_like(x).index_add_(0, dst64, x[src64] * weight.unsqueeze(1)), device, args.reps)
         r['sddmm ours ms'] = timed_or_oom(lambda: sddmm(graph, a, x), device, args.reps)
         if device.type == 'cuda':  # other CUDA kernel settings, for reference
-            with env_setting('PYG_ACCEL_SPMM_ZERO_FILL', 'all'):  # the fill before session 11
-                r['spmm whole fill ms'] = timed_or_oom(lambda: spmm(graph, x, weight), device, args.reps)
+            for fill in ('all', 'rows'):  # each zero fill forced (the default picks by row width)
+                with env_setting('PYG_ACCEL_SPMM_ZERO_FILL', fill):
+                    r[f'spmm fill {fill} ms'] = timed_or_oom(lambda: spmm(graph, x, weight), device, args.reps)
             with env_setting('PYG_ACCEL_SPARSE_KERNEL', 'generic'):
                 r['spmm generic ms'] = timed_or_oom(lambda: spmm(graph, x, weight), device, args.reps)
                 r['sddmm generic ms'] = timed_or_oom(lambda: sddmm(graph, a, x), device, args.reps)

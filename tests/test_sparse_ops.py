@@ -142,16 +142,16 @@ def test_kernel_layouts_match_reference(device, kernel, dtype, layout, monkeypat
 BOUNDARY_DEGREES = [0, 64, 64, 128, 63, 65, 1, 0, 0, 127, 129, 1, 1, 62, 300, 64, 0, 64, 1, 0]
 
 
-@pytest.mark.parametrize('fill', ['rows', 'all'])
+@pytest.mark.parametrize('fill', ['default', 'rows', 'all'])
 @pytest.mark.parametrize('width', [4, 16, 64, 128, 512])
 def test_spmm_rows_at_group_boundaries(device, fill, width, monkeypatch):
     """Every output row written once whether or not a group boundary cuts it, with the
-    shared-rows zero fill (default) and the whole-output one (PYG_ACCEL_SPMM_ZERO_FILL),
-    on a poisoned allocator."""
-    if device.type == 'cpu' and fill == 'all':
+    default zero fill and each one forced (PYG_ACCEL_SPMM_ZERO_FILL: the whole output,
+    or only shared and empty rows), on a poisoned allocator."""
+    if device.type == 'cpu' and fill != 'default':
         pytest.skip('the fill mode is a CUDA kernel setting')
-    if fill == 'all':
-        monkeypatch.setenv('PYG_ACCEL_SPMM_ZERO_FILL', 'all')
+    if fill != 'default':
+        monkeypatch.setenv('PYG_ACCEL_SPMM_ZERO_FILL', fill)
     deg = torch.tensor(BOUNDARY_DEGREES)
     num_dst, num_src = deg.numel(), 97
     dst = torch.repeat_interleave(torch.arange(num_dst), deg)

@@ -11,8 +11,9 @@
 // flushes it when the destination changes: with float4 atomics (sm_90) for the runs of
 // rows that other groups share (cut by a group boundary; only a group's first and last
 // runs can be), and with plain stores for every other run, which holds all of its
-// row's edges. Only shared rows and rows without edges are zero-filled beforehand
-// (zero_shared_rows_kernel), not the whole output. SDDMM keeps a[dst] in registers while
+// row's edges. For rows of 512 bytes or more only shared rows and rows without edges
+// are zero-filled beforehand (zero_shared_rows_kernel), not the whole output (see
+// shared_rows_fill in sparse.cu). SDDMM keeps a[dst] in registers while
 // the destination repeats and reduces each edge's products over the lanes of its head
 // with shuffles.
 #pragma once
