@@ -139,7 +139,7 @@ def main(argv=None) -> dict:
     p.add_argument('--max-batches', type=int, default=1000, help='batches timed per epoch (the rest scaled)')
     p.add_argument('--pyg-batches', type=int, default=16, help="batches timed for stock PyG's CPU sampler")
     p.add_argument('--split-batches', type=int, default=10)
-    p.add_argument('--profile-batches', type=int, default=20)
+    p.add_argument('--profile-batches', type=int, default=50)
     p.add_argument('--configs', nargs='*', default=['pyg', 'accel-sampler', 'accel-sync', 'accel'])
     p.add_argument('--trim', action='store_true',
                    help="every configuration uses PyG's trim_to_layer (same seed outputs, less work per layer)")
