@@ -1,5 +1,6 @@
-"""Layer benchmark: pyg_accel.nn's GCNConv, SAGEConv and GATConv against PyG's, forward
-plus backward, time and peak memory, on one synthetic graph.
+"""Layer benchmark: pyg_accel.nn's GCNConv, SAGEConv (mean and max aggregation) and
+GATConv against PyG's, forward plus backward, time and peak memory, on one synthetic
+graph.
 
 Both layers of a pair share weights (PyG's ``state_dict`` loaded into ours) and get the
 same ``x`` and ``edge_index``; outputs are compared before timing. On the GPU peak memory
@@ -33,6 +34,7 @@ from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 LAYERS = {  # name -> (ours, PyG's, constructor kwargs)
     'GCNConv': (acc_nn.GCNConv, pyg_nn.GCNConv, {}),
     'SAGEConv': (acc_nn.SAGEConv, pyg_nn.SAGEConv, {}),
+    'SAGEConv-max': (acc_nn.SAGEConv, pyg_nn.SAGEConv, {'aggr': 'max'}),
     'GATConv-8h': (acc_nn.GATConv, pyg_nn.GATConv, {'heads': 8}),
 }
 

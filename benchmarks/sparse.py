@@ -6,6 +6,8 @@
   into an E x F tensor, then ``index_add_``).
 * SDDMM ``out_e = <a[dst_e], b[src_e]>``: ours, ``torch.sparse.sampled_addmm`` on CSR,
   and the gather path (``(a[dst] * b[src]).sum(-1)``).
+* SpMM with max aggregation: ours against PyG's scatter max (an ``E x F`` message tensor
+  reduced by ``scatter_reduce``), and against our sum.
 
 Each kernel's achieved bandwidth is reported against its gather-model byte floor (every
 edge reads its ids, its weight and one feature row from memory; seeds-kernels.md §6) at
@@ -49,6 +51,13 @@ def env_setting(name: str, value: str):
             del os.environ[name]
         else:
             os.environ[name] = old
+
+
+def pyg_scatter_max(x, src, dst, num_dst):
+    """PyG's max aggregation of ``x[src]`` into ``dst`` (``torch_geometric.utils.scatter``
+    without torch-scatter): an ``E x F`` message tensor, then ``scatter_reduce_``."""
+    index = dst.view(-1, 1).expand(-1, x.size(1))
+    return x.new_zeros(num_dst, x.size(1)).scatter_reduce_(0, index, x[src], 'amax', include_self=False)
 
 
 def timed_or_oom(fn, device, reps):
@@ -133,6 +142,10 @@ def main(argv=None) -> dict:
         r['spmm PyG gather ms'] = timed_or_oom(
             lambda: torch.zeros_like(x).index_add_(0, dst64, x[src64] * weight.unsqueeze(1)), device, args.reps)
         r['sddmm ours ms'] = timed_or_oom(lambda: sddmm(graph, a, x), device, args.reps)
+        # max aggregation: ours against PyG's scatter max (E x F messages, scatter_reduce)
+        torch.testing.assert_close(spmm(graph, x, reduce='max'), pyg_scatter_max(x, src64, dst64, n), rtol=0, atol=0)
+        r['spmm max ours ms'] = timed_or_oom(lambda: spmm(graph, x, reduce='max'), device, args.reps)
+        r['spmm max PyG ms'] = timed_or_oom(lambda: pyg_scatter_max(x, src64, dst64, n), device, args.reps)
         if device.type == 'cuda':  # other CUDA kernel settings, for reference
             for fill in ('all', 'rows'):  # each zero fill forced (the default picks by row width)
                 with env_setting('PYG_ACCEL_SPMM_ZERO_FILL', fill):
@@ -157,6 +170,8 @@ def main(argv=None) -> dict:
         r['spmm vs PyG'] = r['spmm PyG gather ms'] / r['spmm ours ms']
         r['sddmm ours GB/s'] = sddmm_bytes / (r['sddmm ours ms'] / 1e3) / 1e9
         r['sddmm vs sampled_addmm'] = r['sddmm sampled_addmm ms'] / r['sddmm ours ms']
+        r['spmm max vs PyG'] = r['spmm max PyG ms'] / r['spmm max ours ms']
+        r['spmm max / sum'] = r['spmm max ours ms'] / r['spmm ours ms']
         rows.append(r)
         print(r, flush=True)
         del x, a

@@ -59,6 +59,16 @@ TORCH_LIBRARY(pyg_accel, m) {
   // out[d, h, :] = sum over d's edges e of weight[e, h] * x[src[e], h, :]  (weight
   // None: 1). out is [num_dst, H, C] with num_dst = ptr.numel() - 1, in x's dtype.
   m.def("spmm(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x) -> Tensor");
+  // Max aggregation: out[d, h, c] = max over d's edges e of x[src[e], h, c] (0 for a
+  // destination without edges, as PyG's scatter max), and ties[d, h, c] (int32) = how
+  // many of d's edges reach that maximum. Its backward runs on the transposed graph
+  // (ptr over the sources, dst = source ids, src = destination ids): grad_x[s, h, c] =
+  // sum over s's edges to d with x[s, h, c] == out[d, h, c] of grad[d, h, c] / ties[d,
+  // h, c], as PyG's scatter max (torch.scatter_reduce 'amax' into zeros): ties share the
+  // gradient evenly, and a maximum of exactly 0 counts the initial zero as one more tie.
+  m.def("spmm_max(Tensor ptr, Tensor dst, Tensor src, Tensor x) -> (Tensor, Tensor)");
+  m.def("spmm_max_backward(Tensor ptr, Tensor dst, Tensor src, Tensor x, Tensor out, Tensor ties, Tensor grad) "
+        "-> Tensor");
   // out[e, h] = sum_c a[dst[e], h, c] * b[src[e], h, c]  ([E, H], in a's dtype).
   m.def("sddmm(Tensor ptr, Tensor dst, Tensor src, Tensor a, Tensor b) -> Tensor");
   // Softmax of logits [E, H] over each destination's edges, as PyG's softmax:

@@ -18,4 +18,24 @@ void check_node_values(const at::Tensor& t, const at::Tensor& ptr, const char* o
 void check_edge_values(const at::Tensor& t, const at::Tensor& ptr, int64_t num_edges, int64_t heads, const char* op,
                        const char* name);
 
+// How many ways spmm_max's gradient at a maximum `best` reached by `ties` edges is split,
+// as in PyG's scatter max (torch.scatter_reduce 'amax' into zeros, include_self=False):
+// evenly among the ties, and where the maximum is exactly 0 the zero the output started
+// from counts as one more (its share is dropped).
+template <typename acc_t>
+inline
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+acc_t max_share(acc_t best, int ties) {
+  return static_cast<acc_t>(ties + (best == acc_t(0) ? 1 : 0));
+}
+
+// Checks spmm_max_backward's inputs over the transposed graph (ptr over the sources):
+// x [num_src, H, C] with num_src = ptr.numel() - 1; out and grad [num_dst, H, C] in
+// x's dtype and ties [num_dst, H, C] int32 (spmm_max's outputs). Ids in src must be
+// below num_dst (the transpose of spmm_max's graph; not scanned here). Returns E.
+int64_t check_max_backward(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
+                           const at::Tensor& out, const at::Tensor& ties, const at::Tensor& grad);
+
 }  // namespace pyg_accel

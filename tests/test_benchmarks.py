@@ -45,7 +45,7 @@ import layers as layers_bench  # noqa: E402
 def test_layers_benchmark_smoke(tmp_path):
     result = layers_bench.main(['--preset', 'tiny', '--device', 'cpu', '--widths', '16', '--reps', '1',
                                 '--out', str(tmp_path)])
-    assert [r['layer'] for r in result['rows']] == ['GCNConv', 'SAGEConv', 'GATConv-8h']
+    assert [r['layer'] for r in result['rows']] == ['GCNConv', 'SAGEConv', 'SAGEConv-max', 'GATConv-8h']
     assert all(r['ours ms'] > 0 and r['PyG ms'] > 0 for r in result['rows'])
 
 

@@ -167,6 +167,55 @@ def test_spmm_rows_at_group_boundaries(device, fill, width, monkeypatch):
     assert out[deg == 0].eq(0).all()
 
 
+@pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize('heads', [None, 3])
+def test_spmm_max_matches_pyg_scatter_max(device, index_dtype, dtype, heads):
+    """Max aggregation against PyG's scatter max (``torch.scatter_reduce`` 'amax' into
+    zeros): values, and gradients with ties (ReLU zeros, duplicate edges: the gradient
+    is split among them, and a maximum of 0 counts the initial zero as one more tie);
+    destinations without edges are 0; outputs on a poisoned allocator."""
+    ei = random_edges(device=device, dtype=index_dtype)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    shape = (40, heads, 8) if heads else (40, 37)
+    x = torch.randn(*shape, device=device).relu().to(dtype).requires_grad_()  # half the values 0: ties
+    poison_cuda_allocator()
+    out = spmm(g, x, reduce='max')
+    index = ei[1].long().view(-1, *([1] * (x.dim() - 1))).expand(-1, *x.shape[1:])
+    ref = x.new_zeros(30, *x.shape[1:]).scatter_reduce(0, index, x[ei[0].long()], 'amax', include_self=False)
+    assert out.shape == ref.shape and out.dtype == dtype
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)  # a maximum is one of the values
+    grad = torch.randn_like(ref)
+    got, = torch.autograd.grad(out, x, grad)
+    want, = torch.autograd.grad(ref, x, grad)
+    torch.testing.assert_close(got.double(), want.double(), **TOL[dtype])
+    isolated = torch.ones(30, dtype=torch.bool, device=device)
+    isolated[ei[1].long()] = False
+    assert isolated.any() and out[isolated].eq(0).all()
+
+
+@pytest.mark.parametrize('flip', [False, True])
+@pytest.mark.parametrize('width', [4, 40, 200])
+def test_spmm_max_hub_rows(device, flip, width):
+    """Max aggregation and its gradient where one node has 3000 edges (over the CUDA
+    kernels' long-row limit): as the destination (forward's long row) and as the source
+    (the backward's), at widths that take one and several passes over the features."""
+    ei = hub_graph(device=device)
+    ei = ei.flip(0) if flip else ei
+    n = 3000
+    g = CooGraph.from_edge_index(ei, (n, n))
+    x = torch.randn(n, width, device=device).relu().requires_grad_()
+    poison_cuda_allocator()
+    out = spmm(g, x, reduce='max')
+    index = ei[1].view(-1, 1).expand(-1, width)
+    ref = x.new_zeros(n, width).scatter_reduce(0, index, x[ei[0]], 'amax', include_self=False)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    grad = torch.randn_like(ref)
+    got, = torch.autograd.grad(out, x, grad)
+    want, = torch.autograd.grad(ref, x, grad)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # the hub's gradient sums 3000 terms
+
+
 def test_sddmm_add_is_gat_logits(device):
     ei = random_edges(device=device)
     g = CooGraph.from_edge_index(ei, (40, 30))
@@ -283,8 +332,10 @@ def test_bad_input_is_a_clear_error():
         spmm(g, torch.randn(40, 4), torch.rand(7))
     with pytest.raises(TypeError, match='floating'):
         spmm(g, torch.ones(40, 4, dtype=torch.long))
-    with pytest.raises(ValueError, match="'sum' or 'mean'"):
-        spmm(g, torch.randn(40, 4), reduce='max')
+    with pytest.raises(ValueError, match="'sum', 'mean' or 'max'"):
+        spmm(g, torch.randn(40, 4), reduce='min')
+    with pytest.raises(ValueError, match='no edge weights'):
+        spmm(g, torch.randn(40, 4), torch.rand(g.num_edges), reduce='max')
     with pytest.raises(ValueError, match='rows'):
         sddmm(g, torch.randn(40, 4), torch.randn(40, 4))
     with pytest.raises(TypeError, match='CooGraph'):
@@ -315,6 +366,11 @@ def test_opcheck(device):
     torch.library.opcheck(ops().sddmm.default, (g.ptr, g.dst, g.src, a, x))
     torch.library.opcheck(ops().edge_softmax.default, (g.ptr, logits))
     torch.library.opcheck(ops().edge_softmax_backward.default, (g.ptr, logits.softmax(-1), logits))
+    out, ties = ops().spmm_max(g.ptr, g.dst, g.src, x)
+    rev, _ = g.transpose()
+    torch.library.opcheck(ops().spmm_max.default, (g.ptr, g.dst, g.src, x))
+    torch.library.opcheck(ops().spmm_max_backward.default,
+                          (rev.ptr, rev.dst, rev.src, x, out, ties, torch.randn_like(out)))
 
 
 def test_take_rows_handles_tables_without_rows(device):

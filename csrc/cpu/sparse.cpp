@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "../sparse_common.h"
@@ -59,6 +60,80 @@ at::Tensor spmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::
   });
   (void)E;
   return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t,
+                                                const at::Tensor& src_t, const at::Tensor& x_t) {
+  check_sparse_graph(ptr_t, dst_t, src_t, "spmm_max");
+  check_node_values(x_t, ptr_t, "spmm_max", "x");
+  const int64_t F = x_t.size(1) * x_t.size(2), num_dst = ptr_t.numel() - 1;
+  const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
+  at::Tensor out = at::empty({num_dst, x.size(1), x.size(2)}, x.options());
+  at::Tensor ties = at::empty({num_dst, x.size(1), x.size(2)}, x.options().dtype(at::kInt));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    const int64_t* s = src.data_ptr<int64_t>();
+    const scalar_t* xs = x.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    int* t = ties.data_ptr<int>();
+    at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> best(F);
+      for (int64_t d = begin; d < end; ++d) {
+        int* count = t + d * F;
+        std::fill(count, count + F, 0);
+        for (int64_t e = p[d]; e < p[d + 1]; ++e) {
+          const scalar_t* row = xs + s[e] * F;
+          for (int64_t f = 0; f < F; ++f) {
+            const acc_t v = static_cast<acc_t>(row[f]);
+            if (count[f] == 0 || v > best[f]) {
+              best[f] = v;
+              count[f] = 1;
+            } else if (v == best[f]) {
+              ++count[f];
+            }
+          }
+        }
+        for (int64_t f = 0; f < F; ++f) o[d * F + f] = count[f] > 0 ? static_cast<scalar_t>(best[f]) : scalar_t(0);
+      }
+    });
+  });
+  return {out, ties};
+}
+
+at::Tensor spmm_max_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
+                                 const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
+                                 const at::Tensor& grad_t) {
+  check_max_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
+  const int64_t F = x_t.size(1) * x_t.size(2), num_src = ptr_t.numel() - 1;
+  const at::Tensor ptr = ptr_t.contiguous(), dst_of = src_t.to(at::kLong).contiguous(), x = x_t.contiguous(),
+                   out = out_t.contiguous(), ties = ties_t.contiguous(), grad = grad_t.contiguous();
+  at::Tensor grad_x = at::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_backward_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    const int64_t* dd = dst_of.data_ptr<int64_t>();
+    const scalar_t* xs = x.data_ptr<scalar_t>();
+    const scalar_t* os = out.data_ptr<scalar_t>();
+    const int* ts = ties.data_ptr<int>();
+    const scalar_t* gs = grad.data_ptr<scalar_t>();
+    scalar_t* gx = grad_x.data_ptr<scalar_t>();
+    at::parallel_for(0, num_src, kGrain, [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> acc(F);
+      for (int64_t v = begin; v < end; ++v) {  // v: a source; its edges lead to destinations dd[e]
+        std::fill(acc.begin(), acc.end(), acc_t(0));
+        for (int64_t e = p[v]; e < p[v + 1]; ++e) {
+          const int64_t d = dd[e] * F;
+          for (int64_t f = 0; f < F; ++f) {
+            const acc_t best = static_cast<acc_t>(os[d + f]);
+            if (static_cast<acc_t>(xs[v * F + f]) == best) acc[f] += static_cast<acc_t>(gs[d + f]) / max_share(best, ts[d + f]);
+          }
+        }
+        for (int64_t f = 0; f < F; ++f) gx[v * F + f] = static_cast<scalar_t>(acc[f]);
+      }
+    });
+  });
+  return grad_x;
 }
 
 at::Tensor sddmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t, const at::Tensor& a_t,
@@ -172,6 +247,8 @@ at::Tensor edge_softmax_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& 
 
 TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
   m.impl("spmm", &spmm_cpu);
+  m.impl("spmm_max", &spmm_max_cpu);
+  m.impl("spmm_max_backward", &spmm_max_backward_cpu);
   m.impl("sddmm", &sddmm_cpu);
   m.impl("edge_softmax", &edge_softmax_cpu);
   m.impl("edge_softmax_backward", &edge_softmax_backward_cpu);

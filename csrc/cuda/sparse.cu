@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "../sparse_common.h"
 #include "sparse_vec.cuh"
@@ -125,6 +126,194 @@ __global__ void sddmm_kernel(const index_t* __restrict__ dst, const index_t* __r
       if (valid && gl == 0) out[e * heads + h] = static_cast<scalar_t>(sum);
     }
   }
+}
+
+// Max aggregation (schema: csrc/ops.cpp) as two row reductions: the forward over the
+// graph's destinations (each feature's maximum and how many edges reach it), the
+// backward over the transpose's rows, the sources (the gradient of every destination
+// whose maximum the source's feature reached, split over its ties). An Op holds one
+// reduction: its per-feature State, how an edge adds to it, how two merge, and where a
+// row's result goes.
+template <typename scalar_t, typename index_t>
+struct MaxForward {
+  using acc_t = at::opmath_type<scalar_t>;
+  struct State {
+    acc_t best;
+    int count;  // 0: no edge yet
+  };
+  const index_t* src;
+  const scalar_t* x;
+  scalar_t* out;
+  int* ties;
+  int64_t F;
+  using Item = acc_t;  // an edge's feature value
+  __device__ State init() const { return {acc_t(0), 0}; }
+  __device__ Item load(int64_t row, int64_t e, int64_t f) const {
+    return static_cast<acc_t>(x[static_cast<int64_t>(src[e]) * F + f]);
+  }
+  __device__ void add(State& s, const Item& v) const {
+    if (s.count == 0 || v > s.best) {
+      s = {v, 1};
+    } else if (v == s.best) {
+      ++s.count;
+    }
+  }
+  __device__ State merge(const State& a, const State& b) const {
+    if (a.count == 0 || (b.count > 0 && b.best > a.best)) return b;
+    if (b.count == 0 || a.best > b.best) return a;
+    return {a.best, a.count + b.count};
+  }
+  __device__ void write(int64_t row, int64_t f, const State& s) const {
+    out[row * F + f] = static_cast<scalar_t>(s.best);  // 0 without edges
+    ties[row * F + f] = s.count;
+  }
+};
+
+template <typename scalar_t, typename index_t>
+struct MaxBackward {
+  using acc_t = at::opmath_type<scalar_t>;
+  struct State {
+    acc_t sum;
+  };
+  const index_t* dst_of;  // the transpose's src: the destination of each of a source's edges
+  const scalar_t* x;
+  const scalar_t* out;
+  const int* ties;
+  const scalar_t* grad;
+  scalar_t* grad_x;
+  int64_t F;
+  struct Item {
+    acc_t mine, best, grad;  // the source's feature, the destination's maximum and gradient
+    int ties;
+  };
+  __device__ State init() const { return {acc_t(0)}; }
+  __device__ Item load(int64_t row, int64_t e, int64_t f) const {
+    const int64_t at = static_cast<int64_t>(dst_of[e]) * F + f;
+    return {static_cast<acc_t>(x[row * F + f]), static_cast<acc_t>(out[at]), static_cast<acc_t>(grad[at]), ties[at]};
+  }
+  __device__ void add(State& s, const Item& it) const {
+    if (it.best == it.mine) s.sum += it.grad / max_share(it.best, it.ties);
+  }
+  __device__ State merge(const State& a, const State& b) const { return {a.sum + b.sum}; }
+  __device__ void write(int64_t row, int64_t f, const State& s) const {
+    grad_x[row * F + f] = static_cast<scalar_t>(s.sum);
+  }
+};
+
+constexpr int kRowFeatures = 2;      // features per lane per pass over a row's edges
+constexpr int kEdgeUnroll = 4;       // edges whose loads are issued before any is reduced
+constexpr int64_t kLongRow = 1024;   // rows with more edges go to long_row_reduce_kernel
+constexpr int kLongRowThreads = 1024;
+constexpr int kLongRowFeatures = 2;  // (32 warps x 64 features of State in shared memory)
+
+// Adds edges e0, e0 + step, ... (kEdgeUnroll of them, those below `end`) to the states
+// of features f0 + k * fstep (those below F): every load first, then the reductions.
+template <typename Op, int K>
+__device__ __forceinline__ void reduce_edges(const Op& op, typename Op::State (&s)[K], int64_t row, int64_t e0,
+                                             int64_t step, int64_t end, int64_t f0, int64_t fstep, int64_t F) {
+  typename Op::Item items[kEdgeUnroll][K];
+#pragma unroll
+  for (int u = 0; u < kEdgeUnroll; ++u) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t e = e0 + u * step, f = f0 + k * fstep;
+      if (e < end && f < F) items[u][k] = op.load(row, e, f);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kEdgeUnroll; ++u) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (e0 + u * step < end && f0 + k * fstep < F) op.add(s[k], items[u][k]);
+    }
+  }
+}
+
+// Rows of at most kLongRow edges: `tpg` lanes per row (grid-stride), lane gl taking
+// features gl + k * tpg of each pass, every edge's loads for them issued together.
+template <typename Op>
+__global__ void row_reduce_kernel(const int64_t* __restrict__ ptr, Op op, int64_t num_rows, int64_t F, int tpg) {
+  const int gl = threadIdx.x % tpg;
+  const int64_t groups = static_cast<int64_t>(gridDim.x) * blockDim.x / tpg;
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / tpg; row < num_rows;
+       row += groups) {
+    const int64_t begin = ptr[row], end = ptr[row + 1];
+    if (end - begin > kLongRow) continue;
+    for (int64_t f0 = gl; f0 < F; f0 += static_cast<int64_t>(tpg) * kRowFeatures) {
+      typename Op::State s[kRowFeatures];
+#pragma unroll
+      for (int k = 0; k < kRowFeatures; ++k) s[k] = op.init();
+      for (int64_t e0 = begin; e0 < end; e0 += kEdgeUnroll) {
+        reduce_edges<Op, kRowFeatures>(op, s, row, e0, 1, end, f0, tpg, F);
+      }
+#pragma unroll
+      for (int k = 0; k < kRowFeatures; ++k) {
+        const int64_t f = f0 + static_cast<int64_t>(k) * tpg;
+        if (f < F) op.write(row, f, s[k]);
+      }
+    }
+  }
+}
+
+// Rows of more than kLongRow edges (the hubs of a power-law graph), a block each: the
+// block scans kLongRowThreads rows at a time for long ones, then for each, its 32 warps
+// take every 32nd edge and lanes take features, and warp 0 merges the warps' states
+// (in warp order: deterministic).
+template <typename Op>
+__global__ void __launch_bounds__(kLongRowThreads) long_row_reduce_kernel(const int64_t* __restrict__ ptr, Op op,
+                                                                         int64_t num_rows, int64_t F) {
+  constexpr int kWarpsPerBlock = kLongRowThreads / 32, kSlice = 32 * kLongRowFeatures;
+  __shared__ typename Op::State partial[kWarpsPerBlock][kSlice];
+  __shared__ int64_t long_rows[kLongRowThreads];
+  __shared__ int num_long;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kLongRowThreads; base < num_rows;
+       base += static_cast<int64_t>(gridDim.x) * kLongRowThreads) {
+    if (threadIdx.x == 0) num_long = 0;
+    __syncthreads();
+    const int64_t mine = base + threadIdx.x;
+    if (mine < num_rows && ptr[mine + 1] - ptr[mine] > kLongRow) long_rows[atomicAdd(&num_long, 1)] = mine;
+    __syncthreads();
+    for (int i = 0; i < num_long; ++i) {
+      const int64_t row = long_rows[i], begin = ptr[row], end = ptr[row + 1];
+      for (int64_t f0 = 0; f0 < F; f0 += kSlice) {
+        typename Op::State s[kLongRowFeatures];
+#pragma unroll
+        for (int k = 0; k < kLongRowFeatures; ++k) s[k] = op.init();
+        for (int64_t e0 = begin + warp; e0 < end; e0 += static_cast<int64_t>(kWarpsPerBlock) * kEdgeUnroll) {
+          reduce_edges<Op, kLongRowFeatures>(op, s, row, e0, kWarpsPerBlock, end, f0 + lane, 32, F);
+        }
+#pragma unroll
+        for (int k = 0; k < kLongRowFeatures; ++k) partial[warp][lane + 32 * k] = s[k];
+        __syncthreads();
+        if (warp == 0) {
+#pragma unroll
+          for (int k = 0; k < kLongRowFeatures; ++k) {
+            const int64_t f = f0 + lane + 32 * k;
+            typename Op::State total = partial[0][lane + 32 * k];
+            for (int w = 1; w < kWarpsPerBlock; ++w) total = op.merge(total, partial[w][lane + 32 * k]);
+            if (f < F) op.write(row, f, total);
+          }
+        }
+        __syncthreads();  // partial is reused
+      }
+    }
+  }
+}
+
+// Runs one row reduction over every row: short rows by lane groups, long rows by blocks.
+template <typename Op>
+void reduce_rows(const at::Tensor& ptr, const Op& op, int64_t num_rows, int64_t F) {
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const int tpg = group_size(std::min<int64_t>(F, 32));
+  row_reduce_kernel<Op><<<blocks_for(num_rows * tpg), kThreads, 0, stream>>>(ptr.data_ptr<int64_t>(), op, num_rows,
+                                                                            F, tpg);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t tiles = (num_rows + kLongRowThreads - 1) / kLongRowThreads;
+  long_row_reduce_kernel<Op><<<static_cast<unsigned>(std::min<int64_t>(tiles, 2 * sms)), kLongRowThreads, 0,
+                               stream>>>(ptr.data_ptr<int64_t>(), op, num_rows, F);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // Max / sum over the lanes that share `lane % heads` (heads divides 32).
@@ -341,6 +530,49 @@ at::Tensor sddmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::
   return out;
 }
 
+std::tuple<at::Tensor, at::Tensor> spmm_max_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t,
+                                                 const at::Tensor& src_t, const at::Tensor& x_t) {
+  check_sparse_graph(ptr_t, dst_t, src_t, "spmm_max");
+  check_node_values(x_t, ptr_t, "spmm_max", "x");
+  const int64_t F = x_t.size(1) * x_t.size(2), num_dst = ptr_t.numel() - 1;
+  const c10::cuda::CUDAGuard guard(ptr_t.device());
+  const at::Tensor ptr = ptr_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous();
+  at::Tensor out = at::empty({num_dst, x.size(1), x.size(2)}, x.options());
+  at::Tensor ties = at::empty({num_dst, x.size(1), x.size(2)}, x.options().dtype(at::kInt));
+  if (num_dst > 0 && F > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_cuda", [&] {
+      AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_cuda_index", [&] {
+        const MaxForward<scalar_t, index_t> op{src.data_ptr<index_t>(), x.data_ptr<scalar_t>(),
+                                               out.data_ptr<scalar_t>(), ties.data_ptr<int>(), F};
+        reduce_rows(ptr, op, num_dst, F);
+      });
+    });
+  }
+  return {out, ties};
+}
+
+at::Tensor spmm_max_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
+                                  const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
+                                  const at::Tensor& grad_t) {
+  check_max_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
+  const int64_t F = x_t.size(1) * x_t.size(2), num_src = ptr_t.numel() - 1;
+  const c10::cuda::CUDAGuard guard(ptr_t.device());
+  const at::Tensor ptr = ptr_t.contiguous(), dst_of = src_t.contiguous(), x = x_t.contiguous(),
+                   out = out_t.contiguous(), ties = ties_t.contiguous(), grad = grad_t.contiguous();
+  at::Tensor grad_x = at::empty_like(x);
+  if (num_src > 0 && F > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_backward_cuda", [&] {
+      AT_DISPATCH_INDEX_TYPES(dst_of.scalar_type(), "spmm_max_backward_cuda_index", [&] {
+        const MaxBackward<scalar_t, index_t> op{dst_of.data_ptr<index_t>(), x.data_ptr<scalar_t>(),
+                                                out.data_ptr<scalar_t>(), ties.data_ptr<int>(),
+                                                grad.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), F};
+        reduce_rows(ptr, op, num_src, F);
+      });
+    });
+  }
+  return grad_x;
+}
+
 at::Tensor softmax_launch(const at::Tensor& ptr_t, const at::Tensor& values_t, const at::Tensor* grad_t,
                           const char* op) {
   TORCH_CHECK(ptr_t.dim() == 1 && ptr_t.numel() >= 1 && ptr_t.scalar_type() == at::kLong, op,
@@ -380,6 +612,8 @@ at::Tensor edge_softmax_backward_cuda(const at::Tensor& ptr, const at::Tensor& o
 
 TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
   m.impl("spmm", &spmm_cuda);
+  m.impl("spmm_max", &spmm_max_cuda);
+  m.impl("spmm_max_backward", &spmm_max_backward_cuda);
   m.impl("sddmm", &sddmm_cuda);
   m.impl("edge_softmax", &edge_softmax_cuda);
   m.impl("edge_softmax_backward", &edge_softmax_backward_cuda);

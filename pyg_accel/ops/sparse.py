@@ -279,6 +279,21 @@ class _SpMM(torch.autograd.Function):
         return None, grad_w, grad_x
 
 
+class _SpMMMax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, graph: CooGraph, x: Tensor) -> Tensor:
+        out, ties = ops().spmm_max(graph.ptr, graph.dst, graph.src, x)
+        ctx.graph = graph
+        ctx.save_for_backward(x, out, ties)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, out, ties = ctx.saved_tensors
+        rev, _ = ctx.graph.transpose()
+        return None, ops().spmm_max_backward(rev.ptr, rev.dst, rev.src, x, out, ties, grad.contiguous())
+
+
 class _SDDMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, graph: CooGraph, a: Tensor, b: Tensor) -> Tensor:
@@ -324,17 +339,27 @@ def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: st
         graph: the destination-sorted graph.
         x: ``[num_src, F]`` or ``[num_src, H, C]`` source features (fp32/fp16/bf16/fp64).
         weight: ``[E]`` or ``[E, H]`` edge weights in the graph's edge order (default 1).
-        reduce: ``'sum'`` or ``'mean'`` (sum over the in-degree; 0 for isolated nodes).
+        reduce: ``'sum'``, ``'mean'`` (sum over the in-degree; 0 for isolated nodes) or
+            ``'max'`` (feature-wise maximum; 0 for isolated nodes; no edge weights). The
+            gradient of ``'max'`` goes to the sources that reach the maximum, exactly as
+            PyG's scatter max (``torch.scatter_reduce`` 'amax' into zeros): split evenly
+            among ties, and where the maximum is exactly 0 the initial zero counts as one
+            more tie, whose share is dropped.
 
     Returns:
         ``[num_dst, F]`` or ``[num_dst, H, C]``, in ``x``'s dtype (fp32 accumulation).
     """
-    if reduce not in ('sum', 'mean'):
-        raise ValueError(f"spmm: reduce must be 'sum' or 'mean', got {reduce!r}")
+    if reduce not in ('sum', 'mean', 'max'):
+        raise ValueError(f"spmm: reduce must be 'sum', 'mean' or 'max', got {reduce!r}")
     x3, flat = _heads3(x, 'spmm: x')
     _check_graph_and(graph, x3, *([] if weight is None else [weight]))
     if x3.size(0) != graph.num_src:
         raise ValueError(f'spmm: x has {x3.size(0)} rows but the graph has {graph.num_src} source nodes')
+    if reduce == 'max':
+        if weight is not None:
+            raise ValueError("spmm: reduce='max' takes no edge weights")
+        out = _SpMMMax.apply(graph, x3.contiguous())
+        return out.squeeze(1) if flat else out
     w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm: weight').to(x3.dtype)
     divide = reduce == 'mean' and x3.dtype not in _MEAN_BY_WEIGHT
     if reduce == 'mean' and not divide:  # the mean as a weighted sum: no extra pass over [N, F] either way
@@ -411,6 +436,11 @@ def _fake_spmm(ptr, dst, src, weight, x):
     return x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
 
 
+def _fake_spmm_max(ptr, dst, src, x):
+    out = x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
+    return out, out.new_empty(out.shape, dtype=torch.int32)
+
+
 def _fake_sddmm(ptr, dst, src, a, b):
     return a.new_empty((src.shape[0], a.shape[1]))
 
@@ -419,5 +449,8 @@ def _fake_sddmm(ptr, dst, src, a, b):
 def _register() -> None:
     torch.library.register_fake('pyg_accel::spmm')(_fake_spmm)
     torch.library.register_fake('pyg_accel::sddmm')(_fake_sddmm)
+    torch.library.register_fake('pyg_accel::spmm_max')(_fake_spmm_max)
+    torch.library.register_fake('pyg_accel::spmm_max_backward')(
+        lambda ptr, dst, src, x, out, ties, grad: torch.empty_like(x))
     torch.library.register_fake('pyg_accel::edge_softmax')(lambda ptr, logits: torch.empty_like(logits))
     torch.library.register_fake('pyg_accel::edge_softmax_backward')(lambda ptr, out, grad: torch.empty_like(out))

@@ -1,5 +1,5 @@
 """``SAGEConv`` on pyg_accel's SpMM: PyG's layer, same signature, parameters and
-``state_dict``; mean and sum aggregation without an ``E x F`` message tensor."""
+``state_dict``; mean, sum and max aggregation without an ``E x F`` message tensor."""
 from __future__ import annotations
 
 from typing import Optional
@@ -15,14 +15,15 @@ from ...ops import spmm
 from ...ops.sparse import spmm_adjoint
 from ._graph import PyGPropagate, accelerated, coo_graph, plain_edge_index
 
-_REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum'}
+_REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum', 'max': 'max'}
+_LINEAR = ('mean', 'sum')  # aggregations that commute with the linear map
 
 
 class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
     r"""PyG's :class:`torch_geometric.nn.conv.SAGEConv` (every argument and option as
-    there). ``aggr='mean'`` / ``'sum'`` run on SpMM; when ``out_channels`` is smaller than
-    the input width the linear map is applied before aggregating (the same result, a
-    narrower SpMM). Other aggregations, ``SparseTensor`` / ``torch.sparse`` inputs and
+    there). ``aggr='mean'`` / ``'sum'`` / ``'max'`` run on SpMM; for mean and sum, when
+    ``out_channels`` is smaller than the input width the linear map is applied before
+    aggregating (the same result, a narrower SpMM). Other aggregations, ``SparseTensor`` / ``torch.sparse`` inputs and
     explain mode run PyG's own code."""
 
     propagate_type = {'x': OptPairTensor}  # PyG's fallback path (see GCNConv)
@@ -43,7 +44,7 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
         # Under autocast the GEMMs' outputs are 16-bit while x stays fp32: an in-place
         # addmm_ would mix the two, so the root term is added out of place there.
         in_place = not torch.is_autocast_enabled(x_src.device.type)
-        if in_place and self._root_shares_input(x_src, x_dst, num_dst):
+        if in_place and reduce in _LINEAR and self._root_shares_input(x_src, x_dst, num_dst):
             out = _SAGEWithRoot.apply(graph, reduce, x_src, weight, bias, self.lin_r.weight, num_dst)
         else:
             out = self._aggregate(graph, reduce, x_src, weight, bias)
@@ -59,7 +60,7 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
     @staticmethod
     def _aggregate(graph, reduce: str, x_src: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
         """``lin_l(reduce over in-edges of x_src)``, in the cheaper order."""
-        if weight.size(0) < weight.size(1):  # W (agg x) = agg (W x): aggregate the narrower features
+        if reduce in _LINEAR and weight.size(0) < weight.size(1):  # W (agg x) = agg (W x): the narrower SpMM
             out = spmm(graph, F.linear(x_src, weight), reduce=reduce)
             return out if bias is None else out + bias.to(out.dtype)  # (16-bit under autocast, as PyG's)
         agg = spmm(graph, x_src, reduce=reduce)
