@@ -126,7 +126,9 @@ at::Tensor spmm_max_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_
           const int64_t d = dd[e] * F;
           for (int64_t f = 0; f < F; ++f) {
             const acc_t best = static_cast<acc_t>(os[d + f]);
-            if (static_cast<acc_t>(xs[v * F + f]) == best) acc[f] += static_cast<acc_t>(gs[d + f]) / max_share(best, ts[d + f]);
+            if (static_cast<acc_t>(xs[v * F + f]) == best) {
+              acc[f] += static_cast<acc_t>(gs[d + f]) / max_share(best, ts[d + f]);
+            }
           }
         }
         for (int64_t f = 0; f < F; ++f) gx[v * F + f] = static_cast<scalar_t>(acc[f]);

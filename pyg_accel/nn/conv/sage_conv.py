@@ -23,8 +23,8 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
     r"""PyG's :class:`torch_geometric.nn.conv.SAGEConv` (every argument and option as
     there). ``aggr='mean'`` / ``'sum'`` / ``'max'`` run on SpMM; for mean and sum, when
     ``out_channels`` is smaller than the input width the linear map is applied before
-    aggregating (the same result, a narrower SpMM). Other aggregations, ``SparseTensor`` / ``torch.sparse`` inputs and
-    explain mode run PyG's own code."""
+    aggregating (the same result, a narrower SpMM). Other aggregations,
+    ``SparseTensor`` / ``torch.sparse`` inputs and explain mode run PyG's own code."""
 
     propagate_type = {'x': OptPairTensor}  # PyG's fallback path (see GCNConv)
 
