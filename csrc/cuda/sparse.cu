@@ -132,8 +132,8 @@ __global__ void sddmm_kernel(const index_t* __restrict__ dst, const index_t* __r
 // graph's destinations (each feature's maximum and how many edges reach it), the
 // backward over the transpose's rows, the sources (the gradient of every destination
 // whose maximum the source's feature reached, split over its ties). An Op holds one
-// reduction: its per-feature State, how an edge adds to it, how two merge, and where a
-// row's result goes.
+// reduction: its per-feature State, the Item an edge loads for a feature and how it
+// adds to a State, how two States merge, and where a row's result goes.
 template <typename scalar_t, typename index_t>
 struct MaxForward {
   using acc_t = at::opmath_type<scalar_t>;
