@@ -62,10 +62,11 @@ for stage in $STAGES; do
     e2e_tf32)  # the same two runs of issue 5's setting with TF32 matmuls in every configuration
       run e2e_tf32 python3 benchmarks/end_to_end.py --tf32 --out "$OUT_DIR"
       run e2e_tf32_trim python3 benchmarks/end_to_end.py --tf32 --trim --out "$OUT_DIR" ;;
-    layers)  # PyG's GATConv runs out of memory on the full products-size graph: GAT also at half size
+    layers)  # PyG's GATConv and SAGEConv(aggr='max') run out of memory on the full products-size graph:
+      # those two also at half size
       run layers python3 benchmarks/layers.py --preset products --widths 64 128 --reps 3 --profile --out "$OUT_DIR"
-      run layers_gat python3 benchmarks/layers.py --preset products --scale 0.5 --layers GATConv-8h --widths 64 128 \
-        --reps 3 --profile --out "$OUT_DIR/gat_half"
+      run layers_half python3 benchmarks/layers.py --preset products --scale 0.5 --layers GATConv-8h SAGEConv-max \
+        --widths 64 128 --reps 3 --profile --out "$OUT_DIR/half"
       # full-graph training: the graph derived from edge_index built once (the memo on)
       run layers_memo python3 benchmarks/layers.py --preset products --layers GCNConv SAGEConv --widths 64 128 \
         --reps 3 --memo --out "$OUT_DIR" ;;
