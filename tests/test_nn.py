@@ -179,11 +179,13 @@ def test_state_dict_round_trip_both_ways():
         torch.testing.assert_close(ref2(x, ei), ours(x, ei), **TOL)
 
 
-@pytest.mark.parametrize('name', ['GCN', 'GraphSAGE'])
+@pytest.mark.parametrize('name', ['GCN', 'GraphSAGE', 'GraphSAGE-max'])
 def test_models_match_pyg_and_compile(device, name):
     torch.manual_seed(0)
-    ref = getattr(pyg_nn.models, name)(16, 32, 2, 4).to(device)
-    ours = getattr(acc_nn.models, name)(16, 32, 2, 4).to(device)
+    name, _, aggr = name.partition('-')
+    kwargs = {'aggr': aggr} if aggr else {}
+    ref = getattr(pyg_nn.models, name)(16, 32, 2, 4, **kwargs).to(device)
+    ours = getattr(acc_nn.models, name)(16, 32, 2, 4, **kwargs).to(device)
     ours.load_state_dict(ref.state_dict())
     ref.eval(), ours.eval()
     x, ei = torch.randn(50, 16, device=device), graph(device=device)
