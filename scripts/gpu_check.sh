@@ -3,7 +3,7 @@
 #
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
-#   sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
+#   hetero = heterogeneous sampler on an ogbn-mag-like graph, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
 #   e2e_pinned: features in pinned host memory),
 #   cache = pinned features behind a GPU row cache)
@@ -48,6 +48,7 @@ for stage in $STAGES; do
         --cache-fraction 0.2 --epochs 3 --out "$OUT_DIR/example_papers" ;;
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
+    hetero) run hetero python3 benchmarks/hetero_sampling.py --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;

@@ -353,9 +353,8 @@ def test_heterogeneous_sampling_through_the_loader(remote, disjoint):
 @requires_cuda
 @pytest.mark.parametrize('disjoint', [False, True])
 def test_heterogeneous_graph_on_the_gpu_samples_as_on_the_cpu(disjoint):
-    """No CUDA kernel for heterogeneous graphs yet: a GPU-held graph is sampled from a
-    host copy made once, with the same sample as a CPU store for the same seed, and the
-    batches come back on the GPU."""
+    """A GPU-held heterogeneous graph is sampled on the GPU by the CUDA kernel, with the
+    same sample as a CPU store for the same seed, and the batches stay on the GPU."""
     from pyg_accel.loader import NeighborLoader as OurLoader
     data = hetero_graph()
     seeds = torch.arange(24)

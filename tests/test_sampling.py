@@ -538,3 +538,114 @@ def test_int32_graph_copies_are_reused_until_the_graph_changes():
     second = _graph_long(row32)
     assert second is not first and torch.equal(second, row32.long())
     assert _graph_long(row) is row
+
+
+def random_hetero_graph(seed=0):
+    """Three node types (one with no edges in or out: 'venue'), four edge types (one
+    from a type to itself, two into 'paper'), with self-loops, duplicate edges and
+    isolated nodes; CSC per edge type."""
+    num_nodes = {'paper': 400, 'author': 250, 'venue': 7}
+    specs = {('paper', 'cites', 'paper'): 3000, ('author', 'writes', 'paper'): 1500,
+             ('paper', 'written_by', 'author'): 1500, ('author', 'knows', 'author'): 600}
+    g = torch.Generator().manual_seed(seed)
+    colptrs, rows = {}, {}
+    for et, num_edges in specs.items():
+        src, _, dst = et
+        row = torch.randint(0, num_nodes[src], (num_edges,), generator=g)
+        col = torch.randint(0, num_nodes[dst] - 10, (num_edges,), generator=g)  # the last 10 have no in-edges
+        row, col = torch.cat([row, row[:50]]), torch.cat([col, col[:50]])  # duplicates
+        if src == dst:
+            row[:20] = col[:20]  # self-loops
+        order = torch.argsort(col * num_nodes[src] + row)
+        rows[et] = row[order]
+        colptrs[et] = torch.cat([torch.zeros(1, dtype=torch.long),
+                                 torch.bincount(col, minlength=num_nodes[dst]).cumsum(0)])
+    return colptrs, rows, num_nodes
+
+
+HETERO_FANOUTS = {('paper', 'cites', 'paper'): [6, 3, -1], ('author', 'writes', 'paper'): [4, 0, 2],
+                  ('paper', 'written_by', 'author'): [40, 2, 1], ('author', 'knows', 'author'): [-1, 3, 2]}
+
+
+@requires_cuda
+@pytest.mark.parametrize('mode,disjoint', [(m, d) for m in CPU_CUDA_MODES for d in (False, True)
+                                           if d or not m.startswith('temporal')])  # temporal needs disjoint
+@pytest.mark.parametrize('replace', [False, True])
+@pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
+def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index_dtype):
+    """The CUDA heterogeneous kernel draws with the CPU kernel's RNG and numbers nodes in
+    its first-seen order per type: sample-for-sample equal, for seeds of two types
+    (with repeats), fanouts 0, -1 and > 32, on a poisoned allocator (every output element
+    must be written)."""
+    colptrs, rows, num_nodes = random_hetero_graph()
+    g = torch.Generator().manual_seed(11)
+    extra = {}
+    if mode == 'weighted':  # weights on two edge types, one with zeros; the others uniform
+        extra['edge_weight'] = {}
+        for et in [('paper', 'cites', 'paper'), ('author', 'writes', 'paper')]:
+            w = torch.rand(rows[et].numel(), generator=g, dtype=torch.float64)
+            w[torch.rand(w.numel(), generator=g) < 0.2] = 0
+            extra['edge_weight'][et] = w
+    elif mode.startswith('temporal'):  # node times on papers, edge times on one edge type
+        extra = dict(node_time={'paper': torch.randint(0, 100, (num_nodes['paper'],), generator=g)},
+                     edge_time={('author', 'knows', 'author'):
+                                torch.randint(0, 100, (rows[('author', 'knows', 'author')].numel(),), generator=g)},
+                     temporal_strategy=mode.split('-')[1])
+    cuda = lambda value: ({k: v.cuda() for k, v in value.items()} if isinstance(value, dict)  # noqa: E731
+                          else value)
+    for batch in range(3):
+        seeds = {'paper': torch.randint(0, 400, (60,), generator=g), 'author': torch.randint(0, 250, (25,), generator=g)}
+        seeds['paper'][5] = seeds['paper'][0]  # a repeated seed
+        if mode.startswith('temporal'):
+            extra['seed_time'] = {t: torch.randint(20, 100, (s.numel(),), generator=g) for t, s in seeds.items()}
+        args = [{et: t.to(index_dtype) for et, t in colptrs.items()}, {et: t.to(index_dtype) for et, t in rows.items()}]
+        poison_cuda_allocator()
+        cpu = hetero_neighbor_sample(*args, seeds, HETERO_FANOUTS, num_nodes, replace, disjoint,
+                                     random_seed=5 + batch, **extra)
+        gpu = hetero_neighbor_sample(*[cuda(a) for a in args], cuda(seeds), HETERO_FANOUTS, num_nodes, replace,
+                                     disjoint, random_seed=5 + batch, **{k: cuda(v) for k, v in extra.items()})
+        assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges
+        for t in num_nodes:
+            assert gpu.node[t].is_cuda and torch.equal(cpu.node[t], gpu.node[t].cpu()), f'node[{t}], batch {batch}'
+            if disjoint:
+                assert torch.equal(cpu.batch[t], gpu.batch[t].cpu()), f'batch[{t}]'
+        for et in colptrs:
+            for name in ('row', 'col', 'edge'):
+                assert torch.equal(getattr(cpu, name)[et], getattr(gpu, name)[et].cpu()), f'{name}[{et}]'
+        assert sum(sum(v) for v in gpu.num_sampled_edges.values()) > 0
+
+
+@requires_cuda
+def test_hetero_cuda_degenerate_inputs_and_errors():
+    colptrs, rows, num_nodes = random_hetero_graph()
+    colptrs = {et: t.cuda() for et, t in colptrs.items()}
+    rows = {et: t.cuda() for et, t in rows.items()}
+    fanouts = {et: [2, 2] for et in colptrs}
+    empty = hetero_neighbor_sample(colptrs, rows, {'paper': torch.empty(0, dtype=torch.long)}, fanouts, num_nodes)
+    assert all(n.numel() == 0 for n in empty.node.values()) and all(e.numel() == 0 for e in empty.edge.values())
+    assert empty.num_sampled_nodes['paper'] == [0, 0, 0]
+    # no hops: the seeds only; isolated seeds (no in-edges): no edges
+    seeds = {'paper': torch.tensor([399, 398, 399])}
+    none = hetero_neighbor_sample(colptrs, rows, seeds, {et: [] for et in colptrs}, num_nodes)
+    assert none.node['paper'].tolist() == [399, 398] and none.num_sampled_edges[('paper', 'cites', 'paper')] == []
+    isolated = hetero_neighbor_sample(colptrs, rows, seeds, fanouts, num_nodes)
+    assert all(e.numel() == 0 for e in isolated.edge.values()) and isolated.node['paper'].tolist() == [399, 398]
+    # a seed of a type without edges is kept, and draws nothing
+    venue = hetero_neighbor_sample(colptrs, rows, {'venue': torch.tensor([3])}, fanouts, num_nodes)
+    assert venue.node['venue'].tolist() == [3] and venue.num_sampled_nodes['venue'] == [1, 0, 0]
+    with pytest.raises(RuntimeError, match='seed 400 is out of range for node type'):
+        hetero_neighbor_sample(colptrs, rows, {'paper': torch.tensor([1, 400])}, fanouts, num_nodes)
+    with pytest.raises(RuntimeError, match='out of range'):
+        hetero_neighbor_sample(colptrs, rows, {'paper': torch.tensor([-1])}, fanouts, num_nodes)
+    bad_rows = dict(rows)
+    bad_rows[('paper', 'cites', 'paper')] = rows[('paper', 'cites', 'paper')].clone().fill_(400)
+    with pytest.raises(RuntimeError, match='holds a node out of range'):
+        hetero_neighbor_sample(colptrs, bad_rows, {'paper': torch.tensor([1, 2])}, fanouts, num_nodes)
+    mixed_colptrs, mixed_rows = dict(colptrs), dict(rows)
+    for d in (mixed_colptrs, mixed_rows):  # one edge type in host memory
+        d[('paper', 'cites', 'paper')] = d[('paper', 'cites', 'paper')].cpu()
+    with pytest.raises(ValueError, match='one device'):
+        hetero_neighbor_sample(mixed_colptrs, mixed_rows, {'paper': torch.tensor([1])}, fanouts, num_nodes)
+    # the sampler still works after an error
+    good = hetero_neighbor_sample(colptrs, rows, {'paper': torch.tensor([1, 2])}, fanouts, num_nodes, random_seed=1)
+    assert good.node['paper'][:2].tolist() == [1, 2]

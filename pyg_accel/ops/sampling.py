@@ -255,10 +255,11 @@ def _check_nonnegative(weight: Tensor, what: str) -> None:
     record(weight, '_pyg_accel_weights_ok', True)
 
 
-def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str,
+def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str, device: torch.device,
               floating: bool = False) -> List[Optional[Tensor]]:
-    """``values[type]`` for each type as a validated CPU tensor of ``[sizes[type]]``
-    (``None`` where absent): float weights (finite, non-negative) or integer times."""
+    """``values[type]`` for each type as a validated tensor of ``[sizes[type]]`` on
+    ``device`` (``None`` where absent): float weights (finite, non-negative) or integer
+    times."""
     values = values or {}
     unknown = [key for key in values if key not in sizes]
     if unknown:
@@ -275,7 +276,7 @@ def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str,
             raise TypeError(f"hetero_neighbor_sample: {name} of {key} must be {'a float' if floating else 'an integer'}"
                             f' tensor of shape [{sizes[key]}], got {getattr(t, "dtype", type(t).__name__)} '
                             f'{tuple(getattr(t, "shape", ()))}')
-        t = t.cpu()
+        t = t.to(device)
         if floating:
             _check_nonnegative(t, f'hetero_neighbor_sample: {name} of {key}')
         out.append(t)
@@ -304,7 +305,7 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
                            edge_time: Optional[Dict[EdgeType, Tensor]] = None,
                            seed_time: Optional[Dict[str, Tensor]] = None,
                            temporal_strategy: str = 'uniform') -> HeteroSampledSubgraph:
-    """Multi-hop sampling over a heterogeneous graph (PyG semantics), on the CPU.
+    """Multi-hop sampling over a heterogeneous graph (PyG semantics), on the graph's device.
 
     Args:
         colptr_dict, row_dict: CSC per edge type ``(src, rel, dst)``; ``colptr`` has
@@ -325,6 +326,10 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
 
     Each hop expands, edge type by edge type, the nodes that each type gained in the
     previous hop; node ids are deduplicated per type across hops.
+
+    A graph on a GPU is sampled there (CUDA kernel, the same sample as the CPU kernel
+    for the same ``random_seed``): all hops without a host synchronisation, one read of
+    the counts at the end. Give weights as float64 to avoid a conversion per call.
     """
     edge_types = list(colptr_dict)
     if set(row_dict) != set(edge_types) or set(num_neighbors) != set(edge_types):
@@ -341,20 +346,25 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
                          f'{ {et: len(f) for et, f in fanouts.items()} }')
     for et in edge_types:
         _check_graph(colptr_dict[et], row_dict[et])
-        if colptr_dict[et].is_cuda:
-            raise RuntimeError("hetero_neighbor_sample: the CUDA kernel is not written yet; keep heterogeneous "
-                               "graphs in host memory ('cpu' or 'pinned')")
+    devices = {colptr_dict[et].device for et in edge_types}
+    if len(devices) > 1:
+        raise ValueError(f'hetero_neighbor_sample: every edge type must be on one device, got '
+                         f'{sorted(map(str, devices))}')
+    device = devices.pop() if devices else torch.device('cpu')
+    if device.type == 'cuda' and not cuda_sampling_available():
+        check_cuda_built(device)
     seeds = []
     for t in node_types:
         s = seed_dict.get(t, torch.empty(0, dtype=torch.long))
         if not isinstance(s, Tensor) or s.dtype not in (torch.int32, torch.int64) or s.dim() != 1:
             raise TypeError(f'hetero_neighbor_sample: seeds of {t!r} must be a 1-D integer tensor')
-        seeds.append(s.cpu().long())
-    weights = _per_type(edge_weight, edge_types, {et: row_dict[et].numel() for et in edge_types}, 'edge_weight',
-                        floating=True)
-    node_times = _per_type(node_time, node_types, num_nodes, 'node_time')
-    edge_times = _per_type(edge_time, edge_types, {et: row_dict[et].numel() for et in edge_types}, 'edge_time')
-    seed_times = _per_type(seed_time, node_types, {t: s.numel() for t, s in zip(node_types, seeds)}, 'seed_time')
+        seeds.append(s.to(device, torch.long))
+    sizes = {et: row_dict[et].numel() for et in edge_types}
+    weights = _per_type(edge_weight, edge_types, sizes, 'edge_weight', device, floating=True)
+    node_times = _per_type(node_time, node_types, num_nodes, 'node_time', device)
+    edge_times = _per_type(edge_time, edge_types, sizes, 'edge_time', device)
+    seed_times = _per_type(seed_time, node_types, {t: s.numel() for t, s in zip(node_types, seeds)}, 'seed_time',
+                           device)
     temporal = any(t is not None for t in node_times + edge_times)
     if temporal_strategy not in ('uniform', 'last'):
         raise ValueError(f"hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last', got "
@@ -376,8 +386,8 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
     type_index = {t: i for i, t in enumerate(node_types)}
     out = ops().hetero_neighbor_sample(
         [int(num_nodes[t]) for t in node_types], [type_index[et[0]] for et in edge_types],
-        [type_index[et[-1]] for et in edge_types], [colptr_dict[et] for et in edge_types],
-        [row_dict[et] for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]], num_hops,
+        [type_index[et[-1]] for et in edge_types], [_graph_long(colptr_dict[et]) for et in edge_types],
+        [_graph_long(row_dict[et]) for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]], num_hops,
         bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), weights, node_times, edge_times, seed_times,
         temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out

@@ -202,22 +202,16 @@ def _sort_hetero_columns_by_time(graph: _HeteroGraph) -> None:
             graph.edge_time[et] = one.edge_time
 
 
-def _host_copy(graph: _HeteroGraph) -> Tuple[Optional[torch.device], _HeteroGraph]:
-    """(GPU of the graph or ``None``, the graph in host memory for the CPU kernel).
-
-    Heterogeneous graphs are sampled by the CPU kernel (there is no CUDA kernel for them
-    yet): a graph held on a GPU is copied to host memory once, here, and the batches are
-    moved back to that GPU. Weights and times are made the kernel's float64 / int64 here,
-    once, rather than converted with every batch."""
-    device = next((t.device for t in graph.colptr.values() if t.is_cuda), None)
-    host = lambda tensors, dtype=None: {key: t.to('cpu', dtype) for key, t in tensors.items()}  # noqa: E731
-    return device, _HeteroGraph(host(graph.colptr), host(graph.row), graph.perm, graph.num_nodes,
-                                host(graph.edge_weight, torch.float64), host(graph.node_time, torch.long),
-                                host(graph.edge_time, torch.long))
-
-
-def _to_device(tensors: Optional[Dict], device: torch.device) -> Optional[Dict]:
-    return None if tensors is None else {key: t.to(device, non_blocking=True) for key, t in tensors.items()}
+def _kernel_graph(graph: _HeteroGraph) -> _HeteroGraph:
+    """The graph as the sampling kernels take it, on the graph's own device (the CUDA
+    kernel samples a graph held on a GPU there): int64 ids, float64 weights and int64
+    times, converted here once rather than with every batch (tensors already in those
+    dtypes and on that device are used as they are, not copied)."""
+    device = next(iter(graph.colptr.values())).device if graph.colptr else torch.device('cpu')
+    convert = lambda tensors, dtype: {key: t.to(device, dtype) for key, t in tensors.items()}  # noqa: E731
+    return _HeteroGraph(convert(graph.colptr, torch.long), convert(graph.row, torch.long), graph.perm,
+                        graph.num_nodes, convert(graph.edge_weight, torch.float64),
+                        convert(graph.node_time, torch.long), convert(graph.edge_time, torch.long))
 
 
 def _sort_columns_by_time(graph: _Graph) -> _Graph:
@@ -296,7 +290,7 @@ class NeighborSampler(BaseSampler):
         self.edge_weight = self.node_time = self.edge_time = None
         if _is_hetero(data):
             self.hetero = _load_hetero_graph(data, weight_attr, time_attr, temporal_strategy)
-            self._hetero_device, self._hetero_host = _host_copy(self.hetero)
+            self._hetero_kernel = _kernel_graph(self.hetero)
             self.edge_weight = self.hetero.edge_weight or None
             self.node_time, self.edge_time = self.hetero.node_time or None, self.hetero.edge_time or None
             edge_types = list(self.hetero.colptr)
@@ -382,17 +376,14 @@ class NeighborSampler(BaseSampler):
                              "input_nodes=('node_type', ids))")
         if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
-        host = self._hetero_host
-        colptr, row = host.colptr, host.row
+        graph = self._hetero_kernel
+        colptr, row = graph.colptr, graph.row
         out = hetero_neighbor_sample(colptr, row, seed, self.fanouts_dict, self.hetero.num_nodes, self.replace,
-                                     self.disjoint, self._random_seed(), host.edge_weight, host.node_time, host.edge_time,
-                                     seed_time, self.temporal_strategy)
+                                     self.disjoint, self._random_seed(), graph.edge_weight, graph.node_time,
+                                     graph.edge_time, seed_time, self.temporal_strategy)
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             induced_row, induced_col, induced_edge = hetero_induced_edges(colptr, row, out.node)
             out = out._replace(row=induced_row, col=induced_col, edge=induced_edge, num_sampled_edges=None)
-        if self._hetero_device is not None:  # sampled from the host copy: the batch goes to the graph's GPU
-            out = out._replace(**{field: _to_device(getattr(out, field), self._hetero_device)
-                                  for field in ('node', 'row', 'col', 'edge', 'batch')})
         for node_type, node in out.node.items():
             trust_index(node, self.hetero.num_nodes[node_type])
         result = HeteroSamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,

@@ -1,0 +1,163 @@
+"""Heterogeneous sampling benchmark: pyg_accel's CUDA heterogeneous sampler against its
+CPU kernel and stock PyG's sampler, on the same synthetic ogbn-mag-like graph, seeds and
+fanouts.
+
+The graph has ogbn-mag's node and edge counts (paper, author, institution,
+field_of_study; cites, writes, affiliated_with, has_topic, and the reverse of the last
+three: 7 edge types, ~34 M edges at --scale 1), with skewed (power-law-like) endpoints.
+Seeds are papers. For each fanout list: median time per batch until the batch is on
+the GPU, and sampled edges per second.
+
+* ours (CUDA):          pyg_accel.ops.hetero_neighbor_sample on the graph held on the GPU;
+* ours (CPU) + copy:    the same op's CPU kernel on a host copy of the graph, the batch then
+                        moved to the GPU (what a GPU store did before the CUDA kernel);
+* stock PyG (CPU):      torch_geometric.sampler.NeighborSampler on the CPU HeteroData
+                        (needs pyg-lib or torch-sparse), through sample_from_nodes, then
+                        moved to the GPU.
+
+    python benchmarks/hetero_sampling.py --out bench-out
+    python benchmarks/hetero_sampling.py --scale 0.01 --device cpu   # quick, CPU only
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Dict, Tuple
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import environment, print_table, save_json  # noqa: E402
+from sampling import time_batches  # noqa: E402
+
+from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample  # noqa: E402
+
+FANOUTS = {'10-10': [10, 10], '15-10-5': [15, 10, 5]}
+NUM_NODES = {'paper': 736_389, 'author': 1_134_649, 'institution': 8_740, 'field_of_study': 59_965}
+EDGES = {('paper', 'cites', 'paper'): 5_416_271, ('author', 'writes', 'paper'): 7_145_660,
+         ('author', 'affiliated_with', 'institution'): 1_043_998,
+         ('paper', 'has_topic', 'field_of_study'): 7_505_078}
+EdgeType = Tuple[str, str, str]
+
+
+def mag_like_graph(scale: float, device: torch.device, seed: int = 0):
+    """(num_nodes, edge_index per edge type): ogbn-mag's counts times ``scale``, each
+    edge's endpoints skewed towards low ids (u^2 of a uniform u), plus the reverse of
+    every edge type between two different node types."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    num_nodes = {t: max(10, int(n * scale)) for t, n in NUM_NODES.items()}
+    skewed = lambda n, count: (torch.rand(count, generator=gen, device=device).square() * n).long()  # noqa: E731
+    edges: Dict[EdgeType, torch.Tensor] = {}
+    for (src, rel, dst), count in EDGES.items():
+        count = max(10, int(count * scale))
+        ei = torch.stack([skewed(num_nodes[src], count), skewed(num_nodes[dst], count)])
+        edges[(src, rel, dst)] = ei
+        if src != dst:
+            edges[(dst, f'rev_{rel}', src)] = ei.flip(0)
+    return num_nodes, edges
+
+
+def to_csc(edge_index: torch.Tensor, num_dst: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(colptr, row) of edges sorted by destination."""
+    order = torch.argsort(edge_index[1], stable=True)
+    colptr = torch.zeros(num_dst + 1, dtype=torch.long, device=edge_index.device)
+    colptr[1:] = torch.bincount(edge_index[1], minlength=num_dst).cumsum(0)
+    return colptr, edge_index[0, order].contiguous()
+
+
+def stock_pyg_sampler(num_nodes, edges, fanouts, device):
+    import torch_geometric.typing as pyg_typing
+    if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
+        return None
+    from torch_geometric.data import HeteroData
+    from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
+    data = HeteroData()
+    for t, n in num_nodes.items():
+        data[t].num_nodes = n
+    for et, ei in edges.items():
+        data[et].edge_index = ei.cpu()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        sampler = NeighborSampler(data, num_neighbors={et: fanouts for et in edges})
+
+    def sample(seeds):
+        out = sampler.sample_from_nodes(NodeSamplerInput(None, seeds.cpu(), input_type='paper'))
+        rows = [r.to(device, non_blocking=True) for r in out.row.values()]
+        return sum(r.numel() for r in rows)
+    return sample
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--scale', type=float, default=1.0, help="fraction of ogbn-mag's size")
+    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--batch-size', type=int, default=1024)
+    p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
+    p.add_argument('--batches', type=int, default=30, help='timed batches per setting (CPU baselines: fewer)')
+    p.add_argument('--baseline-batches', type=int, default=5)
+    p.add_argument('--out', default='bench-out')
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+
+    t0 = time.perf_counter()
+    num_nodes, edges = mag_like_graph(args.scale, device)
+    csc = {et: to_csc(ei, num_nodes[et[-1]]) for et, ei in edges.items()}
+    colptr = {et: c for et, (c, _) in csc.items()}
+    row = {et: r for et, (_, r) in csc.items()}
+    host_colptr = {et: c.cpu() for et, c in colptr.items()}
+    host_row = {et: r.cpu() for et, r in row.items()}
+    total_edges = sum(r.numel() for r in row.values())
+    graph_name = f'mag-like x{args.scale:g} ({sum(num_nodes.values()):,} nodes, {total_edges:,} edges, ' \
+                 f'{len(edges)} edge types)'
+    print(f'{graph_name} on {device}: generated in {time.perf_counter() - t0:.1f} s', flush=True)
+    gen = torch.Generator().manual_seed(0)
+
+    def seed_batches(count):
+        return [torch.randperm(num_nodes['paper'], generator=gen)[:args.batch_size].to(device)
+                for _ in range(count + 2)]
+
+    def edges_of(out):
+        return sum(r.numel() for r in out.row.values())
+
+    rows = []
+    for name in args.fanouts:
+        fanouts = {et: FANOUTS[name] for et in edges}
+        methods = {}
+        if device.type == 'cpu' or cuda_sampling_available():
+            methods['ours'] = (lambda s: edges_of(hetero_neighbor_sample(colptr, row, {'paper': s}, fanouts,
+                                                                         num_nodes)), args.batches)
+        if device.type == 'cuda':
+            def cpu_then_copy(s):
+                out = hetero_neighbor_sample(host_colptr, host_row, {'paper': s.cpu()}, fanouts, num_nodes)
+                return sum(r.to(device, non_blocking=True).numel() for r in out.row.values())
+            methods['ours (CPU kernel) + copy'] = (cpu_then_copy, args.baseline_batches)
+        stock = stock_pyg_sampler(num_nodes, edges, FANOUTS[name], device)
+        if stock is not None:
+            methods['stock PyG (CPU)'] = (stock, args.baseline_batches)
+        result = {'fanout': name, 'batch': args.batch_size}
+        for method, (fn, count) in methods.items():
+            total, host, sampled, _ = time_batches(fn, seed_batches(count), device)
+            result[f'{method} ms'] = total * 1e3
+            result[f'{method} Medges/s'] = sampled / total / 1e6
+            if method == 'ours':
+                result['ours host ms'] = host * 1e3
+        for method in methods:
+            if method != 'ours' and 'ours ms' in result:
+                result[f'ours vs {method}'] = result[f'{method} ms'] / result['ours ms']
+        rows.append(result)
+        print(result, flush=True)
+
+    columns = ['fanout', 'batch'] + [c for c in rows[0] if c not in ('fanout', 'batch')]
+    payload = {'env': environment(), 'args': vars(args), 'device': str(device), 'graph': graph_name,
+               'rows': rows}
+    payload['table'] = print_table(rows, columns, f'heterogeneous sampling on {graph_name} ({device}), '
+                                                  'median ms per batch (paper seeds)')
+    save_json(Path(args.out) / 'hetero_sampling.json', payload)
+    return payload
+
+
+if __name__ == '__main__':
+    main()

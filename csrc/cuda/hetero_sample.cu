@@ -1,0 +1,691 @@
+// CUDA heterogeneous multi-hop neighbour sampling (schema: csrc/ops.cpp,
+// hetero_neighbor_sample), sample for sample the CPU kernel's output
+// (csrc/cpu/neighbor_sample.cpp): the same counter-based draws, the same first-seen
+// order per node type.
+//
+// Node types get disjoint key ranges (type offset + id; in disjoint mode also tree x
+// all nodes), so one dedup table (sample_table.cuh) serves every type. A level's
+// positions are its seeds (type by type) or its hop's sampled edges (edge type by edge
+// type, then frontier node, then draw: the CPU's loop order), so every node type's
+// positions form a few contiguous segments (one per seed type or edge type) and a
+// node's local id in its type is
+//   (nodes of the type before this level) + (new nodes of the type in earlier
+//   segments) + (new nodes before it in its segment),
+// from one scan of the "first edge to reach a new node" flags. A hop's tasks are the
+// previous level's nodes of each edge type's destination type, edge type by edge type.
+// Per level: flag, scan, a one-thread summary (per-segment bases, per-type counts, the
+// next hop's task offsets) and assign; per hop: count draws, scan, summary, draw +
+// insert. No host synchronisation until the counters are read at the end; buffers are
+// sized by host-side upper bounds and the kernels read the live sizes from the
+// counters. The output edges, grouped per hop in the position buffers, are then
+// written per edge type in one pass per hop.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../sampling_rng.h"
+#include "../sampling_seed.h"
+#include "sample_draws.cuh"
+#include "sample_table.cuh"
+
+namespace pyg_accel {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxTypes = 64;  // node types and edge types (the summaries keep per-type sums in registers)
+constexpr uint64_t kEpoch = 1;  // the table is zeroed per call, so every slot of epoch 0 is free
+
+// The graph and per-type tables, as device arrays (one int64 buffer; pointers stored
+// as integers).
+struct Meta {
+  const int64_t* colptr;       // [R] pointers
+  const int64_t* row;          // [R] pointers
+  const int64_t* weight;       // [R] pointers to double (0: uniform)
+  const int64_t* edge_time;    // [R] pointers (0: none)
+  const int64_t* src_type;     // [R]
+  const int64_t* dst_type;     // [R]
+  const int64_t* node_time;    // [T] pointers (0: none)
+  const int64_t* node_out;     // [T] pointers: global id per local id
+  const int64_t* batch_out;    // [T] pointers: tree per local id (disjoint; else 0)
+  const int64_t* type_offset;  // [T] key offset of each node type
+  const int64_t* num_nodes;    // [T]
+  const int64_t* seed_start;   // [T + 1] where each type's seeds begin among all seeds
+};
+
+template <typename T>
+__device__ __forceinline__ T* ptr(const int64_t* table, int64_t i) {
+  return reinterpret_cast<T*>(table[i]);
+}
+
+// The device counters (one int64 buffer):
+//   level_count [T x (H + 1)]  new nodes per type and level (= num_sampled_nodes)
+//   level_start [T x (H + 1)]  first local id of each type's level
+//   edge_count  [R x H]        edges per edge type and hop (= num_sampled_edges)
+//   rel_start   [H x (R + 1)]  each edge type's first position in its hop (last: the hop's edges)
+//   task_start  [R + 1]        each edge type's first task in the current hop
+//   seg_base    [max(T, R)]    new nodes of the segment's type in earlier segments (current level)
+//   bad         [2]            1 + an out-of-range seed; 1 + an out-of-range row
+struct Counters {
+  int64_t* level_count;
+  int64_t* level_start;
+  int64_t* edge_count;
+  int64_t* rel_start;
+  int64_t* task_start;
+  int64_t* seg_base;
+  int64_t* bad;
+  static int64_t size(int64_t T, int64_t R, int64_t H) {
+    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 2;
+  }
+  static Counters at(int64_t* base, int64_t T, int64_t R, int64_t H) {
+    Counters c;
+    c.level_count = base;
+    c.level_start = c.level_count + T * (H + 1);
+    c.edge_count = c.level_start + T * (H + 1);
+    c.rel_start = c.edge_count + R * H;
+    c.task_start = c.rel_start + H * (R + 1);
+    c.seg_base = c.task_start + R + 1;
+    c.bad = c.seg_base + std::max(T, R);
+    return c;
+  }
+};
+
+// Per-position state of a level: the table slot of the node it reached, the node
+// (global id within its type) and, in disjoint mode, its tree.
+struct Positions {
+  int64_t* slot;
+  int64_t* node;
+  int64_t* tree;  // null unless disjoint
+};
+
+// A level's segments: segment s covers positions [start[s], start[s + 1]) of node
+// type type[s] (seeds: one segment per node type; a hop: one per edge type, typed by
+// its source type).
+struct Segments {
+  const int64_t* start;  // [S + 1] (device)
+  const int64_t* type;   // [S] (device), or null: segment s has type s
+  int64_t count;         // S
+  __device__ int64_t type_of(int64_t s) const { return type == nullptr ? s : type[s]; }
+  // The segment of position p (p < start[count]): the last s with start[s] <= p.
+  __device__ int64_t find(int64_t p) const {
+    int64_t lo = 0, hi = count;  // start[lo] <= p < start[hi]
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (start[mid] <= p) lo = mid; else hi = mid;
+    }
+    return lo;
+  }
+};
+
+__device__ __forceinline__ int64_t thread_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t thread_count() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+__device__ __forceinline__ uint64_t node_key(int64_t type_offset, int64_t node, int64_t tree, int64_t tree_stride) {
+  return static_cast<uint64_t>(tree * tree_stride + type_offset + node);
+}
+
+// Level 0: every seed (types in order) is inserted at its position; an out-of-range
+// seed is noted and stands in as node 0 (the call raises once the counters are read).
+__global__ void seed_kernel(Meta m, Counters c, Table table, Positions pos, const int64_t* seeds, int64_t num_seeds,
+                            int64_t num_types, bool disjoint, int64_t tree_stride) {
+  const Segments seg{m.seed_start, nullptr, num_types};
+  for (int64_t p = thread_index(); p < num_seeds; p += thread_count()) {
+    const int64_t t = seg.find(p);
+    int64_t v = seeds[p];
+    if (v < 0 || v >= m.num_nodes[t]) {
+      atomicCAS(reinterpret_cast<unsigned long long*>(c.bad), 0ull, static_cast<unsigned long long>(p + 1));
+      v = 0;
+    }
+    const int64_t tree = disjoint ? p : 0;  // a tree per seed, numbered across types
+    pos.slot[p] = table_insert_claim(table, kEpoch, node_key(m.type_offset[t], v, tree, tree_stride), p);
+    pos.node[p] = v;
+    if (pos.tree != nullptr) pos.tree[p] = tree;
+  }
+}
+
+// flag[p] = 1 if position p (of the level's seg.start[S] live ones) is the first to
+// reach a node without a local id; 0 up to `bound`.
+__global__ void flag_kernel(Table table, Segments seg, const int64_t* slot, int64_t* flag, int64_t bound) {
+  const int64_t live = seg.start[seg.count];
+  for (int64_t p = thread_index(); p < bound; p += thread_count()) {
+    flag[p] = p < live && table_is_first(table, slot[p], kEpoch, p);
+  }
+}
+
+// One thread, after the flags' inclusive scan: each segment's base among its type's
+// new nodes, the level's count and first local id per type, and (if a hop follows)
+// that hop's task offsets: edge type r expands the level's nodes of its destination
+// type.
+__global__ void level_summary_kernel(Meta m, Counters c, Segments seg, const int64_t* scan, int64_t level,
+                                     int64_t num_types, int64_t num_rels, int64_t num_hops) {
+  int64_t found[kMaxTypes];
+  for (int64_t t = 0; t < num_types; ++t) found[t] = 0;
+  for (int64_t s = 0; s < seg.count; ++s) {
+    const int64_t begin = seg.start[s], end = seg.start[s + 1];
+    const int64_t t = seg.type_of(s);
+    c.seg_base[s] = found[t];
+    if (end > begin) found[t] += scan[end - 1] - (begin > 0 ? scan[begin - 1] : 0);
+  }
+  const int64_t L = num_hops + 1;
+  for (int64_t t = 0; t < num_types; ++t) {
+    c.level_count[t * L + level] = found[t];
+    c.level_start[t * L + level] =
+        level == 0 ? 0 : c.level_start[t * L + level - 1] + c.level_count[t * L + level - 1];
+  }
+  if (level < num_hops) {
+    c.task_start[0] = 0;
+    for (int64_t r = 0; r < num_rels; ++r) {
+      c.task_start[r + 1] = c.task_start[r] + found[m.dst_type[r]];
+    }
+  }
+}
+
+// New nodes get their local ids: node and tree recorded, the table slot assigned.
+__global__ void assign_kernel(Meta m, Counters c, Table table, Segments seg, Positions pos, const int64_t* flag,
+                              const int64_t* scan, int64_t level, int64_t num_hops, int64_t bound) {
+  const int64_t live = seg.start[seg.count];
+  const int64_t L = num_hops + 1;
+  for (int64_t p = thread_index(); p < bound && p < live; p += thread_count()) {
+    if (!flag[p]) continue;
+    const int64_t s = seg.find(p);
+    const int64_t t = seg.type_of(s), begin = seg.start[s];
+    const int64_t rank = scan[p] - 1 - (begin > 0 ? scan[begin - 1] : 0) + c.seg_base[s];
+    const int64_t id = c.level_start[t * L + level] + rank;
+    ptr<int64_t>(m.node_out, t)[id] = pos.node[p];
+    if (pos.tree != nullptr) ptr<int64_t>(m.batch_out, t)[id] = pos.tree[p];
+    table_assign(table, pos.slot[p], kEpoch, id);
+  }
+}
+
+// A hop's task q: edge type r expands node i of the previous level's nodes of r's
+// destination type.
+struct Task {
+  int64_t rel, index, local_id, node, tree;
+};
+
+struct HopArgs {
+  Meta m;
+  Counters c;
+  int64_t hop, num_rels, num_hops;
+  const int64_t* fanout;  // [R] this hop's fanouts (device)
+  bool replace, disjoint, last;
+  const int64_t* tree_time;  // [num trees] (temporal; else null)
+  int64_t random_seed;
+};
+
+__device__ Task task_of(const HopArgs& a, int64_t q) {
+  const Segments tasks{a.c.task_start, nullptr, a.num_rels};
+  Task k;
+  k.rel = tasks.find(q);
+  k.index = q - a.c.task_start[k.rel];
+  const int64_t d = a.m.dst_type[k.rel];
+  k.local_id = a.c.level_start[d * (a.num_hops + 1) + a.hop] + k.index;
+  k.node = ptr<const int64_t>(a.m.node_out, d)[k.local_id];
+  k.tree = a.disjoint ? ptr<const int64_t>(a.m.batch_out, d)[k.local_id] : 0;
+  return k;
+}
+
+// The CPU's choice per edge type: temporal draws when the type has times, else weighted
+// when it has weights, else uniform.
+struct Draw {
+  const int64_t* row;
+  const double* weight;
+  const int64_t* node_time;
+  const int64_t* edge_time;
+  int64_t start, degree, fanout;
+};
+
+__device__ Draw draw_of(const HopArgs& a, const Task& k) {
+  const int64_t* colptr = ptr<const int64_t>(a.m.colptr, k.rel);
+  Draw d;
+  d.row = ptr<const int64_t>(a.m.row, k.rel);
+  d.weight = ptr<const double>(a.m.weight, k.rel);
+  d.node_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.node_time, a.m.src_type[k.rel]) : nullptr;
+  d.edge_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.edge_time, k.rel) : nullptr;
+  d.start = colptr[k.node];
+  d.degree = colptr[k.node + 1] - d.start;
+  d.fanout = a.fanout[k.rel];
+  return d;
+}
+
+__device__ int64_t count_of(const HopArgs& a, const Task& k, const Draw& d) {
+  if (d.node_time != nullptr || d.edge_time != nullptr) {
+    return temporal_count(d.start, d.degree, d.fanout, a.replace, a.last, a.tree_time[k.tree], d.row, d.node_time,
+                          d.edge_time);
+  }
+  if (d.weight != nullptr) return weighted_count(d.weight, d.start, d.degree, d.fanout, a.replace);
+  return num_to_draw(d.fanout, d.degree, a.replace);
+}
+
+// Draws per task (0 past the live tasks, up to `bound`).
+__global__ void count_kernel(HopArgs a, int64_t* count, int64_t bound) {
+  const int64_t live = a.c.task_start[a.num_rels];
+  for (int64_t q = thread_index(); q < bound; q += thread_count()) {
+    int64_t k = 0;
+    if (q < live) {
+      const Task task = task_of(a, q);
+      k = count_of(a, task, draw_of(a, task));
+    }
+    count[q] = k;
+  }
+}
+
+// One thread: each edge type's first position in this hop (from the tasks' inclusive
+// draw sums) and its edge count.
+__global__ void hop_summary_kernel(Counters c, const int64_t* scan, int64_t hop, int64_t num_rels, int64_t num_hops) {
+  int64_t* rel_start = c.rel_start + hop * (num_rels + 1);
+  for (int64_t r = 0; r <= num_rels; ++r) {
+    const int64_t first_task = c.task_start[r];
+    rel_start[r] = first_task > 0 ? scan[first_task - 1] : 0;
+  }
+  for (int64_t r = 0; r < num_rels; ++r) c.edge_count[r * num_hops + hop] = rel_start[r + 1] - rel_start[r];
+}
+
+
+// Each task's draws: the CSC positions (grouped by task, in task order), and per
+// position the local id of the node drawn for (col) and, in disjoint mode, its tree.
+__global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64_t* edge, int64_t* col,
+                            int64_t* tree, double* keys) {
+  const int64_t live = a.c.task_start[a.num_rels];
+  const uint64_t key_of_hop = hop_key(a.random_seed, a.hop);
+  for (int64_t q = thread_index(); q < bound && q < live; q += thread_count()) {
+    const int64_t end = scan[q], k = end - (q > 0 ? scan[q - 1] : 0), base = end - k;
+    if (k == 0) continue;
+    const Task task = task_of(a, q);
+    const Draw d = draw_of(a, task);
+    const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(task.rel) + 0x51ED270B27E1D3A9ull));
+    const uint64_t key = slot_key(type_key, task.index);
+    int64_t* out = edge + base;
+    if (d.node_time != nullptr || d.edge_time != nullptr) {
+      draw_temporal(d.start, d.degree, d.fanout, a.replace, a.last, key, k, a.tree_time[task.tree], d.row,
+                    d.node_time, d.edge_time, out);
+    } else if (d.weight != nullptr) {
+      draw_weighted(d.weight, d.start, d.degree, d.fanout, a.replace, key, k, out, keys + base);
+    } else if (k == d.degree && (d.fanout < 0 || !a.replace)) {
+      for (int64_t j = 0; j < k; ++j) out[j] = d.start + j;
+    } else {
+      draw_uniform(d.start, d.degree, k, a.replace, key, out);
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      col[base + j] = task.local_id;
+      if (tree != nullptr) tree[base + j] = task.tree;
+    }
+  }
+}
+
+// A position per thread (balanced whatever the degrees): the neighbour the drawn edge
+// leads to, inserted into the table (the smallest position per node wins). An
+// out-of-range row is noted and stands in as node 0.
+__global__ void insert_kernel(Meta m, Counters c, Table table, Segments seg, const int64_t* edge, Positions pos,
+                              int64_t bound, int64_t tree_stride) {
+  const int64_t live = seg.start[seg.count];
+  for (int64_t p = thread_index(); p < bound && p < live; p += thread_count()) {
+    const int64_t r = seg.find(p), s = m.src_type[r];
+    int64_t u = ptr<const int64_t>(m.row, r)[edge[p]];
+    if (u < 0 || u >= m.num_nodes[s]) {
+      atomicCAS(reinterpret_cast<unsigned long long*>(c.bad + 1), 0ull, static_cast<unsigned long long>(r + 1));
+      u = 0;
+    }
+    const int64_t tree = pos.tree != nullptr ? pos.tree[p] : 0;
+    pos.slot[p] = table_insert_claim(table, kEpoch, node_key(m.type_offset[s], u, tree, tree_stride), p);
+    pos.node[p] = u;
+  }
+}
+
+// A hop's edges into the per-edge-type outputs. out: [R] row, [R] col, [R] edge
+// pointers, then [R] where this hop's edges of each type start in its outputs.
+__global__ void emit_kernel(Table table, Segments seg, const int64_t* slot, const int64_t* col, const int64_t* edge,
+                            const int64_t* out, int64_t count) {
+  const int64_t R = seg.count;
+  for (int64_t q = thread_index(); q < count; q += thread_count()) {
+    const int64_t r = seg.find(q);
+    const int64_t j = out[3 * R + r] + q - seg.start[r];
+    ptr<int64_t>(out, r)[j] = table_local_id(table, slot[q]);
+    ptr<int64_t>(out, R + r)[j] = col[q];
+    ptr<int64_t>(out, 2 * R + r)[j] = edge[q];
+  }
+}
+
+// Host side ###########################################################################
+
+// Saturating sums and products for the buffers' upper bounds.
+int64_t sat_add(int64_t a, int64_t b) { return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b; }
+int64_t sat_mul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
+}
+
+// Enough blocks to cover n (grid-stride past what the GPU holds at once); 0 for n = 0.
+int64_t blocks_for(int64_t n) {
+  static const int64_t cap = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * 8;
+  return std::min((n + kThreads - 1) / kThreads, cap);
+}
+
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, int64_t n, cudaStream_t stream, Args... args) {
+  const int64_t blocks = blocks_for(n);
+  if (blocks == 0) return;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args...);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void single_thread_check() { C10_CUDA_KERNEL_LAUNCH_CHECK(); }
+
+// Entry i of an optional per-type tensor list on `device` as `dtype`, or undefined.
+at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
+                       at::ScalarType dtype, const char* name, const at::Device& device) {
+  if (list.size() == 0) return at::Tensor();
+  TORCH_CHECK(static_cast<int64_t>(list.size()) == expected, "hetero_neighbor_sample: ", name, " must have ",
+              std::to_string(expected), " entries (one per type) or none");
+  const std::optional<at::Tensor> t = list.get(i);
+  if (!t.has_value()) return at::Tensor();
+  TORCH_CHECK(t->device() == device, "hetero_neighbor_sample: ", name, " must be on the graph's GPU");
+  return t->to(dtype).contiguous();
+}
+
+int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
+
+using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
+                                std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor>;
+
+HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
+                                         at::TensorList colptr_list, at::TensorList row_list,
+                                         at::TensorList seed_list, at::IntArrayRef num_neighbors, int64_t num_hops,
+                                         bool replace, bool disjoint, std::optional<int64_t> random_seed_arg,
+                                         const c10::List<std::optional<at::Tensor>>& edge_weight,
+                                         const c10::List<std::optional<at::Tensor>>& node_time_list,
+                                         const c10::List<std::optional<at::Tensor>>& edge_time_list,
+                                         const c10::List<std::optional<at::Tensor>>& seed_time_list,
+                                         c10::string_view temporal_strategy) {
+  const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
+  const int64_t H = num_hops;
+  TORCH_CHECK(static_cast<int64_t>(dst_type.size()) == R && static_cast<int64_t>(colptr_list.size()) == R &&
+                  static_cast<int64_t>(row_list.size()) == R && static_cast<int64_t>(seed_list.size()) == T &&
+                  static_cast<int64_t>(num_neighbors.size()) == R * H && H >= 0,
+              "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
+  TORCH_CHECK(T <= kMaxTypes && R <= kMaxTypes, "hetero_neighbor_sample: the CUDA kernel takes up to ",
+              std::to_string(kMaxTypes), " node types and edge types");
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
+              "hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
+  TORCH_CHECK(T > 0, "hetero_neighbor_sample: no node types");
+  const at::Device device = R > 0 ? colptr_list[0].device() : seed_list[0].device();
+  TORCH_CHECK(device.is_cuda(), "hetero_neighbor_sample: the CUDA kernel needs the graph on a GPU");
+  const c10::cuda::CUDAGuard guard(device);
+  const int64_t random_seed = resolve_random_seed(random_seed_arg);
+
+  // Graph, weights and times per type (validated as the CPU kernel does).
+  std::vector<at::Tensor> colptrs, rows, weights, edge_times, node_times, seed_times;
+  bool weighted = false, temporal = false;
+  for (int64_t r = 0; r < R; ++r) {
+    TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
+                "hetero_neighbor_sample: edge type ", std::to_string(r), " names an unknown node type");
+    TORCH_CHECK(colptr_list[r].device() == device && row_list[r].device() == device,
+                "hetero_neighbor_sample: every edge type's colptr and row must be on one GPU");
+    colptrs.push_back(colptr_list[r].to(at::kLong).contiguous());
+    rows.push_back(row_list[r].to(at::kLong).contiguous());
+    TORCH_CHECK(colptrs[r].numel() == num_nodes[dst_type[r]] + 1, "hetero_neighbor_sample: colptr of edge type ",
+                std::to_string(r), " must have ", std::to_string(num_nodes[dst_type[r]] + 1), " entries");
+    weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight", device));
+    edge_times.push_back(type_tensor(edge_time_list, r, R, at::kLong, "edge_time", device));
+    for (const at::Tensor* t : {&weights[r], &edge_times[r]}) {
+      TORCH_CHECK(!t->defined() || t->numel() == rows[r].numel(), "hetero_neighbor_sample: edge_weight and "
+                  "edge_time of edge type ", std::to_string(r), " need one entry per edge");
+    }
+    weighted |= weights[r].defined();
+    temporal |= edge_times[r].defined();
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    TORCH_CHECK(seed_list[t].device() == device, "hetero_neighbor_sample: the seeds must be on the graph's GPU");
+    node_times.push_back(type_tensor(node_time_list, t, T, at::kLong, "node_time", device));
+    seed_times.push_back(type_tensor(seed_time_list, t, T, at::kLong, "seed_time", device));
+    TORCH_CHECK(!node_times[t].defined() || node_times[t].numel() >= num_nodes[t],
+                "hetero_neighbor_sample: node_time of node type ", std::to_string(t), " needs one entry per node");
+    TORCH_CHECK(!seed_times[t].defined() || seed_times[t].numel() == seed_list[t].numel(),
+                "hetero_neighbor_sample: seed_time of node type ", std::to_string(t), " needs one entry per seed");
+    temporal |= node_times[t].defined();
+  }
+  TORCH_CHECK(!temporal || disjoint, "hetero_neighbor_sample: temporal sampling needs disjoint=True");
+  TORCH_CHECK(!(temporal && weighted), "hetero_neighbor_sample: weighted temporal sampling is not supported");
+
+  // Seeds of all types in one array, and (temporal) each tree's time.
+  std::vector<at::Tensor> seed_parts;
+  std::vector<int64_t> seed_start(T + 1, 0), type_offset(T, 0);
+  int64_t total_nodes = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    TORCH_CHECK(!temporal || seed_list[t].numel() == 0 || seed_times[t].defined(), "hetero_neighbor_sample: temporal "
+                "sampling needs the seed times of node type ", std::to_string(t));
+    TORCH_CHECK(seed_list[t].numel() == 0 || num_nodes[t] > 0, "hetero_neighbor_sample: seeds of node type ",
+                std::to_string(t), " are out of range (the type has no nodes)");
+    seed_parts.push_back(seed_list[t].to(at::kLong).reshape({-1}));
+    seed_start[t + 1] = seed_start[t] + seed_list[t].numel();
+    type_offset[t] = total_nodes;
+    total_nodes = sat_add(total_nodes, std::max<int64_t>(num_nodes[t], 0));
+  }
+  const int64_t num_seeds = seed_start[T];
+  const at::Tensor seeds = T > 0 ? at::cat(seed_parts) : at::empty({0}, colptrs[0].options());
+  at::Tensor tree_time;
+  if (temporal) {
+    std::vector<at::Tensor> parts;
+    for (int64_t t = 0; t < T; ++t) {
+      if (seed_list[t].numel() > 0) parts.push_back(seed_times[t].reshape({-1}));
+    }
+    tree_time = parts.empty() ? at::empty({0}, seeds.options()) : at::cat(parts);
+  }
+  const int64_t tree_stride = std::max<int64_t>(total_nodes, 1);
+  TORCH_CHECK(sat_mul(std::max<int64_t>(disjoint ? num_seeds : 1, 1), tree_stride) < (int64_t{1} << 43),
+              "hetero_neighbor_sample: too many nodes (x seeds in disjoint mode) for the CUDA kernel's table keys");
+
+  // Upper bounds: nodes per type and level, tasks and edges per hop.
+  std::vector<int64_t> fanout_by_hop(static_cast<size_t>(H * R));  // [H][R]
+  std::vector<int64_t> max_degree(R, -1);
+  auto fan_bound = [&](int64_t r, int64_t h) {
+    const int64_t f = num_neighbors[r * H + h];
+    if (f >= 0) return f;
+    if (max_degree[r] < 0) {  // (a host read, only for fanout -1)
+      const at::Tensor& cp = colptrs[r];
+      max_degree[r] = cp.numel() > 1 ? (cp.slice(0, 1) - cp.slice(0, 0, -1)).max().item<int64_t>() : 0;
+    }
+    return max_degree[r];
+  };
+  std::vector<std::vector<int64_t>> level_bound(T, std::vector<int64_t>(H + 1, 0));
+  std::vector<int64_t> task_bound(H, 0), edge_bound(H, 0);
+  for (int64_t t = 0; t < T; ++t) {
+    level_bound[t][0] = disjoint ? seed_list[t].numel() : std::min<int64_t>(seed_list[t].numel(), num_nodes[t]);
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t r = 0; r < R; ++r) {
+      fanout_by_hop[h * R + r] = num_neighbors[r * H + h];
+      const int64_t from = level_bound[dst_type[r]][h], drawn = sat_mul(from, fan_bound(r, h));
+      task_bound[h] = sat_add(task_bound[h], from);
+      edge_bound[h] = sat_add(edge_bound[h], drawn);
+      level_bound[src_type[r]][h + 1] = sat_add(level_bound[src_type[r]][h + 1], drawn);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      if (!disjoint) level_bound[t][h + 1] = std::min<int64_t>(level_bound[t][h + 1], num_nodes[t]);
+    }
+  }
+  std::vector<int64_t> node_bound(T, 0);
+  int64_t all_nodes = 0, max_positions = num_seeds, max_tasks = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t l = 0; l <= H; ++l) node_bound[t] = sat_add(node_bound[t], level_bound[t][l]);
+    if (!disjoint) node_bound[t] = std::min<int64_t>(node_bound[t], num_nodes[t]);
+    all_nodes = sat_add(all_nodes, node_bound[t]);
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    max_positions = std::max(max_positions, edge_bound[h]);
+    max_tasks = std::max(max_tasks, task_bound[h]);
+  }
+  constexpr int64_t kLimit = int64_t{1} << 36;
+  TORCH_CHECK(all_nodes < kLimit && max_positions < kLimit, "hetero_neighbor_sample: the sample's upper bound (",
+              std::to_string(std::max(all_nodes, max_positions)), " nodes or edges) is too large for the CUDA "
+              "kernel's buffers; use smaller fanouts or batches");
+
+  // Buffers.
+  const auto long_opts = seeds.options().dtype(at::kLong);
+  std::vector<at::Tensor> node_out(T), batch_out(T);
+  for (int64_t t = 0; t < T; ++t) {
+    node_out[t] = at::empty({node_bound[t]}, long_opts);
+    batch_out[t] = disjoint ? at::empty({node_bound[t]}, long_opts) : at::empty({0}, long_opts);
+  }
+  int64_t capacity = 1024;
+  while (capacity < 2 * all_nodes) capacity *= 2;
+  const at::Tensor table_words = at::zeros({2 * capacity}, long_opts);
+  const Table table{reinterpret_cast<TableSlot*>(table_words.data_ptr<int64_t>()), capacity - 1};
+  const at::Tensor counters = at::zeros({Counters::size(T, R, H)}, long_opts);
+  const Counters c = Counters::at(counters.data_ptr<int64_t>(), T, R, H);
+
+  // The per-type tables, in one host-to-device copy.
+  std::vector<int64_t> meta_host;
+  auto append = [&](const std::vector<int64_t>& values) {
+    const int64_t at_ = static_cast<int64_t>(meta_host.size());
+    meta_host.insert(meta_host.end(), values.begin(), values.end());
+    return at_;
+  };
+  std::vector<int64_t> colptr_a(R), row_a(R), weight_a(R), edge_time_a(R), src_a(R), dst_a(R);
+  for (int64_t r = 0; r < R; ++r) {
+    colptr_a[r] = address(colptrs[r]);
+    row_a[r] = address(rows[r]);
+    weight_a[r] = address(weights[r]);
+    edge_time_a[r] = address(edge_times[r]);
+    src_a[r] = src_type[r];
+    dst_a[r] = dst_type[r];
+  }
+  std::vector<int64_t> node_time_a(T), node_out_a(T), batch_out_a(T), num_nodes_a(num_nodes.begin(), num_nodes.end());
+  for (int64_t t = 0; t < T; ++t) {
+    node_time_a[t] = address(node_times[t]);
+    node_out_a[t] = address(node_out[t]);
+    batch_out_a[t] = disjoint ? address(batch_out[t]) : 0;
+  }
+  const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_weight = append(weight_a),
+                o_edge_time = append(edge_time_a), o_src = append(src_a), o_dst = append(dst_a),
+                o_node_time = append(node_time_a), o_node_out = append(node_out_a),
+                o_batch_out = append(batch_out_a), o_offset = append(type_offset), o_num_nodes = append(num_nodes_a),
+                o_seed_start = append(seed_start), o_fanout = append(fanout_by_hop);
+  const at::Tensor meta_cpu = at::tensor(meta_host, at::TensorOptions().dtype(at::kLong)).pin_memory();
+  const at::Tensor meta_dev = meta_cpu.to(device, /*non_blocking=*/true);
+  const int64_t* md = meta_dev.data_ptr<int64_t>();
+  const Meta m{md + o_colptr, md + o_row, md + o_weight, md + o_edge_time, md + o_src, md + o_dst,
+               md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
+               md + o_seed_start};
+
+  const at::Tensor flag = at::empty({max_positions}, long_opts), scan = at::empty({max_positions}, long_opts);
+  const at::Tensor node_scratch = at::empty({max_positions}, long_opts);
+  const at::Tensor tree_scratch = disjoint ? at::empty({max_positions}, long_opts) : at::Tensor();
+  const at::Tensor seed_slot = at::empty({num_seeds}, long_opts);
+  const at::Tensor task_count = at::empty({max_tasks}, long_opts), task_scan = at::empty({max_tasks}, long_opts);
+  const at::Tensor keys = weighted ? at::empty({max_positions}, seeds.options().dtype(at::kDouble)) : at::Tensor();
+  std::vector<at::Tensor> hop_slot(H), hop_edge(H), hop_col(H);
+  for (int64_t h = 0; h < H; ++h) {
+    hop_slot[h] = at::empty({edge_bound[h]}, long_opts);
+    hop_edge[h] = at::empty({edge_bound[h]}, long_opts);
+    hop_col[h] = at::empty({edge_bound[h]}, long_opts);
+  }
+  int64_t* tree_ptr = disjoint ? tree_scratch.data_ptr<int64_t>() : nullptr;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+
+  // Numbers a level whose positions are in pos (flag, scan, summary, assign).
+  auto number_level = [&](const Segments& seg, const Positions& pos, int64_t level, int64_t bound) {
+    if (bound > 0) {
+      launch(flag_kernel, bound, stream, table, seg, pos.slot, flag.data_ptr<int64_t>(), bound);
+      at::Tensor sums = scan.narrow(0, 0, bound);
+      at::cumsum_out(sums, flag.narrow(0, 0, bound), 0);
+    }
+    level_summary_kernel<<<1, 1, 0, stream>>>(m, c, seg, scan.data_ptr<int64_t>(), level, T, R, H);
+    single_thread_check();
+    if (bound > 0) {
+      launch(assign_kernel, bound, stream, m, c, table, seg, pos, flag.data_ptr<int64_t>(),
+             scan.data_ptr<int64_t>(), level, H, bound);
+    }
+  };
+
+  const Positions seed_pos{seed_slot.data_ptr<int64_t>(), node_scratch.data_ptr<int64_t>(), tree_ptr};
+  launch(seed_kernel, num_seeds, stream, m, c, table, seed_pos, seeds.data_ptr<int64_t>(), num_seeds, T, disjoint,
+         tree_stride);
+  number_level(Segments{m.seed_start, nullptr, T}, seed_pos, 0, num_seeds);
+  const bool last = temporal_strategy == "last";
+  for (int64_t h = 0; h < H; ++h) {
+    const HopArgs a{m, c, h, R, H, md + o_fanout + h * R, replace, disjoint, last,
+                    temporal ? tree_time.data_ptr<int64_t>() : nullptr, random_seed};
+    if (task_bound[h] > 0) {
+      launch(count_kernel, task_bound[h], stream, a, task_count.data_ptr<int64_t>(), task_bound[h]);
+      at::Tensor sums = task_scan.narrow(0, 0, task_bound[h]);
+      at::cumsum_out(sums, task_count.narrow(0, 0, task_bound[h]), 0);
+    }
+    hop_summary_kernel<<<1, 1, 0, stream>>>(c, task_scan.data_ptr<int64_t>(), h, R, H);
+    single_thread_check();
+    launch(draw_kernel, task_bound[h], stream, a, task_scan.data_ptr<int64_t>(), task_bound[h],
+           hop_edge[h].data_ptr<int64_t>(), hop_col[h].data_ptr<int64_t>(), tree_ptr,
+           weighted ? keys.data_ptr<double>() : nullptr);
+    const Segments seg{c.rel_start + h * (R + 1), m.src_type, R};
+    const Positions pos{hop_slot[h].data_ptr<int64_t>(), node_scratch.data_ptr<int64_t>(), tree_ptr};
+    launch(insert_kernel, edge_bound[h], stream, m, c, table, seg, hop_edge[h].data_ptr<int64_t>(), pos,
+           edge_bound[h], tree_stride);
+    number_level(seg, pos, h + 1, edge_bound[h]);
+  }
+
+  // The one host read: every counter.
+  const at::Tensor host = counters.to(at::kCPU);
+  const Counters hc = Counters::at(host.data_ptr<int64_t>(), T, R, H);
+  if (hc.bad[0] != 0) {  // (1 + the position of an out-of-range seed)
+    const int64_t p = hc.bad[0] - 1;
+    const int64_t t = std::upper_bound(seed_start.begin(), seed_start.end(), p) - seed_start.begin() - 1;
+    TORCH_CHECK(false, "hetero_neighbor_sample: seed ", std::to_string(seeds[p].item<int64_t>()),
+                " is out of range for node type ", std::to_string(t));
+  }
+  TORCH_CHECK(hc.bad[1] == 0, "hetero_neighbor_sample: row of edge type ", std::to_string(hc.bad[1] - 1),
+              " holds a node out of range");
+
+  // Outputs: nodes per type (views of the bounded buffers), edges per edge type.
+  std::vector<at::Tensor> node_t(T), batch_t(T), row_t(R), col_t(R), edge_t(R);
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t n = 0;
+    for (int64_t l = 0; l <= H; ++l) n += hc.level_count[t * (H + 1) + l];
+    node_t[t] = node_out[t].narrow(0, 0, n);
+    batch_t[t] = disjoint ? batch_out[t].narrow(0, 0, n) : batch_out[t];
+  }
+  std::vector<int64_t> emit_host(static_cast<size_t>(4 * R * std::max<int64_t>(H, 1)), 0);
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t n = 0;
+    for (int64_t h = 0; h < H; ++h) n += hc.edge_count[r * H + h];
+    row_t[r] = at::empty({n}, long_opts);
+    col_t[r] = at::empty({n}, long_opts);
+    edge_t[r] = at::empty({n}, long_opts);
+    int64_t before = 0;
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t* e = emit_host.data() + 4 * R * h;
+      e[r] = address(row_t[r]);
+      e[R + r] = address(col_t[r]);
+      e[2 * R + r] = address(edge_t[r]);
+      e[3 * R + r] = before;
+      before += hc.edge_count[r * H + h];
+    }
+  }
+  if (H > 0 && R > 0) {
+    const at::Tensor emit_dev = at::tensor(emit_host, at::TensorOptions().dtype(at::kLong)).pin_memory()
+                                    .to(device, /*non_blocking=*/true);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t edges = hc.rel_start[h * (R + 1) + R];
+      launch(emit_kernel, edges, stream, table, Segments{c.rel_start + h * (R + 1), nullptr, R},
+             hop_slot[h].data_ptr<int64_t>(), hop_col[h].data_ptr<int64_t>(), hop_edge[h].data_ptr<int64_t>(),
+             emit_dev.data_ptr<int64_t>() + 4 * R * h, edges);
+    }
+  }
+  const at::Tensor nodes_per_hop = host.narrow(0, 0, T * (H + 1)).clone().view({T, H + 1});
+  const at::Tensor edges_per_hop = host.narrow(0, 2 * T * (H + 1), R * H).clone().view({R, H});
+  return {node_t, batch_t, row_t, col_t, edge_t, nodes_per_hop, edges_per_hop};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) { m.impl("hetero_neighbor_sample", &hetero_neighbor_sample_cuda); }
+
+}  // namespace pyg_accel
