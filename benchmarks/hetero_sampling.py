@@ -90,6 +90,30 @@ def stock_pyg_sampler(num_nodes, edges, fanouts, device):
     return sample
 
 
+def profile_calls(fn, batches, device) -> Dict[str, float]:
+    """GPU time per call of each kernel (and copy / memset) over ``batches``, printed as
+    a table; returns the GPU busy time and the span from the first to the last GPU
+    activity, per call, in ms."""
+    from torch.profiler import ProfilerActivity, profile
+    fn(batches[0])
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for seeds in batches:
+            fn(seeds)
+        torch.cuda.synchronize(device)
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    per_kernel: Dict[str, float] = {}
+    for e in events:
+        per_kernel[e.name[:60]] = per_kernel.get(e.name[:60], 0.0) + e.device_time_total
+    calls = len(batches)
+    for name, us in sorted(per_kernel.items(), key=lambda kv: -kv[1]):
+        print(f'  {us / calls:9.1f} us/call  {name}')
+    busy = sum(per_kernel.values()) / calls / 1e3
+    span = (max(e.time_range.end for e in events) - min(e.time_range.start for e in events)) / calls / 1e3
+    print(f'  GPU busy {busy:.3f} ms/call over a span of {span:.3f} ms/call', flush=True)
+    return {'ours GPU busy ms': busy, 'ours GPU span ms': span}
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--scale', type=float, default=1.0, help="fraction of ogbn-mag's size")
@@ -98,6 +122,8 @@ def main(argv=None) -> dict:
     p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
     p.add_argument('--batches', type=int, default=30, help='timed batches per setting (CPU baselines: fewer)')
     p.add_argument('--baseline-batches', type=int, default=5)
+    p.add_argument('--profile', type=int, default=0,
+                   help='also profile this many calls of ours per fanout list: GPU time per kernel')
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
     device = torch.device(args.device)
@@ -144,6 +170,8 @@ def main(argv=None) -> dict:
             result[f'{method} Medges/s'] = sampled / total / 1e6
             if method == 'ours':
                 result['ours host ms'] = host * 1e3
+        if args.profile and 'ours' in methods:
+            result.update(profile_calls(methods['ours'][0], seed_batches(args.profile), device))
         for method in methods:
             if method != 'ours' and 'ours ms' in result:
                 result[f'ours vs {method}'] = result[f'{method} ms'] / result['ours ms']

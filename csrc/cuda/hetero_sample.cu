@@ -13,11 +13,12 @@
 //   segments) + (new nodes before it in its segment),
 // from one scan of the "first edge to reach a new node" flags. A hop's tasks are the
 // previous level's nodes of each edge type's destination type, edge type by edge type.
-// Per level: flag, scan, a one-thread summary (per-segment bases, per-type counts, the
-// next hop's task offsets) and assign; per hop: count draws, scan, summary, draw +
-// insert. No host synchronisation until the counters are read at the end; buffers are
-// sized by host-side upper bounds and the kernels read the live sizes from the
-// counters. The output edges, grouped per hop in the position buffers, are then
+// Per level: the flags' scan, a one-thread summary (per-segment bases, per-type counts,
+// the next hop's task offsets) and assign; per hop: the draw counts' scan, summary,
+// draw, insert. Each scan is one kernel over the live positions only (decoupled
+// look-back, tile_scan.cuh), computing its items on the fly. No host synchronisation
+// until the counters are read at the end; buffers are sized by host-side upper bounds
+// and the kernels read the live sizes from the counters. The output edges, grouped per hop in the position buffers, are then
 // written per edge type in one pass per hop.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -33,10 +34,13 @@
 #include <tuple>
 #include <vector>
 
+#include <cub/cub.cuh>
+
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "sample_draws.cuh"
 #include "sample_table.cuh"
+#include "tile_scan.cuh"
 
 namespace pyg_accel {
 namespace {
@@ -152,13 +156,58 @@ __global__ void seed_kernel(Meta m, Counters c, Table table, Positions pos, cons
   }
 }
 
-// flag[p] = 1 if position p (of the level's seg.start[S] live ones) is the first to
-// reach a node without a local id; 0 up to `bound`.
-__global__ void flag_kernel(Table table, Segments seg, const int64_t* slot, int64_t* flag, int64_t bound) {
-  const int64_t live = seg.start[seg.count];
-  for (int64_t p = thread_index(); p < bound; p += thread_count()) {
-    flag[p] = p < live && table_is_first(table, slot[p], kEpoch, p);
+// Inclusive sums of item(p) over the *live positions [0, live) into incl, one tile of
+// kScanTile positions per block: the block's sum, then its prefix by decoupled
+// look-back over the earlier tiles' status words (scan number `epoch` of the call).
+// Blocks past the live positions return at once, so a grid sized by the upper bound
+// costs only their launch.
+constexpr int kScanItems = 4;
+constexpr int64_t kScanTile = static_cast<int64_t>(kThreads) * kScanItems;
+
+template <typename Item>
+__global__ void __launch_bounds__(kThreads) live_scan_kernel(Item item, const int64_t* live_ptr, int64_t* incl,
+                                                             unsigned long long* status, uint64_t epoch) {
+  using Scan = cub::BlockScan<int64_t, kThreads>;
+  __shared__ typename Scan::TempStorage storage;
+  __shared__ int64_t tile_before;
+  const int64_t live = *live_ptr, tile = blockIdx.x, first = tile * kScanTile;
+  if (first >= live) return;
+  const int64_t mine = first + static_cast<int64_t>(threadIdx.x) * kScanItems;
+  int64_t value[kScanItems], sum = 0;
+#pragma unroll
+  for (int k = 0; k < kScanItems; ++k) {
+    value[k] = mine + k < live ? item(mine + k) : 0;
+    sum += value[k];
   }
+  int64_t before = 0, total = 0;
+  Scan(storage).ExclusiveSum(sum, before, total);
+  if (threadIdx.x < 32) {  // one warp publishes the tile's total, looks back, publishes its prefix
+    int64_t earlier = 0;
+    if (threadIdx.x == 0) publish_status(status + tile, epoch, tile == 0 ? kStatusInclusive : kStatusAggregate, total);
+    if (tile > 0) earlier = look_back(status, tile, epoch);
+    if (threadIdx.x == 0) {
+      if (tile > 0) publish_status(status + tile, epoch, kStatusInclusive, earlier + total);
+      tile_before = earlier;
+    }
+  }
+  __syncthreads();
+  int64_t running = tile_before + before;
+#pragma unroll
+  for (int k = 0; k < kScanItems; ++k) {
+    if (mine + k < live) incl[mine + k] = running += value[k];
+  }
+}
+
+// 1 if position p is the first to reach a node without a local id.
+struct FirstReach {
+  Table table;
+  const int64_t* slot;
+  __device__ int64_t operator()(int64_t p) const { return table_is_first(table, slot[p], kEpoch, p); }
+};
+
+// Element p of a sequence given by its inclusive sums.
+__device__ __forceinline__ int64_t element(const int64_t* incl, int64_t p) {
+  return incl[p] - (p > 0 ? incl[p - 1] : 0);
 }
 
 // One thread, after the flags' inclusive scan: each segment's base among its type's
@@ -190,12 +239,12 @@ __global__ void level_summary_kernel(Meta m, Counters c, Segments seg, const int
 }
 
 // New nodes get their local ids: node and tree recorded, the table slot assigned.
-__global__ void assign_kernel(Meta m, Counters c, Table table, Segments seg, Positions pos, const int64_t* flag,
-                              const int64_t* scan, int64_t level, int64_t num_hops, int64_t bound) {
+__global__ void assign_kernel(Meta m, Counters c, Table table, Segments seg, Positions pos, const int64_t* scan,
+                              int64_t level, int64_t num_hops, int64_t bound) {
   const int64_t live = seg.start[seg.count];
   const int64_t L = num_hops + 1;
   for (int64_t p = thread_index(); p < bound && p < live; p += thread_count()) {
-    if (!flag[p]) continue;
+    if (element(scan, p) == 0) continue;  // (the flags' inclusive sums)
     const int64_t s = seg.find(p);
     const int64_t t = seg.type_of(s), begin = seg.start[s];
     const int64_t rank = scan[p] - 1 - (begin > 0 ? scan[begin - 1] : 0) + c.seg_base[s];
@@ -266,18 +315,14 @@ __device__ int64_t count_of(const HopArgs& a, const Task& k, const Draw& d) {
   return num_to_draw(d.fanout, d.degree, a.replace);
 }
 
-// Draws per task (0 past the live tasks, up to `bound`).
-__global__ void count_kernel(HopArgs a, int64_t* count, int64_t bound) {
-  const int64_t live = a.c.task_start[a.num_rels];
-  for (int64_t q = thread_index(); q < bound; q += thread_count()) {
-    int64_t k = 0;
-    if (q < live) {
-      const Task task = task_of(a, q);
-      k = count_of(a, task, draw_of(a, task));
-    }
-    count[q] = k;
+// The draws of task q.
+struct DrawCount {
+  HopArgs a;
+  __device__ int64_t operator()(int64_t q) const {
+    const Task task = task_of(a, q);
+    return count_of(a, task, draw_of(a, task));
   }
-}
+};
 
 // One thread: each edge type's first position in this hop (from the tasks' inclusive
 // draw sums) and its edge count.
@@ -298,7 +343,7 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
   const int64_t live = a.c.task_start[a.num_rels];
   const uint64_t key_of_hop = hop_key(a.random_seed, a.hop);
   for (int64_t q = thread_index(); q < bound && q < live; q += thread_count()) {
-    const int64_t end = scan[q], k = end - (q > 0 ? scan[q - 1] : 0), base = end - k;
+    const int64_t k = element(scan, q), base = scan[q] - k;
     if (k == 0) continue;
     const Task task = task_of(a, q);
     const Draw d = draw_of(a, task);
@@ -377,8 +422,6 @@ void launch(Kernel kernel, int64_t n, cudaStream_t stream, Args... args) {
   kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args...);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
-
-void single_thread_check() { C10_CUDA_KERNEL_LAUNCH_CHECK(); }
 
 // Entry i of an optional per-type tensor list on `device` as `dtype`, or undefined.
 at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
@@ -471,7 +514,11 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     total_nodes = sat_add(total_nodes, std::max<int64_t>(num_nodes[t], 0));
   }
   const int64_t num_seeds = seed_start[T];
-  const at::Tensor seeds = T > 0 ? at::cat(seed_parts) : at::empty({0}, colptrs[0].options());
+  int64_t seeded_types = 0, seeded = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    if (seed_parts[t].numel() > 0) ++seeded_types, seeded = t;
+  }
+  const at::Tensor seeds = seeded_types == 1 ? seed_parts[seeded].contiguous() : at::cat(seed_parts);
   at::Tensor tree_time;
   if (temporal) {
     std::vector<at::Tensor> parts;
@@ -529,19 +576,48 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
               std::to_string(std::max(all_nodes, max_positions)), " nodes or edges) is too large for the CUDA "
               "kernel's buffers; use smaller fanouts or batches");
 
-  // Buffers.
+  // Buffers, in three allocations: zeroed state (table, counters, scan status words),
+  // the nodes per type (returned as views), and scratch.
   const auto long_opts = seeds.options().dtype(at::kLong);
-  std::vector<at::Tensor> node_out(T), batch_out(T);
-  for (int64_t t = 0; t < T; ++t) {
-    node_out[t] = at::empty({node_bound[t]}, long_opts);
-    batch_out[t] = disjoint ? at::empty({node_bound[t]}, long_opts) : at::empty({0}, long_opts);
-  }
   int64_t capacity = 1024;
   while (capacity < 2 * all_nodes) capacity *= 2;
-  const at::Tensor table_words = at::zeros({2 * capacity}, long_opts);
-  const Table table{reinterpret_cast<TableSlot*>(table_words.data_ptr<int64_t>()), capacity - 1};
-  const at::Tensor counters = at::zeros({Counters::size(T, R, H)}, long_opts);
-  const Counters c = Counters::at(counters.data_ptr<int64_t>(), T, R, H);
+  const int64_t counter_words = Counters::size(T, R, H);
+  const int64_t tiles = std::max({max_positions, max_tasks, int64_t{1}}) / kScanTile + 1;
+  const at::Tensor state = at::zeros({2 * capacity + counter_words + tiles}, long_opts);
+  const Table table{reinterpret_cast<TableSlot*>(state.data_ptr<int64_t>()), capacity - 1};
+  const Counters c = Counters::at(state.data_ptr<int64_t>() + 2 * capacity, T, R, H);
+  auto* status = reinterpret_cast<unsigned long long*>(state.data_ptr<int64_t>() + 2 * capacity + counter_words);
+
+  std::vector<int64_t> node_at(T), batch_at(T);
+  int64_t node_words = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    node_at[t] = node_words;
+    node_words += node_bound[t];
+    batch_at[t] = node_words;
+    if (disjoint) node_words += node_bound[t];
+  }
+  const at::Tensor node_buffer = at::empty({node_words}, long_opts);
+  int64_t scratch_words = 0;
+  auto carve = [&](int64_t n) {
+    const int64_t at_ = scratch_words;
+    scratch_words += n;
+    return at_;
+  };
+  const int64_t o_scan = carve(max_positions), o_node = carve(max_positions),
+                o_tree = carve(disjoint ? max_positions : 0), o_seed_slot = carve(num_seeds),
+                o_task_scan = carve(max_tasks), o_keys = carve(weighted ? max_positions : 0);
+  std::vector<int64_t> o_hop_slot(H), o_hop_edge(H), o_hop_col(H);
+  for (int64_t h = 0; h < H; ++h) {
+    o_hop_slot[h] = carve(edge_bound[h]);
+    o_hop_edge[h] = carve(edge_bound[h]);
+    o_hop_col[h] = carve(edge_bound[h]);
+  }
+  const at::Tensor scratch = at::empty({scratch_words}, long_opts);
+  int64_t* const base = scratch.data_ptr<int64_t>();
+  int64_t* const scan = base + o_scan;
+  int64_t* const task_scan = base + o_task_scan;
+  int64_t* const tree_ptr = disjoint ? base + o_tree : nullptr;
+  double* const keys = weighted ? reinterpret_cast<double*>(base + o_keys) : nullptr;
 
   // The per-type tables, in one host-to-device copy.
   std::vector<int64_t> meta_host;
@@ -560,10 +636,11 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     dst_a[r] = dst_type[r];
   }
   std::vector<int64_t> node_time_a(T), node_out_a(T), batch_out_a(T), num_nodes_a(num_nodes.begin(), num_nodes.end());
+  const int64_t node_base = address(node_buffer);
   for (int64_t t = 0; t < T; ++t) {
     node_time_a[t] = address(node_times[t]);
-    node_out_a[t] = address(node_out[t]);
-    batch_out_a[t] = disjoint ? address(batch_out[t]) : 0;
+    node_out_a[t] = node_base + 8 * node_at[t];
+    batch_out_a[t] = disjoint ? node_base + 8 * batch_at[t] : 0;
   }
   const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_weight = append(weight_a),
                 o_edge_time = append(edge_time_a), o_src = append(src_a), o_dst = append(dst_a),
@@ -576,38 +653,26 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   const Meta m{md + o_colptr, md + o_row, md + o_weight, md + o_edge_time, md + o_src, md + o_dst,
                md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
                md + o_seed_start};
-
-  const at::Tensor flag = at::empty({max_positions}, long_opts), scan = at::empty({max_positions}, long_opts);
-  const at::Tensor node_scratch = at::empty({max_positions}, long_opts);
-  const at::Tensor tree_scratch = disjoint ? at::empty({max_positions}, long_opts) : at::Tensor();
-  const at::Tensor seed_slot = at::empty({num_seeds}, long_opts);
-  const at::Tensor task_count = at::empty({max_tasks}, long_opts), task_scan = at::empty({max_tasks}, long_opts);
-  const at::Tensor keys = weighted ? at::empty({max_positions}, seeds.options().dtype(at::kDouble)) : at::Tensor();
-  std::vector<at::Tensor> hop_slot(H), hop_edge(H), hop_col(H);
-  for (int64_t h = 0; h < H; ++h) {
-    hop_slot[h] = at::empty({edge_bound[h]}, long_opts);
-    hop_edge[h] = at::empty({edge_bound[h]}, long_opts);
-    hop_col[h] = at::empty({edge_bound[h]}, long_opts);
-  }
-  int64_t* tree_ptr = disjoint ? tree_scratch.data_ptr<int64_t>() : nullptr;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
 
-  // Numbers a level whose positions are in pos (flag, scan, summary, assign).
+  // Inclusive sums of item over the live positions (at most `bound`), one kernel.
+  uint64_t scan_epoch = 0;
+  auto live_scan = [&](auto item, const int64_t* live, int64_t* incl, int64_t bound) {
+    ++scan_epoch;  // (every scan of the call uses status words of its own epoch)
+    if (bound == 0) return;
+    live_scan_kernel<<<static_cast<unsigned>((bound + kScanTile - 1) / kScanTile), kThreads, 0, stream>>>(
+        item, live, incl, status, scan_epoch);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  // Numbers a level whose positions are in pos (scan of the first reaches, summary, assign).
   auto number_level = [&](const Segments& seg, const Positions& pos, int64_t level, int64_t bound) {
-    if (bound > 0) {
-      launch(flag_kernel, bound, stream, table, seg, pos.slot, flag.data_ptr<int64_t>(), bound);
-      at::Tensor sums = scan.narrow(0, 0, bound);
-      at::cumsum_out(sums, flag.narrow(0, 0, bound), 0);
-    }
-    level_summary_kernel<<<1, 1, 0, stream>>>(m, c, seg, scan.data_ptr<int64_t>(), level, T, R, H);
-    single_thread_check();
-    if (bound > 0) {
-      launch(assign_kernel, bound, stream, m, c, table, seg, pos, flag.data_ptr<int64_t>(),
-             scan.data_ptr<int64_t>(), level, H, bound);
-    }
+    live_scan(FirstReach{table, pos.slot}, seg.start + seg.count, scan, bound);
+    level_summary_kernel<<<1, 1, 0, stream>>>(m, c, seg, scan, level, T, R, H);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch(assign_kernel, bound, stream, m, c, table, seg, pos, scan, level, H, bound);
   };
 
-  const Positions seed_pos{seed_slot.data_ptr<int64_t>(), node_scratch.data_ptr<int64_t>(), tree_ptr};
+  const Positions seed_pos{base + o_seed_slot, base + o_node, tree_ptr};
   launch(seed_kernel, num_seeds, stream, m, c, table, seed_pos, seeds.data_ptr<int64_t>(), num_seeds, T, disjoint,
          tree_stride);
   number_level(Segments{m.seed_start, nullptr, T}, seed_pos, 0, num_seeds);
@@ -615,25 +680,20 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   for (int64_t h = 0; h < H; ++h) {
     const HopArgs a{m, c, h, R, H, md + o_fanout + h * R, replace, disjoint, last,
                     temporal ? tree_time.data_ptr<int64_t>() : nullptr, random_seed};
-    if (task_bound[h] > 0) {
-      launch(count_kernel, task_bound[h], stream, a, task_count.data_ptr<int64_t>(), task_bound[h]);
-      at::Tensor sums = task_scan.narrow(0, 0, task_bound[h]);
-      at::cumsum_out(sums, task_count.narrow(0, 0, task_bound[h]), 0);
-    }
-    hop_summary_kernel<<<1, 1, 0, stream>>>(c, task_scan.data_ptr<int64_t>(), h, R, H);
-    single_thread_check();
-    launch(draw_kernel, task_bound[h], stream, a, task_scan.data_ptr<int64_t>(), task_bound[h],
-           hop_edge[h].data_ptr<int64_t>(), hop_col[h].data_ptr<int64_t>(), tree_ptr,
-           weighted ? keys.data_ptr<double>() : nullptr);
+    live_scan(DrawCount{a}, c.task_start + R, task_scan, task_bound[h]);
+    hop_summary_kernel<<<1, 1, 0, stream>>>(c, task_scan, h, R, H);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch(draw_kernel, task_bound[h], stream, a, task_scan, task_bound[h], base + o_hop_edge[h],
+           base + o_hop_col[h], tree_ptr, keys);
     const Segments seg{c.rel_start + h * (R + 1), m.src_type, R};
-    const Positions pos{hop_slot[h].data_ptr<int64_t>(), node_scratch.data_ptr<int64_t>(), tree_ptr};
-    launch(insert_kernel, edge_bound[h], stream, m, c, table, seg, hop_edge[h].data_ptr<int64_t>(), pos,
-           edge_bound[h], tree_stride);
+    const Positions pos{base + o_hop_slot[h], base + o_node, tree_ptr};
+    launch(insert_kernel, edge_bound[h], stream, m, c, table, seg, base + o_hop_edge[h], pos, edge_bound[h],
+           tree_stride);
     number_level(seg, pos, h + 1, edge_bound[h]);
   }
 
   // The one host read: every counter.
-  const at::Tensor host = counters.to(at::kCPU);
+  const at::Tensor host = state.narrow(0, 2 * capacity, counter_words).to(at::kCPU);
   const Counters hc = Counters::at(host.data_ptr<int64_t>(), T, R, H);
   if (hc.bad[0] != 0) {  // (1 + the position of an out-of-range seed)
     const int64_t p = hc.bad[0] - 1;
@@ -644,38 +704,42 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   TORCH_CHECK(hc.bad[1] == 0, "hetero_neighbor_sample: row of edge type ", std::to_string(hc.bad[1] - 1),
               " holds a node out of range");
 
-  // Outputs: nodes per type (views of the bounded buffers), edges per edge type.
+  // Outputs: nodes per type (views of the node buffer); the edges of every edge type in
+  // one allocation ([row | col | edge], each grouped by edge type), written per hop.
   std::vector<at::Tensor> node_t(T), batch_t(T), row_t(R), col_t(R), edge_t(R);
   for (int64_t t = 0; t < T; ++t) {
     int64_t n = 0;
     for (int64_t l = 0; l <= H; ++l) n += hc.level_count[t * (H + 1) + l];
-    node_t[t] = node_out[t].narrow(0, 0, n);
-    batch_t[t] = disjoint ? batch_out[t].narrow(0, 0, n) : batch_out[t];
+    node_t[t] = node_buffer.narrow(0, node_at[t], n);
+    batch_t[t] = node_buffer.narrow(0, batch_at[t], disjoint ? n : 0);
   }
+  int64_t total_edges = 0;
+  for (int64_t i = 0; i < R * H; ++i) total_edges += hc.edge_count[i];
+  const at::Tensor edge_buffer = at::empty({3 * total_edges}, long_opts);
+  const int64_t edge_base = address(edge_buffer);
   std::vector<int64_t> emit_host(static_cast<size_t>(4 * R * std::max<int64_t>(H, 1)), 0);
-  for (int64_t r = 0; r < R; ++r) {
+  for (int64_t r = 0, at_ = 0; r < R; ++r) {
     int64_t n = 0;
-    for (int64_t h = 0; h < H; ++h) n += hc.edge_count[r * H + h];
-    row_t[r] = at::empty({n}, long_opts);
-    col_t[r] = at::empty({n}, long_opts);
-    edge_t[r] = at::empty({n}, long_opts);
-    int64_t before = 0;
     for (int64_t h = 0; h < H; ++h) {
       int64_t* e = emit_host.data() + 4 * R * h;
-      e[r] = address(row_t[r]);
-      e[R + r] = address(col_t[r]);
-      e[2 * R + r] = address(edge_t[r]);
-      e[3 * R + r] = before;
-      before += hc.edge_count[r * H + h];
+      e[r] = edge_base + 8 * at_;
+      e[R + r] = edge_base + 8 * (total_edges + at_);
+      e[2 * R + r] = edge_base + 8 * (2 * total_edges + at_);
+      e[3 * R + r] = n;
+      n += hc.edge_count[r * H + h];
     }
+    row_t[r] = edge_buffer.narrow(0, at_, n);
+    col_t[r] = edge_buffer.narrow(0, total_edges + at_, n);
+    edge_t[r] = edge_buffer.narrow(0, 2 * total_edges + at_, n);
+    at_ += n;
   }
-  if (H > 0 && R > 0) {
+  if (total_edges > 0) {
     const at::Tensor emit_dev = at::tensor(emit_host, at::TensorOptions().dtype(at::kLong)).pin_memory()
                                     .to(device, /*non_blocking=*/true);
     for (int64_t h = 0; h < H; ++h) {
       const int64_t edges = hc.rel_start[h * (R + 1) + R];
       launch(emit_kernel, edges, stream, table, Segments{c.rel_start + h * (R + 1), nullptr, R},
-             hop_slot[h].data_ptr<int64_t>(), hop_col[h].data_ptr<int64_t>(), hop_edge[h].data_ptr<int64_t>(),
+             base + o_hop_slot[h], base + o_hop_col[h], base + o_hop_edge[h],
              emit_dev.data_ptr<int64_t>() + 4 * R * h, edges);
     }
   }
