@@ -3,7 +3,7 @@
 #
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
-#   hetero = heterogeneous sampler on an ogbn-mag-like graph, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
+#   hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
 #   e2e_pinned: features in pinned host memory),
 #   cache = pinned features behind a GPU row cache)
@@ -49,6 +49,13 @@ for stage in $STAGES; do
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     hetero) run hetero python3 benchmarks/hetero_sampling.py --out "$OUT_DIR" ;;
+    multigpu)  # two or more GPUs: sharded features read peer-to-peer (tests, example, benchmark)
+      run multigpu_tests python3 -m pytest tests/test_distributed.py tests/test_example.py -k "process or sharded" \
+        -q -rs -p no:cacheprovider
+      run multigpu_example python3 -m torch.distributed.run --standalone --nproc_per_node 2 examples/multi_gpu.py \
+        --out "$OUT_DIR/example_multi_gpu"
+      run multigpu_bench python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
+        benchmarks/sharded_gather.py --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;

@@ -55,3 +55,24 @@ def test_roc_auc_matches_the_definition():
     pos, neg = torch.tensor([0.9, 0.4, 0.4]), torch.tensor([0.1, 0.4])
     # pairs (pos > neg): 0.9>0.1, 0.9>0.4, 0.4>0.1 twice, ties 0.4=0.4 twice count half
     assert link_prediction.roc_auc(pos, neg) == pytest.approx((1 + 1 + 1 + 1 + 0.5 + 0.5) / 6)
+
+
+def test_multi_process_example_trains_with_sharded_features(tmp_path):
+    """examples/multi_gpu.py under torchrun with two processes: on two GPUs where there
+    are two (features read peer-to-peer), else on the CPU (gloo, shared-memory shards)."""
+    import os
+    import subprocess
+
+    import torch
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(root), os.environ.get('PYTHONPATH', '')])}
+    if torch.cuda.device_count() == 1:
+        env['CUDA_VISIBLE_DEVICES'] = ''  # two processes on one GPU would share it: run them on the CPU
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
+           str(root / 'examples' / 'multi_gpu.py'), '--epochs', '15', '--out', str(tmp_path)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    metrics = json.loads((tmp_path / 'metrics.json').read_text())
+    assert metrics['summary']['processes'] == 2 and metrics['summary']['test_acc'] > 0.5
+    assert metrics['history'][-1]['loss'] < metrics['history'][0]['loss']
+    assert (tmp_path / 'curves.png').is_file()

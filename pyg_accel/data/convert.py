@@ -10,7 +10,7 @@ from torch_geometric.data import Data, HeteroData
 
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
-from .location import LocationLike, resolve_location
+from .location import Location, LocationLike, resolve_location
 
 __all__ = ['from_data']
 
@@ -39,7 +39,7 @@ def _warn_skipped(store, used) -> None:
 
 
 def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', device=None,
-              graph_location: Optional[LocationLike] = None) -> Tuple[FeatureStore, GraphStore]:
+              graph_location: Optional[LocationLike] = None, group=None) -> Tuple[FeatureStore, GraphStore]:
     """Copies ``data`` into a :class:`FeatureStore` and a :class:`GraphStore`.
 
     Node-level tensors (``x``, ``y``, masks, ...) go to the feature store under
@@ -50,18 +50,25 @@ def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', de
 
     Args:
         data: the graph.
-        location: ``'auto'``, ``'cuda'``, ``'pinned'`` or ``'cpu'`` for both stores.
-        device: the GPU for ``'cuda'`` / ``'pinned'``.
+        location: ``'auto'``, ``'cuda'``, ``'pinned'`` or ``'cpu'`` for both stores, or
+            ``'sharded'`` for features split across the GPUs of a host (a collective
+            call: every process of ``group`` passes the same ``data``); the graph is then
+            on this process's GPU (or CPU) unless ``graph_location`` says otherwise.
+        device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'``.
         graph_location: a different location for the graph store (e.g. features on the
             GPU, graph in pinned memory for a CPU sampler); default: ``location``.
+        group: the process group of a ``'sharded'`` feature store (default: the world).
 
     Returns:
         ``(feature_store, graph_store)``, ready for
         ``NeighborLoader((feature_store, graph_store), ...)``.
     """
     location = resolve_location(location, device)
-    fs = FeatureStore(location)
-    gs = GraphStore(resolve_location(graph_location, device) if graph_location is not None else location)
+    fs = FeatureStore(location, group=group)
+    if graph_location is None:
+        graph_location = location if location.kind != 'sharded' else \
+            Location('cuda' if location.device.type == 'cuda' else 'cpu', location.device)
+    gs = GraphStore(resolve_location(graph_location, device))
     if isinstance(data, HeteroData):
         for node_type in data.node_types:
             _put_node_attrs(fs, data[node_type], node_type)

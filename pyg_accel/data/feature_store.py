@@ -1,13 +1,14 @@
 """A PyG ``FeatureStore`` whose batched reads are one gather launch per index.
 
 Tensors live in one storage tier (:mod:`pyg_accel.data.location`): GPU memory, pinned
-host memory read by the GPU, or CPU memory. Keys are PyG's ``(group_name, attr_name)``:
+host memory read by the GPU, CPU memory, or row blocks sharded across the GPUs of a
+host and read peer-to-peer (:class:`pyg_accel.distributed.ShardedTensor`). Keys are PyG's ``(group_name, attr_name)``:
 ``group_name`` is ``None`` for homogeneous graphs and a node-type string for
 heterogeneous ones.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -16,6 +17,7 @@ from torch import Tensor
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
+from ..distributed.shards import ShardedTensor
 from ..ops import gather, multi_gather
 from .location import Location, LocationLike, resolve_location
 from .row_cache import RowCache
@@ -25,6 +27,7 @@ _UNSET = _FieldStatus.UNSET
 __all__ = ['FeatureStore']
 
 Key = Tuple[Optional[object], str]
+Stored = Union[Tensor, ShardedTensor]
 
 
 def _as_tensor(value: object, what: str) -> Tensor:
@@ -47,11 +50,20 @@ def _index_tensor(index: object, num_rows: int) -> Tensor:
 
 class FeatureStore(torch_geometric.data.FeatureStore):
     r"""Node (and edge) features for PyG's loaders, held on the GPU, in pinned host
-    memory, or on the CPU.
+    memory, on the CPU, or sharded across the GPUs of a host.
 
     Args:
-        location: ``'auto'`` (default), ``'cuda'``, ``'cuda:N'``, ``'pinned'`` or ``'cpu'``.
-        device: the GPU for ``'cuda'`` / ``'pinned'`` (default: the current one).
+        location: ``'auto'`` (default), ``'cuda'``, ``'cuda:N'``, ``'pinned'``, ``'cpu'``
+            or ``'sharded'``.
+        device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'`` (default: the
+            current one).
+        group: the process group of a ``'sharded'`` store (default: the world).
+
+    A ``'sharded'`` store is filled collectively: every process of ``group`` puts the
+    same tensors (e.g. loaded from the same files) and keeps a block of rows on its own
+    GPU; every read gathers the rows from all blocks, local and peer, in one launch
+    (:class:`pyg_accel.distributed.ShardedTensor`). A row update through
+    ``put_tensor(..., index=rows)`` must come from the process that holds the rows.
 
     Reads with a tensor index (a CPU or CUDA int32/int64 tensor, e.g. a sampler's
     ``node``) return tensors on :attr:`device`; ``multi_get_tensor`` serves all
@@ -68,10 +80,11 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         x, y = fs.multi_get_tensor([TensorAttr(None, 'x', idx), TensorAttr(None, 'y', idx)])
     """
 
-    def __init__(self, location: LocationLike = 'auto', device=None) -> None:
+    def __init__(self, location: LocationLike = 'auto', device=None, group=None) -> None:
         super().__init__()
         self.location: Location = resolve_location(location, device)
-        self._tensors: Dict[Key, Tensor] = {}
+        self.group = group
+        self._tensors: Dict[Key, Stored] = {}
         self._caches: Dict[Key, RowCache] = {}
 
     # GPU row cache ###########################################################
@@ -89,6 +102,9 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         Returns the :class:`RowCache` (``hit_rate()``, ``reset_stats()``)."""
         key = (group_name, attr_name)
         stored = self._stored(self._tensor_attr_cls.cast(group_name, attr_name))
+        if isinstance(stored, ShardedTensor):
+            raise ValueError("FeatureStore.cache_rows: a 'sharded' tensor is already in GPU memory (the row "
+                             "cache fronts 'pinned' host memory)")
         if rows is None:
             raise ValueError('FeatureStore.cache_rows: give the rows to cache, hottest first '
                              '(pyg_accel.data.rows_by_degree(graph_store) ranks nodes by degree)')
@@ -108,7 +124,9 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         """The cache in front of a stored tensor, if any."""
         return self._caches.get((group_name, attr_name))
 
-    def _read(self, key: Key, stored: Tensor, index: Tensor) -> Tensor:
+    def _read(self, key: Key, stored: Stored, index: Tensor) -> Tensor:
+        if isinstance(stored, ShardedTensor):
+            return stored.gather(index)
         cache = self._caches.get(key)
         return gather(stored, index) if cache is None else cache.gather(stored, index)
 
@@ -121,7 +139,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
     def _key(attr: TensorAttr) -> Key:
         return (attr.group_name, attr.attr_name)
 
-    def _stored(self, attr: TensorAttr) -> Tensor:
+    def _stored(self, attr: TensorAttr) -> Stored:
         key = self._key(attr)
         if key not in self._tensors:
             known = ', '.join(f'{g!r}/{a!r}' for g, a in self._tensors) or 'none'
@@ -136,7 +154,10 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         if attr.index is None:
             if tensor.dim() < 1:
                 raise ValueError('FeatureStore.put_tensor: expected a tensor with a row dimension, got a 0-d tensor')
-            self._tensors[self._key(attr)] = self.location.place(tensor)
+            if self.location.kind == 'sharded':  # (collective: every process puts the same tensor)
+                self._tensors[self._key(attr)] = ShardedTensor.from_full(tensor, self.group, self.device)
+            else:
+                self._tensors[self._key(attr)] = self.location.place(tensor)
             self._caches.pop(self._key(attr), None)  # a new tensor: its old cache is stale
             return True
         stored = self._stored(attr)  # a partial write updates rows of an existing tensor
@@ -147,7 +168,10 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         if tuple(tensor.shape) != (rows.numel(), *stored.shape[1:]):
             raise ValueError(f'FeatureStore.put_tensor: expected shape {(rows.numel(), *stored.shape[1:])} '
                              f'for {rows.numel()} rows of {attr.attr_name!r}, got {tuple(tensor.shape)}')
-        stored[rows.to(stored.device)] = tensor.to(stored.device)
+        if isinstance(stored, ShardedTensor):
+            stored.write_local_rows(rows, tensor)
+        else:
+            stored[rows.to(stored.device)] = tensor.to(stored.device)
         if self._key(attr) in self._caches:
             self._caches[self._key(attr)].update(rows, tensor)
         return True
@@ -191,6 +215,9 @@ class FeatureStore(torch_geometric.data.FeatureStore):
     def _get_tensor(self, attr: TensorAttr) -> Tensor:
         stored = self._stored(attr)
         index = attr.index
+        if isinstance(stored, ShardedTensor):  # (the whole table: a copy onto this process's device)
+            return stored.to_dense() if index is None else stored.gather(self._gather_index(
+                self._row_ids(index, stored) if isinstance(index, (slice, int)) else index, stored.shape[0]))
         if index is None:
             return stored
         if isinstance(index, slice):
@@ -231,9 +258,10 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         for members in groups.values():
             tables = [self._stored(attrs[i]) for i in members]
             index = self._gather_index(attrs[members[0]].index, min(t.shape[0] for t in tables))
-            cached = [i for i in members if self._key(attrs[i]) in self._caches]
+            cached = [i for i in members if self._key(attrs[i]) in self._caches
+                      or isinstance(self._stored(attrs[i]), ShardedTensor)]
             plain = [i for i in members if i not in cached]
-            for i in cached:  # one launch per cached table (its hits and misses together)
+            for i in cached:  # one launch per cached or sharded table (all its memories together)
                 out[i] = self._read(self._key(attrs[i]), self._stored(attrs[i]), index)
             if plain:
                 for i, tensor in zip(plain, multi_gather([self._stored(attrs[i]) for i in plain], index)):

@@ -4,6 +4,10 @@
 * ``'pinned'``: page-locked host memory that the GPU reads directly (UVA, zero-copy);
   reads run on the GPU and return GPU tensors. For data larger than the GPU.
 * ``'cpu'``: ordinary host memory; reads run on the CPU.
+* ``'sharded'``: rows split across the processes of a host, one per GPU (``torchrun``),
+  each block on its process's GPU (or in shared host memory without GPUs) and read in
+  place by every process (:class:`pyg_accel.distributed.ShardedTensor`); feature stores
+  only.
 * ``'auto'``: ``'cuda'`` when a GPU is visible, else ``'cpu'``.
 """
 from __future__ import annotations
@@ -21,18 +25,23 @@ LocationLike = Union[str, torch.device, 'Location']
 
 @dataclass(frozen=True)
 class Location:
-    """A resolved storage tier: ``kind`` in {'cuda', 'pinned', 'cpu'} and ``device``, the
-    device that reads land on (the GPU for 'cuda' and 'pinned')."""
+    """A resolved storage tier: ``kind`` in {'cuda', 'pinned', 'cpu', 'sharded'} and
+    ``device``, the device that reads land on (the GPU for 'cuda' and 'pinned'; this
+    process's GPU, or the CPU, for 'sharded')."""
     kind: str
     device: torch.device
 
     @property
     def storage_device(self) -> torch.device:
         """Where the stored bytes live ('pinned' memory is host memory)."""
-        return torch.device('cpu') if self.kind != 'cuda' else self.device
+        return self.device if self.kind in ('cuda', 'sharded') else torch.device('cpu')
 
     def place(self, tensor: Tensor) -> Tensor:
-        """``tensor`` moved into this tier (no copy when it is there already)."""
+        """``tensor`` moved into this tier (no copy when it is there already).
+        ('sharded' tensors are built collectively: :class:`pyg_accel.distributed.ShardedTensor`.)"""
+        if self.kind == 'sharded':
+            raise ValueError("pyg_accel: a 'sharded' tensor is built collectively by every process "
+                             '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
         if self.kind == 'cuda':
             return tensor.to(self.device)
         if self.kind == 'pinned':
@@ -79,4 +88,7 @@ def resolve_location(location: LocationLike = 'auto',
         return Location('pinned', _cuda_device(device))
     if name == 'cpu':
         return Location('cpu', torch.device('cpu'))
-    raise ValueError(f"pyg_accel: unknown location '{location}'; expected 'auto', 'cuda', 'pinned' or 'cpu'")
+    if name == 'sharded':
+        return Location('sharded', _cuda_device(device) if torch.cuda.is_available() else torch.device('cpu'))
+    raise ValueError(f"pyg_accel: unknown location '{location}'; expected 'auto', 'cuda', 'pinned', 'cpu' or "
+                     "'sharded'")

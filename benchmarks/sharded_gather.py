@@ -1,0 +1,135 @@
+"""Sharded feature gather across the GPUs of one host: WholeGraph-style peer reads
+against the alternatives, one process per GPU.
+
+Every process holds 1/P of a feature table's rows on its GPU (`ShardedTensor`) and
+gathers a batch of random rows (the features of a sampled mini-batch), all processes
+at once, as in data-parallel training. Per batch, median over repetitions:
+
+* ours (peer reads):    one gather kernel reads local rows from this GPU and the other
+                        rows from the peers' memory over NVLink (CUDA IPC mappings);
+* NCCL all-to-all:      the message-passing way (DistDGL, cuGraph's feature stores):
+                        ids bucketed by owner, exchanged, gathered by the owner, rows
+                        sent back and put in batch order;
+* replicated:           the whole table on every GPU, gathered locally (the upper bound,
+                        at P times the memory);
+* pinned host:          the table in pinned host memory, gathered by the GPU over PCIe.
+
+    torchrun --nproc_per_node 2 benchmarks/sharded_gather.py --out bench-out
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import environment, print_table, save_json  # noqa: E402
+
+from pyg_accel.distributed import ShardedTensor, row_partition, setup  # noqa: E402
+from pyg_accel.ops import gather  # noqa: E402
+
+
+def all_to_all_gather(local: torch.Tensor, bounds: List[int], index: torch.Tensor) -> torch.Tensor:
+    """Rows at ``index`` of the table whose rank-r block is rows bounds[r]:bounds[r+1],
+    by exchanging ids and rows with NCCL all-to-alls (collective: every rank calls it)."""
+    world = len(bounds) - 1
+    edges = torch.tensor(bounds[1:-1], device=index.device)
+    owner = torch.bucketize(index, edges, right=True)
+    order = torch.argsort(owner, stable=True)
+    send_counts = torch.bincount(owner, minlength=world)
+    recv_counts = torch.empty_like(send_counts)
+    dist.all_to_all_single(recv_counts, send_counts)
+    send_sizes, recv_sizes = send_counts.tolist(), recv_counts.tolist()  # (the host needs the sizes)
+    wanted = torch.empty(sum(recv_sizes), dtype=index.dtype, device=index.device)
+    dist.all_to_all_single(wanted, index[order].contiguous(), recv_sizes, send_sizes)
+    rows = gather(local, wanted - bounds[dist.get_rank()], check_bounds=False)
+    back = torch.empty((index.numel(), *local.shape[1:]), dtype=local.dtype, device=local.device)
+    dist.all_to_all_single(back, rows, send_sizes, recv_sizes)
+    out = torch.empty_like(back)
+    out[order] = back
+    return out
+
+
+def time_ms(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
+    """Median ms per call on this GPU; all ranks start each call together."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--rows', type=int, default=2_449_029, help='table rows (default: ogbn-products nodes)')
+    p.add_argument('--row-bytes', type=int, nargs='*', default=[400, 512, 1024])
+    p.add_argument('--batch-rows', type=int, nargs='*', default=[274_000, 1_000_000],
+                   help='rows gathered per batch (274k: a [15, 10, 5] x 1024 mini-batch)')
+    p.add_argument('--reps', type=int, default=20)
+    p.add_argument('--out', default='bench-out')
+    args = p.parse_args(argv)
+    rank, world, device = setup()
+    if device.type != 'cuda' or world < 2:
+        raise SystemExit('run with torchrun --nproc_per_node >= 2 on a machine with as many GPUs')
+    bounds = row_partition(args.rows, world)
+    results = []
+    for row_bytes in args.row_bytes:
+        g = torch.Generator(device=device).manual_seed(0)
+        full = torch.rand(args.rows, row_bytes // 4, generator=g, device=device)  # the same table on every rank
+        table = ShardedTensor.from_full(full)
+        host = full.cpu().pin_memory()
+        for batch_rows in args.batch_rows:
+            gen = torch.Generator(device=device).manual_seed(1 + rank)
+            index = torch.randint(0, args.rows, (batch_rows,), generator=gen, device=device)
+            expected = full[index]
+            assert torch.equal(table.gather(index), expected)
+            assert torch.equal(all_to_all_gather(table.local, bounds, index), expected)
+            methods: Dict[str, Callable[[], object]] = {
+                'ours (peer reads)': lambda: table.gather(index, check_bounds=False),
+                'NCCL all-to-all': lambda: all_to_all_gather(table.local, bounds, index),
+                'replicated': lambda: gather(full, index, check_bounds=False),
+                'pinned host': lambda: gather(host, index, check_bounds=False),
+            }
+            row = {'row B': row_bytes, 'batch rows': batch_rows, 'rank': rank}
+            for name, fn in methods.items():
+                ms = time_ms(fn, args.reps)
+                row[f'{name} ms'] = ms
+                row[f'{name} GB/s'] = batch_rows * row_bytes / ms / 1e6
+            row['ours vs all-to-all'] = row['NCCL all-to-all ms'] / row['ours (peer reads) ms']
+            row['ours vs pinned'] = row['pinned host ms'] / row['ours (peer reads) ms']
+            row['ours / replicated'] = row['ours (peer reads) ms'] / row['replicated ms']
+            results.append(row)
+        del table, full, host
+        torch.cuda.empty_cache()
+    every = [None] * world
+    dist.all_gather_object(every, results)
+    payload = {}
+    if rank == 0:
+        rows = [r for per_rank in every for r in per_rank]
+        rows.sort(key=lambda r: (r['row B'], r['batch rows'], r['rank']))
+        columns = list(rows[0])
+        payload = {'env': environment(), 'args': vars(args), 'world_size': world, 'rows': rows,
+                   'gpus': [torch.cuda.get_device_name(i) for i in range(world)]}
+        payload['table'] = print_table(rows, columns, f'sharded gather, {world} GPUs, {args.rows:,} rows, '
+                                                      'median ms per batch (every rank gathers at once)')
+        save_json(Path(args.out) / 'sharded_gather.json', payload)
+    dist.barrier()
+    dist.destroy_process_group()
+    return payload
+
+
+if __name__ == '__main__':
+    main()

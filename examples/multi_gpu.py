@@ -1,0 +1,133 @@
+"""Data-parallel GraphSAGE on several GPUs of one host, features sharded across them.
+
+One process per GPU (``torchrun``). Every process loads the same dataset; the node
+features go into a ``'sharded'`` FeatureStore (each GPU holds 1/P of the rows and reads
+the others' rows in place over NVLink, WholeGraph-style), the graph is on every GPU for
+pyg_accel's sampler, each process trains on its share of the training nodes, and
+DistributedDataParallel averages the gradients. Without GPUs the processes run on the
+CPU (gloo; shards in shared memory).
+
+    torchrun --nproc_per_node 2 examples/multi_gpu.py                       # embedded default
+    torchrun --nproc_per_node 2 examples/multi_gpu.py --dataset synthetic-products --epochs 5
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Dict
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+import pyg_accel.nn.models as accel_models
+from pyg_accel.data import from_data
+from pyg_accel.datasets import load_dataset
+from pyg_accel.distributed import setup
+from pyg_accel.loader import NeighborLoader
+from results import save_results
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--dataset', default='default', help="'default', 'synthetic-<preset>' or 'ogbn-…'")
+    p.add_argument('--root', default='data/ogb', help='folder holding OGB datasets (never downloaded)')
+    p.add_argument('--scale', type=float, default=1.0, help='size factor for synthetic presets')
+    p.add_argument('--hidden', type=int, default=128)
+    p.add_argument('--layers', type=int, default=2)
+    p.add_argument('--dropout', type=float, default=0.3)
+    p.add_argument('--lr', type=float, default=0.01)
+    p.add_argument('--epochs', type=int, default=20)
+    p.add_argument('--num-neighbors', default='15,10', help='fanout per hop')
+    p.add_argument('--batch-size', type=int, default=1024, help='seeds per batch and process')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--out', default='runs/multi_gpu', help='folder for the metrics JSON and plot (rank 0)')
+    return p.parse_args(argv)
+
+
+def share(nodes: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """This rank's equal share of ``nodes`` (the remainder dropped, so that every rank
+    runs the same number of batches, as DistributedDataParallel needs)."""
+    per_rank = nodes.numel() // world
+    return nodes[rank * per_rank:(rank + 1) * per_rank]
+
+
+@torch.no_grad()
+def evaluate(model, fs, gs, split: Dict[str, torch.Tensor], fanout, batch_size, rank, world, device):
+    """Accuracy per split: each rank classifies its share of the nodes (sampled
+    neighbourhoods, as in training) and the counts are summed over the ranks."""
+    model.eval()
+    counts = torch.zeros(len(split), 2, device=device)  # correct, total
+    for i, nodes in enumerate(split.values()):
+        mine = nodes[rank::world]
+        if not mine.numel():
+            continue
+        for batch in NeighborLoader((fs, gs), fanout, input_nodes=mine, batch_size=4 * batch_size):
+            pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(-1)
+            counts[i, 0] += (pred == batch.y[:batch.batch_size]).sum()
+            counts[i, 1] += batch.batch_size
+    dist.all_reduce(counts)
+    return {name: float(counts[i, 0] / counts[i, 1].clamp(min=1)) for i, name in enumerate(split)}
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    rank, world, device = setup()
+    if not dist.is_initialized():
+        raise SystemExit('run under torchrun (e.g. torchrun --nproc_per_node 2 examples/multi_gpu.py)')
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed)  # the same on every rank
+    fs, gs = from_data(dataset.data, location='sharded')  # collective: each rank keeps its block of rows
+    if rank == 0:
+        print(f'{dataset}\n{world} processes on {device.type}; features: {fs.location} '
+              f'({fs._stored(fs._tensor_attr_cls.cast(None, "x"))}), graph: {gs.location}; '
+              f'loaded in {time.perf_counter() - start:.1f} s', flush=True)
+    fanout = [int(v) for v in args.num_neighbors.split(',')]
+    train_nodes = share(dataset.split['train'][torch.randperm(dataset.split['train'].numel())], rank, world)
+    loader = NeighborLoader((fs, gs), fanout, input_nodes=train_nodes, batch_size=args.batch_size, shuffle=True)
+    model = accel_models.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes,
+                                   dropout=args.dropout).to(device)
+    model = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    history = []
+    bar = tqdm(range(1, args.epochs + 1), desc=f'rank {rank}', unit='epoch', disable=rank != 0)
+    for epoch in bar:
+        epoch_start = time.perf_counter()
+        model.train()
+        total = torch.zeros((), device=device)
+        for batch in loader:
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+            loss.backward()
+            opt.step()
+            total += loss.detach() * batch.batch_size
+        dist.all_reduce(total)
+        seconds = time.perf_counter() - epoch_start
+        acc = evaluate(model, fs, gs, dataset.split, fanout, args.batch_size, rank, world, device)
+        row = {'epoch': epoch, 'loss': float(total) / (train_nodes.numel() * world), 'seconds': seconds,
+               **{f'{k}_acc': v for k, v in acc.items()}}
+        history.append(row)
+        if rank == 0:
+            tqdm.write(f"epoch {epoch:3d}  loss {row['loss']:.4f}  train {acc['train']:.4f}  "
+                       f"valid {acc['valid']:.4f}  test {acc['test']:.4f}  ({seconds * 1e3:.0f} ms)")
+    best = max(history, key=lambda h: h['valid_acc'])
+    summary = {'dataset': dataset.name, 'processes': world, 'device': device.type, 'best_epoch': best['epoch'],
+               'valid_acc': best['valid_acc'], 'test_acc': best['test_acc'],
+               'median_epoch_s': sorted(h['seconds'] for h in history)[len(history) // 2]}
+    if rank == 0:
+        print(f"best valid {best['valid_acc']:.4f} at epoch {best['epoch']}: test {best['test_acc']:.4f}; "
+              f"median epoch {summary['median_epoch_s'] * 1e3:.0f} ms on {world} processes")
+        save_results(history, args, Path(args.out), summary, {f'{k}_acc': k for k in ('train', 'valid', 'test')},
+                     'accuracy', f'GraphSAGE on {args.dataset}, {world} processes')
+        print(f'metrics and curves in {args.out}/')
+    dist.destroy_process_group()
+    return summary
+
+
+if __name__ == '__main__':
+    main()
