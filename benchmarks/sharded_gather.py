@@ -14,6 +14,9 @@ at once, as in data-parallel training. Per batch, median over repetitions:
                         at P times the memory);
 * pinned host:          the table in pinned host memory, gathered by the GPU over PCIe.
 
+Floor: the rows in the peers' blocks over the peer link, at the bandwidth of a plain copy
+from a peer's block into this GPU (measured here, every rank copying at once).
+
     torchrun --nproc_per_node 2 benchmarks/sharded_gather.py --out bench-out
 """
 from __future__ import annotations
@@ -91,6 +94,10 @@ def main(argv=None) -> dict:
         full = torch.rand(args.rows, row_bytes // 4, generator=g, device=device)  # the same table on every rank
         table = ShardedTensor.from_full(full)
         host = full.cpu().pin_memory()
+        peer = table.shards[(rank + 1) % world]  # (mapped into this GPU's context)
+        into = torch.empty_like(peer)
+        peer_gbs = peer.numel() * peer.element_size() / time_ms(lambda: into.copy_(peer), 10) / 1e6
+        del into
         for batch_rows in args.batch_rows:
             gen = torch.Generator(device=device).manual_seed(1 + rank)
             index = torch.randint(0, args.rows, (batch_rows,), generator=gen, device=device)
@@ -103,7 +110,9 @@ def main(argv=None) -> dict:
                 'replicated': lambda: gather(full, index, check_bounds=False),
                 'pinned host': lambda: gather(host, index, check_bounds=False),
             }
-            row = {'row B': row_bytes, 'batch rows': batch_rows, 'rank': rank}
+            remote = int(((index < bounds[rank]) | (index >= bounds[rank + 1])).sum())
+            row = {'row B': row_bytes, 'batch rows': batch_rows, 'rank': rank, 'peer copy GB/s': peer_gbs,
+                   'floor ms': remote * row_bytes / peer_gbs / 1e6}
             for name, fn in methods.items():
                 ms = time_ms(fn, args.reps)
                 row[f'{name} ms'] = ms
@@ -111,6 +120,7 @@ def main(argv=None) -> dict:
             row['ours vs all-to-all'] = row['NCCL all-to-all ms'] / row['ours (peer reads) ms']
             row['ours vs pinned'] = row['pinned host ms'] / row['ours (peer reads) ms']
             row['ours / replicated'] = row['ours (peer reads) ms'] / row['replicated ms']
+            row['ours / floor'] = row['ours (peer reads) ms'] / row['floor ms']
             results.append(row)
         del table, full, host
         torch.cuda.empty_cache()

@@ -78,25 +78,29 @@ def _worker(rank: int, world_size: int, init_file: str, device_type: str) -> Non
     """One process of a two-process world: shards, peer reads, owner writes, and a
     NeighborLoader over a sharded feature store."""
     cuda = device_type == 'cuda'
+    device = torch.device('cuda', rank) if cuda else torch.device('cpu')
     if cuda:
-        torch.cuda.set_device(rank)
-    kwargs = {'device_id': torch.device('cuda', rank)} if cuda else {}
+        torch.cuda.set_device(device)
+    kwargs = {'device_id': device} if cuda else {}
     dist.init_process_group('nccl' if cuda else 'gloo', init_method=f'file://{init_file}', rank=rank,
                             world_size=world_size, **kwargs)
+    if cuda:  # (diagnosis, shown if the test fails: whether the current device held)
+        print(f'rank {rank}: current device cuda:{torch.cuda.current_device()} after init', flush=True)
     try:
         full = full_table()
-        table = ShardedTensor.from_full(full)
+        table = ShardedTensor.from_full(full, device=device)
         bounds = row_partition(NUM_ROWS, world_size)
         assert len(table.shards) == world_size and table.local_rows == range(bounds[rank], bounds[rank + 1])
         assert table.local.device.type == device_type
-        if cuda:  # the peer's block is the peer GPU's memory, mapped here
-            assert {s.device.index for s in table.shards} == set(range(world_size))
+        if cuda:  # every block is read through this GPU (the peer's mapped into its context)
+            assert table.device == torch.device('cuda', rank)
+            assert all(s.device == table.device for s in table.shards)
         index = torch.randint(0, NUM_ROWS, (5000,), generator=torch.Generator().manual_seed(rank))
         for dtype in (torch.int64, torch.int32):
             out = table.gather(index.to(dtype).to(table.device))
             assert out.device == table.device and torch.equal(out.cpu(), full[index])
         assert torch.equal(table.to_dense().cpu(), full)
-        half = ShardedTensor.from_full(full.bfloat16())
+        half = ShardedTensor.from_full(full.bfloat16(), device=device)
         assert torch.equal(half.gather(index).cpu(), full.bfloat16()[index])
         with pytest.raises(IndexError, match='out of range'):
             table.gather(torch.tensor([NUM_ROWS]))
@@ -114,7 +118,7 @@ def _worker(rank: int, world_size: int, init_file: str, device_type: str) -> Non
         g = torch.Generator().manual_seed(1)
         data = Data(x=torch.randn(300, 8, generator=g), y=torch.randint(0, 3, (300,), generator=g),
                     edge_index=torch.randint(0, 300, (2, 2000), generator=g), num_nodes=300)
-        fs, gs = from_data(data, 'sharded')
+        fs, gs = from_data(data, 'sharded', device=device if cuda else None)
         seeds = torch.arange(300)[rank::world_size]  # each rank trains on its share of the seeds
         loader = NeighborLoader((fs, gs), [4, 3], input_nodes=seeds, batch_size=32)
         batches = 0

@@ -74,6 +74,25 @@ def _share_cpu(local: Tensor, rank: int, world_size: int, group) -> List[Tensor]
     return shards
 
 
+def _open_on(device: torch.device, rebuild, args: tuple) -> Tensor:
+    """A peer's shard, its IPC handle opened in *this* GPU's context.
+
+    ``torch.multiprocessing``'s rebuild opens a handle on the device that allocated it
+    (a second CUDA context in this process), where this GPU's kernels cannot read it:
+    peer access enabled afterwards does not cover memory imported that way (measured: an
+    illegal address on 2 x H200). Opened with this GPU current, the driver maps the
+    peer's memory for this GPU (``cudaIpcMemLazyEnablePeerAccess``), so the returned
+    tensor is labelled with this GPU while its bytes stay on the peer; only the gather
+    kernels read it."""
+    import inspect
+    names = list(inspect.signature(rebuild).parameters)
+    if 'storage_device' not in names:
+        raise RuntimeError('share_shards: this PyTorch rebuilds shared CUDA tensors in an unknown way')
+    args = list(args)
+    args[names.index('storage_device')] = device.index
+    return rebuild(*args)
+
+
 def _share_cuda(local: Tensor, rank: int, world_size: int, group) -> List[Tensor]:
     """Every rank's GPU shard: the others' mapped into this process through CUDA IPC
     handles (peer memory, read over NVLink/PCIe by this GPU's kernels)."""
@@ -91,7 +110,8 @@ def _share_cuda(local: Tensor, rank: int, world_size: int, group) -> List[Tensor
             raise RuntimeError(f'share_shards: rank {r} runs on host {host!r}, not {socket.gethostname()!r}; GPU '
                                'shards are shared between the processes of one host (CUDA IPC)')
         if index == device.index:
-            raise RuntimeError(f'share_shards: ranks {rank} and {r} both use cuda:{index}; give each process '
+            raise RuntimeError(f'share_shards: ranks {rank} and {r} both put their shards on cuda:{index} (this '
+                               f'process: current device cuda:{torch.cuda.current_device()}); give each process '
                                'its own GPU (torch.cuda.set_device(local_rank))')
         if index >= torch.cuda.device_count() or uuid_of(index) != gpu_uuid:
             raise RuntimeError(f'share_shards: rank {r} put its shard on its cuda:{index}, which is another GPU '
@@ -99,7 +119,7 @@ def _share_cuda(local: Tensor, rank: int, world_size: int, group) -> List[Tensor
                                '(do not restrict CUDA_VISIBLE_DEVICES per process)')
         if not torch.cuda.can_device_access_peer(device, index):
             raise RuntimeError(f'share_shards: cuda:{device.index} cannot read cuda:{index} peer-to-peer')
-        shards.append(peer_rebuild(*peer_args))
+        shards.append(_open_on(device, peer_rebuild, peer_args))
     dist.barrier(group=group)  # every process holds its handles before any shard can go
     return shards
 
@@ -240,5 +260,5 @@ class ShardedTensor:
         self.local[(rows - lo).to(self.device)] = values.to(self.device, self.dtype)
 
     def __repr__(self) -> str:
-        kinds = ', '.join(str(s.device) for s in self.shards)
-        return f'ShardedTensor(shape={tuple(self.shape)}, dtype={self.dtype}, rank={self.rank}, shards=[{kinds}])'
+        return (f'ShardedTensor(shape={tuple(self.shape)}, dtype={self.dtype}, rank {self.rank} of '
+                f'{len(self.shards)}, rows {self.local_rows.start}:{self.local_rows.stop} on {self.device})')
