@@ -1,16 +1,16 @@
 """pyg_accel.distributed: row-sharded tables read in place by every process of a host.
 
-Multi-process tests spawn two processes: on the CPU (gloo, shards in shared memory) in
-CI, and on two GPUs (NCCL, shards mapped through CUDA IPC and read peer-to-peer) where
-there are two.
+Multi-process tests run tests/distributed_worker.py under torchrun with two processes: on
+the CPU (gloo, shards in shared memory) in CI, and on two GPUs (NCCL, shards mapped
+through CUDA IPC and read peer-to-peer) where there are two.
 """
 import os
-import tempfile
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch_geometric.data import Data
 
 from pyg_accel.data import FeatureStore, GraphStore, from_data
@@ -74,76 +74,30 @@ def test_sharded_feature_store_in_one_process(device):
     assert 'x' in repr(fs)
 
 
-def _worker(rank: int, world_size: int, init_file: str, device_type: str) -> None:
-    """One process of a two-process world: shards, peer reads, owner writes, and a
-    NeighborLoader over a sharded feature store."""
-    cuda = device_type == 'cuda'
-    device = torch.device('cuda', rank) if cuda else torch.device('cpu')
-    if cuda:
-        torch.cuda.set_device(device)
-    kwargs = {'device_id': device} if cuda else {}
-    dist.init_process_group('nccl' if cuda else 'gloo', init_method=f'file://{init_file}', rank=rank,
-                            world_size=world_size, **kwargs)
-    if cuda:  # (diagnosis, shown if the test fails: whether the current device held)
-        print(f'rank {rank}: current device cuda:{torch.cuda.current_device()} after init', flush=True)
-    try:
-        full = full_table()
-        table = ShardedTensor.from_full(full, device=device)
-        bounds = row_partition(NUM_ROWS, world_size)
-        assert len(table.shards) == world_size and table.local_rows == range(bounds[rank], bounds[rank + 1])
-        assert table.local.device.type == device_type
-        if cuda:  # every block is read through this GPU (the peer's mapped into its context)
-            assert table.device == torch.device('cuda', rank)
-            assert all(s.device == table.device for s in table.shards)
-        index = torch.randint(0, NUM_ROWS, (5000,), generator=torch.Generator().manual_seed(rank))
-        for dtype in (torch.int64, torch.int32):
-            out = table.gather(index.to(dtype).to(table.device))
-            assert out.device == table.device and torch.equal(out.cpu(), full[index])
-        assert torch.equal(table.to_dense().cpu(), full)
-        half = ShardedTensor.from_full(full.bfloat16(), device=device)
-        assert torch.equal(half.gather(index).cpu(), full.bfloat16()[index])
-        with pytest.raises(IndexError, match='out of range'):
-            table.gather(torch.tensor([NUM_ROWS]))
-        # each rank writes its first row; after a barrier every rank reads the others'
-        table.write_local_rows(torch.tensor([bounds[rank]]), torch.full((1, WIDTH), float(100 + rank)))
-        if cuda:
-            torch.cuda.synchronize()
-        dist.barrier()
-        for r in range(world_size):
-            assert (table[bounds[r]] == 100 + r).all()
-        with pytest.raises(IndexError, match='rank that holds'):
-            table.write_local_rows(torch.tensor([bounds[(rank + 1) % world_size]]), torch.zeros(1, WIDTH))
-        # the same Data on every rank: features sharded, graph per rank, our loader
-        from pyg_accel.loader import NeighborLoader
-        g = torch.Generator().manual_seed(1)
-        data = Data(x=torch.randn(300, 8, generator=g), y=torch.randint(0, 3, (300,), generator=g),
-                    edge_index=torch.randint(0, 300, (2, 2000), generator=g), num_nodes=300)
-        fs, gs = from_data(data, 'sharded', device=device if cuda else None)
-        seeds = torch.arange(300)[rank::world_size]  # each rank trains on its share of the seeds
-        loader = NeighborLoader((fs, gs), [4, 3], input_nodes=seeds, batch_size=32)
-        batches = 0
-        for batch in loader:
-            n_id = batch.n_id.cpu()
-            assert torch.equal(batch.x.cpu(), data.x[n_id]) and torch.equal(batch.y.cpu(), data.y[n_id])
-            assert batch.x.device.type == device_type
-            batches += 1
-        assert batches == 5
-    finally:
-        dist.destroy_process_group()
+def _torchrun_worker(tmp_path: Path, gpus: bool) -> None:
+    """tests/distributed_worker.py under torchrun, two processes: on two GPUs, or on the
+    CPU (CUDA hidden)."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(root), str(root / 'tests'),
+                                                          os.environ.get('PYTHONPATH', '')]),
+           'PYG_ACCEL_WORKER_OUT': str(tmp_path)}
+    if not gpus:
+        env['CUDA_VISIBLE_DEVICES'] = ''
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
+           str(root / 'tests' / 'distributed_worker.py')]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    expected = 'cuda' if gpus else 'cpu'
+    assert [(tmp_path / f'rank-{r}').read_text() for r in range(2)] == [f'rank {r} on {expected}' for r in range(2)]
 
 
-def _spawn(device_type: str) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(2, os.path.join(tmp, 'init'), device_type), nprocs=2, join=True)
-
-
-def test_two_processes_on_the_cpu():
+def test_two_processes_on_the_cpu(tmp_path):
     """Shards in shared memory, read in place by both processes (gloo for the setup)."""
-    _spawn('cpu')
+    _torchrun_worker(tmp_path, gpus=False)
 
 
 @requires_two_gpus
-def test_two_processes_on_two_gpus():
+def test_two_processes_on_two_gpus(tmp_path):
     """Each process's block on its GPU, the other's mapped through CUDA IPC and read
     peer-to-peer by the gather kernel."""
-    _spawn('cuda')
+    _torchrun_worker(tmp_path, gpus=True)

@@ -1,0 +1,66 @@
+"""One process of tests/test_distributed.py's two-process runs (under torchrun): shards,
+peer reads, owner writes, and a NeighborLoader over a sharded feature store. Writes
+'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch_geometric.data import Data
+
+from pyg_accel.data import from_data
+from pyg_accel.distributed import ShardedTensor, row_partition, setup
+from pyg_accel.loader import NeighborLoader
+
+NUM_ROWS, WIDTH = 1003, 24
+
+
+def main() -> None:
+    rank, world_size, device = setup()
+    assert world_size == 2
+    try:
+        full = torch.randn(NUM_ROWS, WIDTH, generator=torch.Generator().manual_seed(0))  # the same on every rank
+        table = ShardedTensor.from_full(full)
+        bounds = row_partition(NUM_ROWS, world_size)
+        assert len(table.shards) == world_size and table.local_rows == range(bounds[rank], bounds[rank + 1])
+        assert table.device == device  # every block is read through this GPU (the peer's mapped into it)
+        assert all(s.device == device for s in table.shards)
+        index = torch.randint(0, NUM_ROWS, (5000,), generator=torch.Generator().manual_seed(rank))
+        for dtype in (torch.int64, torch.int32):
+            out = table.gather(index.to(dtype).to(device))
+            assert out.device == device and torch.equal(out.cpu(), full[index])
+        assert torch.equal(table.to_dense().cpu(), full)
+        half = ShardedTensor.from_full(full.bfloat16())
+        assert torch.equal(half.gather(index).cpu(), full.bfloat16()[index])
+        with pytest.raises(IndexError, match='out of range'):
+            table.gather(torch.tensor([NUM_ROWS]))
+        # each rank writes its first row; after a barrier every rank reads the others'
+        table.write_local_rows(torch.tensor([bounds[rank]]), torch.full((1, WIDTH), float(100 + rank)))
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+        dist.barrier()
+        for r in range(world_size):
+            assert (table[bounds[r]] == 100 + r).all()
+        with pytest.raises(IndexError, match='rank that holds'):
+            table.write_local_rows(torch.tensor([bounds[(rank + 1) % world_size]]), torch.zeros(1, WIDTH))
+        # the same Data on every rank: features sharded, graph per rank, our loader
+        g = torch.Generator().manual_seed(1)
+        data = Data(x=torch.randn(300, 8, generator=g), y=torch.randint(0, 3, (300,), generator=g),
+                    edge_index=torch.randint(0, 300, (2, 2000), generator=g), num_nodes=300)
+        fs, gs = from_data(data, 'sharded')
+        seeds = torch.arange(300)[rank::world_size]  # each rank trains on its share of the seeds
+        batches = 0
+        for batch in NeighborLoader((fs, gs), [4, 3], input_nodes=seeds, batch_size=32):
+            n_id = batch.n_id.cpu()
+            assert torch.equal(batch.x.cpu(), data.x[n_id]) and torch.equal(batch.y.cpu(), data.y[n_id])
+            assert batch.x.device == device
+            batches += 1
+        assert batches == 5
+        (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == '__main__':
+    main()
