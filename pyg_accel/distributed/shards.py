@@ -212,10 +212,12 @@ class ShardedTensor:
 
     @property
     def shape(self) -> torch.Size:
+        """``[N, *]``: all rows, every block together."""
         return torch.Size((self.bounds[-1], *self.local.shape[1:]))
 
     @property
     def dtype(self) -> torch.dtype:
+        """The blocks' dtype (one for all)."""
         return self.local.dtype
 
     @property
@@ -224,12 +226,15 @@ class ShardedTensor:
         return self.local.device
 
     def size(self, dim: Optional[int] = None):
+        """As ``Tensor.size``: :attr:`shape`, or its entry ``dim``."""
         return self.shape if dim is None else self.shape[dim]
 
     def element_size(self) -> int:
+        """Bytes per element."""
         return self.local.element_size()
 
     def __len__(self) -> int:
+        """The number of rows, every block together."""
         return self.bounds[-1]
 
     def gather(self, index: Tensor, check_bounds: bool = True) -> Tensor:
