@@ -21,6 +21,7 @@ the GPU, and sampled edges per second.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -30,7 +31,7 @@ from typing import Dict, Tuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, print_table, save_json  # noqa: E402
+from common import environment, print_table, pyplot, save_json  # noqa: E402
 from sampling import time_batches  # noqa: E402
 
 from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample  # noqa: E402
@@ -114,6 +115,25 @@ def profile_calls(fn, batches, device) -> Dict[str, float]:
     return {'ours GPU busy ms': busy, 'ours GPU span ms': span}
 
 
+def plot(rows, path: Path, title: str) -> None:
+    """Time per batch of each sampler (log scale), per fanout list."""
+    plt = pyplot()
+    if plt is None:
+        return
+    methods = [m for m in ('ours', 'ours (CPU kernel) + copy', 'stock PyG (CPU)') if f'{m} ms' in rows[0]]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / len(methods)
+    for i, method in enumerate(methods):
+        label = 'ours (CUDA)' if method == 'ours' else method
+        ax.bar([k + i * width for k in range(len(rows))], [r[f'{method} ms'] for r in rows], width, label=label)
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(rows))], [f"[{r['fanout']}]" for r in rows])
+    ax.set(yscale='log', ylabel='ms per batch (median)', xlabel='fanout per edge type and hop')
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--scale', type=float, default=1.0, help="fraction of ogbn-mag's size")
@@ -125,7 +145,12 @@ def main(argv=None) -> dict:
     p.add_argument('--profile', type=int, default=0,
                    help='also profile this many calls of ours per fanout list: GPU time per kernel')
     p.add_argument('--out', default='bench-out')
+    p.add_argument('--replot', default=None, help='only redraw the plot from a saved JSON')
     args = p.parse_args(argv)
+    if args.replot:
+        saved = json.loads(Path(args.replot).read_text())
+        plot(saved['rows'], Path(args.out) / 'hetero_sampling.png', f"{saved['graph']}, batch {saved['args']['batch_size']}")
+        return saved
     device = torch.device(args.device)
 
     t0 = time.perf_counter()
@@ -184,6 +209,7 @@ def main(argv=None) -> dict:
     payload['table'] = print_table(rows, columns, f'heterogeneous sampling on {graph_name} ({device}), '
                                                   'median ms per batch (paper seeds)')
     save_json(Path(args.out) / 'hetero_sampling.json', payload)
+    plot(rows, Path(args.out) / 'hetero_sampling.png', f'{graph_name}, batch {args.batch_size}')
     return payload
 
 

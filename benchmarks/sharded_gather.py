@@ -22,6 +22,7 @@ from a peer's block into this GPU (measured here, every rank copying at once).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -31,10 +32,15 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, print_table, save_json  # noqa: E402
+from common import environment, print_table, pyplot, save_json  # noqa: E402
 
 from pyg_accel.distributed import ShardedTensor, row_partition, setup  # noqa: E402
 from pyg_accel.ops import gather  # noqa: E402
+
+
+def _title(payload: dict) -> str:
+    return (f"sharded gather, {payload['world_size']} x {payload['gpus'][0]}, {payload['args']['rows']:,} rows, "
+            'every GPU gathering at once')
 
 
 def all_to_all_gather(local: torch.Tensor, bounds: List[int], index: torch.Tensor) -> torch.Tensor:
@@ -75,6 +81,32 @@ def time_ms(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
+METHODS = ['ours (peer reads)', 'NCCL all-to-all', 'replicated', 'pinned host']
+
+
+def plot(rows: List[dict], path: Path, title: str) -> None:
+    """GB/s per method and setting (rank 0's rows), with the peer-link floor."""
+    plt = pyplot()
+    if plt is None:
+        return
+    rows = [r for r in rows if r['rank'] == 0]
+    labels = [f"{r['row B']} B\n{r['batch rows'] / 1e6:g}M rows" for r in rows]
+    fig, ax = plt.subplots(figsize=(10, 5))
+    width = 0.8 / len(METHODS)
+    for i, method in enumerate(METHODS):
+        ax.bar([k + i * width for k in range(len(rows))], [r[f'{method} GB/s'] for r in rows], width, label=method)
+    floor = [r['batch rows'] * r['row B'] / r['floor ms'] / 1e6 for r in rows if 'floor ms' in r]
+    if floor:
+        ax.scatter([k + 0.5 * width for k in range(len(rows))], floor, marker='_', s=400, color='black',
+                   label='peer-link floor (rows in the peer block at the copy bandwidth)', zorder=3)
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(rows))], labels, fontsize=8)
+    ax.set(yscale='log', ylabel='GB/s of gathered rows, per GPU')
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.16), ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--rows', type=int, default=2_449_029, help='table rows (default: ogbn-products nodes)')
@@ -83,7 +115,12 @@ def main(argv=None) -> dict:
                    help='rows gathered per batch (274k: a [15, 10, 5] x 1024 mini-batch)')
     p.add_argument('--reps', type=int, default=20)
     p.add_argument('--out', default='bench-out')
+    p.add_argument('--replot', default=None, help='only redraw the plot from a saved JSON (no GPUs needed)')
     args = p.parse_args(argv)
+    if args.replot:
+        saved = json.loads(Path(args.replot).read_text())
+        plot(saved['rows'], Path(args.out) / 'sharded_gather.png', _title(saved))
+        return saved
     rank, world, device = setup()
     if device.type != 'cuda' or world < 2:
         raise SystemExit('run with torchrun --nproc_per_node >= 2 on a machine with as many GPUs')
@@ -136,6 +173,7 @@ def main(argv=None) -> dict:
         payload['table'] = print_table(rows, columns, f'sharded gather, {world} GPUs, {args.rows:,} rows, '
                                                       'median ms per batch (every rank gathers at once)')
         save_json(Path(args.out) / 'sharded_gather.json', payload)
+        plot(rows, Path(args.out) / 'sharded_gather.png', _title(payload))
     dist.barrier()
     dist.destroy_process_group()
     return payload
