@@ -80,3 +80,28 @@ def test_feature_cache_benchmark_smoke(tmp_path):
     result = cache_bench.main(['--preset', 'tiny', '--batches', '2', '--batch-size', '16', '--fractions', '0.5',
                                '--out', str(tmp_path)])
     assert result['rows'][-1]['hit rate'] > 0.5 and (tmp_path / 'feature_cache.json').is_file()
+
+
+import hetero_sampling as hetero_bench  # noqa: E402
+
+
+def test_hetero_sampling_benchmark_smoke(tmp_path):
+    result = hetero_bench.main(['--scale', '0.002', '--device', 'cpu', '--fanouts', '10-10', '--batch-size', '64',
+                                '--batches', '2', '--baseline-batches', '1', '--out', str(tmp_path)])
+    row = result['rows'][0]
+    assert row['ours ms'] > 0 and row['ours Medges/s'] > 0
+    assert (tmp_path / 'hetero_sampling.json').is_file()
+    again = hetero_bench.main(['--replot', str(tmp_path / 'hetero_sampling.json'), '--out', str(tmp_path)])
+    assert again['rows'] == result['rows']
+
+
+import sharded_gather as sharded_bench  # noqa: E402
+
+
+def test_sharded_gather_plot_from_a_saved_run(tmp_path):
+    """The benchmark itself needs several GPUs (tests/test_distributed.py covers the
+    sharded reads on the CPU); its plot is drawn from a saved run."""
+    saved = Path(__file__).resolve().parents[1] / 'benchmarks' / 'results' / 'sharded_gather_h200x2_run2.json'
+    result = sharded_bench.main(['--replot', str(saved), '--out', str(tmp_path)])
+    assert result['world_size'] == 2 and result['rows']
+    assert (tmp_path / 'sharded_gather.png').is_file() or sharded_bench.pyplot() is None
