@@ -18,8 +18,8 @@
 // draw, insert. Each scan is one kernel over the live positions only (decoupled
 // look-back, tile_scan.cuh), computing its items on the fly. No host synchronisation
 // until the counters are read at the end; buffers are sized by host-side upper bounds
-// and the kernels read the live sizes from the counters. The output edges, grouped per hop in the position buffers, are then
-// written per edge type in one pass per hop.
+// and the kernels read the live sizes from the counters. The output edges, grouped per
+// hop in the position buffers, are then written per edge type in one pass per hop.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -78,7 +78,8 @@ __device__ __forceinline__ T* ptr(const int64_t* table, int64_t i) {
 //   rel_start   [H x (R + 1)]  each edge type's first position in its hop (last: the hop's edges)
 //   task_start  [R + 1]        each edge type's first task in the current hop
 //   seg_base    [max(T, R)]    new nodes of the segment's type in earlier segments (current level)
-//   bad         [2]            1 + an out-of-range seed; 1 + an out-of-range row
+//   bad         [2]            1 + the position of an out-of-range seed; 1 + the edge type
+//                              of an out-of-range row (0: none)
 struct Counters {
   int64_t* level_count;
   int64_t* level_start;
@@ -156,7 +157,7 @@ __global__ void seed_kernel(Meta m, Counters c, Table table, Positions pos, cons
   }
 }
 
-// Inclusive sums of item(p) over the *live positions [0, live) into incl, one tile of
+// Inclusive sums of item(p) over the live positions [0, live) into incl, one tile of
 // kScanTile positions per block: the block's sum, then its prefix by decoupled
 // look-back over the earlier tiles' status words (scan number `epoch` of the call).
 // Blocks past the live positions return at once, so a grid sized by the upper bound
