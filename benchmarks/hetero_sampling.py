@@ -149,7 +149,8 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if args.replot:
         saved = json.loads(Path(args.replot).read_text())
-        plot(saved['rows'], Path(args.out) / 'hetero_sampling.png', f"{saved['graph']}, batch {saved['args']['batch_size']}")
+        title = f"{saved['graph']}, batch {saved['args']['batch_size']}"
+        plot(saved['rows'], Path(args.out) / 'hetero_sampling.png', title)
         return saved
     device = torch.device(args.device)
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from pyg_accel.data import FeatureStore, GraphStore, from_data
+from pyg_accel.data import GraphStore, from_data
 from pyg_accel.distributed import ShardedTensor, row_partition, share_shards
 
 from conftest import DEVICES, requires_two_gpus

@@ -594,7 +594,8 @@ def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index
     cuda = lambda value: ({k: v.cuda() for k, v in value.items()} if isinstance(value, dict)  # noqa: E731
                           else value)
     for batch in range(3):
-        seeds = {'paper': torch.randint(0, 400, (60,), generator=g), 'author': torch.randint(0, 250, (25,), generator=g)}
+        seeds = {'paper': torch.randint(0, 400, (60,), generator=g),
+                 'author': torch.randint(0, 250, (25,), generator=g)}
         seeds['paper'][5] = seeds['paper'][0]  # a repeated seed
         if mode.startswith('temporal'):
             extra['seed_time'] = {t: torch.randint(20, 100, (s.numel(),), generator=g) for t, s in seeds.items()}

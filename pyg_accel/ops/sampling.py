@@ -387,9 +387,9 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
     out = ops().hetero_neighbor_sample(
         [int(num_nodes[t]) for t in node_types], [type_index[et[0]] for et in edge_types],
         [type_index[et[-1]] for et in edge_types], [_graph_long(colptr_dict[et]) for et in edge_types],
-        [_graph_long(row_dict[et]) for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]], num_hops,
-        bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), weights, node_times, edge_times, seed_times,
-        temporal_strategy)
+        [_graph_long(row_dict[et]) for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]],
+        num_hops, bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), weights,
+        node_times, edge_times, seed_times, temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
     return HeteroSampledSubgraph(
