@@ -62,7 +62,7 @@ def evaluate(model, fs, gs, split: Dict[str, torch.Tensor], fanout, batch_size, 
     model.eval()
     counts = torch.zeros(len(split), 2, device=device)  # correct, total
     for i, nodes in enumerate(split.values()):
-        mine = nodes[rank::world]
+        mine = nodes.cpu()[rank::world]
         if not mine.numel():
             continue
         for batch in NeighborLoader((fs, gs), fanout, input_nodes=mine, batch_size=4 * batch_size):
@@ -80,14 +80,16 @@ def main(argv=None) -> dict:
         raise SystemExit('run under torchrun (e.g. torchrun --nproc_per_node 2 examples/multi_gpu.py)')
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed)  # the same on every rank
+    # The same dataset on every rank (synthetic graphs are generated on this GPU: fast, and seeded).
+    dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
     fs, gs = from_data(dataset.data, location='sharded')  # collective: each rank keeps its block of rows
     if rank == 0:
         print(f'{dataset}\n{world} processes on {device.type}; features: {fs.location} '
               f'({fs._stored(fs._tensor_attr_cls.cast(None, "x"))}), graph: {gs.location}; '
               f'loaded in {time.perf_counter() - start:.1f} s', flush=True)
     fanout = [int(v) for v in args.num_neighbors.split(',')]
-    train_nodes = share(dataset.split['train'][torch.randperm(dataset.split['train'].numel())], rank, world)
+    train = dataset.split['train'].cpu()
+    train_nodes = share(train[torch.randperm(train.numel())], rank, world)  # (the same permutation on every rank)
     loader = NeighborLoader((fs, gs), fanout, input_nodes=train_nodes, batch_size=args.batch_size, shuffle=True)
     model = accel_models.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes,
                                    dropout=args.dropout).to(device)
