@@ -650,3 +650,21 @@ def test_hetero_cuda_degenerate_inputs_and_errors():
     # the sampler still works after an error
     good = hetero_neighbor_sample(colptrs, rows, {'paper': torch.tensor([1, 2])}, fanouts, num_nodes, random_seed=1)
     assert good.node['paper'][:2].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize('disjoint', [False, True])
+def test_hetero_opcheck(sample_device, disjoint):
+    """Schema, fake kernel (per-type outputs of dynamic sizes) and dispatch of the raw
+    heterogeneous op."""
+    from pyg_accel.ops._library import ops
+    colptrs, rows, num_nodes = random_hetero_graph()
+    edge_types = list(colptrs)
+    types = list(num_nodes)
+    seeds = [torch.tensor([1, 5, 9], device=sample_device), torch.tensor([2], device=sample_device),
+             torch.empty(0, dtype=torch.long, device=sample_device)]
+    args = ([num_nodes[t] for t in types], [types.index(et[0]) for et in edge_types],
+            [types.index(et[-1]) for et in edge_types], [colptrs[et].to(sample_device) for et in edge_types],
+            [rows[et].to(sample_device) for et in edge_types], seeds, [2, 2] * len(edge_types), 2, False, disjoint, 3,
+            [], [], [], [], 'uniform')
+    torch.library.opcheck(ops().hetero_neighbor_sample.default, args,
+                          test_utils=('test_schema', 'test_faketensor', 'test_autograd_registration'))

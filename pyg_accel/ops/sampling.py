@@ -239,9 +239,24 @@ def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, r
             counts(len(num_neighbors) + 1), counts(len(num_neighbors)))
 
 
+def _fake_hetero_neighbor_sample(num_nodes, src_type, dst_type, colptr, row, seed, num_neighbors, num_hops, replace,
+                                 disjoint, random_seed, edge_weight, node_time, edge_time, seed_time,
+                                 temporal_strategy):
+    ctx = torch.library.get_ctx()
+    like = colptr[0] if colptr else seed[0]
+    new = lambda n: like.new_empty((n,), dtype=torch.long)  # noqa: E731
+    node_sizes = [ctx.new_dynamic_size() for _ in num_nodes]
+    edge_sizes = [ctx.new_dynamic_size() for _ in src_type]
+    return ([new(n) for n in node_sizes], [new(n if disjoint else 0) for n in node_sizes],
+            [new(n) for n in edge_sizes], [new(n) for n in edge_sizes], [new(n) for n in edge_sizes],
+            torch.empty((len(num_nodes), num_hops + 1), dtype=torch.long, device='cpu'),  # (host-side counts)
+            torch.empty((len(src_type), num_hops), dtype=torch.long, device='cpu'))
+
+
 @_build.on_load
 def _register() -> None:
     torch.library.register_fake('pyg_accel::neighbor_sample')(_fake_neighbor_sample)
+    torch.library.register_fake('pyg_accel::hetero_neighbor_sample')(_fake_hetero_neighbor_sample)
 
 
 def _check_nonnegative(weight: Tensor, what: str) -> None:
