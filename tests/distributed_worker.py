@@ -1,5 +1,6 @@
 """One process of tests/test_distributed.py's two-process runs (under torchrun): shards,
-peer reads, owner writes, and a NeighborLoader over a sharded feature store. Writes
+peer reads, owner writes, and our NeighborLoader / LinkNeighborLoader over sharded
+feature stores (homogeneous and heterogeneous). Writes
 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
 import os
 from pathlib import Path
@@ -11,7 +12,8 @@ from torch_geometric.data import Data
 
 from pyg_accel.data import from_data
 from pyg_accel.distributed import ShardedTensor, row_partition, setup
-from pyg_accel.loader import NeighborLoader
+from pyg_accel.loader import LinkNeighborLoader, NeighborLoader
+from conftest import paper_author_graph
 
 NUM_ROWS, WIDTH = 1003, 24
 
@@ -57,6 +59,22 @@ def main() -> None:
             assert batch.x.device == device
             batches += 1
         assert batches == 5
+        # link prediction over the same sharded store (negatives drawn per batch)
+        pairs = data.edge_index[:, rank::world_size][:, :64]
+        links = LinkNeighborLoader((fs, gs), [3, 2], edge_label_index=pairs, batch_size=32, neg_sampling_ratio=1.0)
+        for batch in links:
+            assert torch.equal(batch.x.cpu(), data.x[batch.n_id.cpu()]) and batch.edge_label_index.shape[1] == 64
+        # a heterogeneous graph: every node type's features sharded
+        torch.manual_seed(2)  # (the same HeteroData on every rank)
+        hetero = paper_author_graph(200, 120, 900)
+        hetero['paper', 'written_by', 'author'].edge_index = hetero['author', 'writes', 'paper'].edge_index.flip(0)
+        fs, gs = from_data(hetero, 'sharded')
+        papers = torch.arange(200)[rank::world_size]
+        for batch in NeighborLoader((fs, gs), [3, 2], input_nodes=('paper', papers), batch_size=25):
+            for node_type in ('paper', 'author'):
+                n_id = batch[node_type].n_id.cpu()
+                assert torch.equal(batch[node_type].x.cpu(), hetero[node_type].x[n_id])
+                assert batch[node_type].x.device == device
         (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
     finally:
         dist.destroy_process_group()
