@@ -107,6 +107,44 @@ def plot(rows: List[dict], path: Path, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -> List[dict]:
+    """One row size: every method, every batch size, on this rank (collective)."""
+    bounds = row_partition(args.rows, world)
+    g = torch.Generator(device=device).manual_seed(0)
+    full = torch.rand(args.rows, row_bytes // 4, generator=g, device=device)  # the same table on every rank
+    table = ShardedTensor.from_full(full)
+    host = full.cpu().pin_memory()
+    peer = table.shards[(rank + 1) % world]  # (mapped into this GPU's context)
+    into = torch.empty_like(peer)
+    peer_gbs = peer.numel() * peer.element_size() / time_ms(lambda: into.copy_(peer), 10) / 1e6
+    rows = []
+    for batch_rows in args.batch_rows:
+        gen = torch.Generator(device=device).manual_seed(1 + rank)
+        index = torch.randint(0, args.rows, (batch_rows,), generator=gen, device=device)
+        expected = full[index]
+        assert torch.equal(table.gather(index), expected)
+        assert torch.equal(all_to_all_gather(table.local, bounds, index), expected)
+        methods: Dict[str, Callable[[], object]] = {
+            'ours (peer reads)': lambda: table.gather(index, check_bounds=False),
+            'NCCL all-to-all': lambda: all_to_all_gather(table.local, bounds, index),
+            'replicated': lambda: gather(full, index, check_bounds=False),
+            'pinned host': lambda: gather(host, index, check_bounds=False),
+        }
+        remote = int(((index < bounds[rank]) | (index >= bounds[rank + 1])).sum())
+        row = {'row B': row_bytes, 'batch rows': batch_rows, 'rank': rank, 'peer copy GB/s': peer_gbs,
+               'floor ms': remote * row_bytes / peer_gbs / 1e6}
+        for name, fn in methods.items():
+            ms = time_ms(fn, args.reps)
+            row[f'{name} ms'] = ms
+            row[f'{name} GB/s'] = batch_rows * row_bytes / ms / 1e6
+        row['ours vs all-to-all'] = row['NCCL all-to-all ms'] / row['ours (peer reads) ms']
+        row['ours vs pinned'] = row['pinned host ms'] / row['ours (peer reads) ms']
+        row['ours / replicated'] = row['ours (peer reads) ms'] / row['replicated ms']
+        row['ours / floor'] = row['ours (peer reads) ms'] / row['floor ms']
+        rows.append(row)
+    return rows
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--rows', type=int, default=2_449_029, help='table rows (default: ogbn-products nodes)')
@@ -124,43 +162,10 @@ def main(argv=None) -> dict:
     rank, world, device = setup()
     if device.type != 'cuda' or world < 2:
         raise SystemExit('run with torchrun --nproc_per_node >= 2 on a machine with as many GPUs')
-    bounds = row_partition(args.rows, world)
     results = []
     for row_bytes in args.row_bytes:
-        g = torch.Generator(device=device).manual_seed(0)
-        full = torch.rand(args.rows, row_bytes // 4, generator=g, device=device)  # the same table on every rank
-        table = ShardedTensor.from_full(full)
-        host = full.cpu().pin_memory()
-        peer = table.shards[(rank + 1) % world]  # (mapped into this GPU's context)
-        into = torch.empty_like(peer)
-        peer_gbs = peer.numel() * peer.element_size() / time_ms(lambda: into.copy_(peer), 10) / 1e6
-        del into
-        for batch_rows in args.batch_rows:
-            gen = torch.Generator(device=device).manual_seed(1 + rank)
-            index = torch.randint(0, args.rows, (batch_rows,), generator=gen, device=device)
-            expected = full[index]
-            assert torch.equal(table.gather(index), expected)
-            assert torch.equal(all_to_all_gather(table.local, bounds, index), expected)
-            methods: Dict[str, Callable[[], object]] = {
-                'ours (peer reads)': lambda: table.gather(index, check_bounds=False),
-                'NCCL all-to-all': lambda: all_to_all_gather(table.local, bounds, index),
-                'replicated': lambda: gather(full, index, check_bounds=False),
-                'pinned host': lambda: gather(host, index, check_bounds=False),
-            }
-            remote = int(((index < bounds[rank]) | (index >= bounds[rank + 1])).sum())
-            row = {'row B': row_bytes, 'batch rows': batch_rows, 'rank': rank, 'peer copy GB/s': peer_gbs,
-                   'floor ms': remote * row_bytes / peer_gbs / 1e6}
-            for name, fn in methods.items():
-                ms = time_ms(fn, args.reps)
-                row[f'{name} ms'] = ms
-                row[f'{name} GB/s'] = batch_rows * row_bytes / ms / 1e6
-            row['ours vs all-to-all'] = row['NCCL all-to-all ms'] / row['ours (peer reads) ms']
-            row['ours vs pinned'] = row['pinned host ms'] / row['ours (peer reads) ms']
-            row['ours / replicated'] = row['ours (peer reads) ms'] / row['replicated ms']
-            row['ours / floor'] = row['ours (peer reads) ms'] / row['floor ms']
-            results.append(row)
-        del table, full, host
-        torch.cuda.empty_cache()
+        results += measure(args, row_bytes, rank, world, device)
+        torch.cuda.empty_cache()  # (this row size's tables are gone)
     every = [None] * world
     dist.all_gather_object(every, results)
     payload = {}

@@ -78,9 +78,8 @@ def _torchrun_worker(tmp_path: Path, gpus: bool) -> None:
     """tests/distributed_worker.py under torchrun, two processes: on two GPUs, or on the
     CPU (CUDA hidden)."""
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(root), str(root / 'tests'),
-                                                          os.environ.get('PYTHONPATH', '')]),
-           'PYG_ACCEL_WORKER_OUT': str(tmp_path)}
+    paths = [str(root), str(root / 'tests'), os.environ.get('PYTHONPATH', '')]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(paths), 'PYG_ACCEL_WORKER_OUT': str(tmp_path)}
     if not gpus:
         env['CUDA_VISIBLE_DEVICES'] = ''
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',

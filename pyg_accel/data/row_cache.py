@@ -130,4 +130,3 @@ def presample_node_ids(loader, num_batches: int = 16, node_type: Optional[str] =
                 raise ValueError('presample_node_ids: heterogeneous batches need node_type')
             node = node[node_type]
         yield node
-

@@ -117,8 +117,8 @@ def _check_graph(colptr: Tensor, row: Tensor) -> None:
 def _check_fanouts(num_neighbors: Sequence[int]) -> List[int]:
     if type(num_neighbors) is list and all(type(k) is int and k >= -1 for k in num_neighbors):
         return num_neighbors  # the common case, checked cheaply
-    if isinstance(num_neighbors, (int, Tensor)) or not all(isinstance(k, int) and not isinstance(k, bool)
-                                                            for k in num_neighbors):
+    if isinstance(num_neighbors, (int, Tensor)) or \
+            not all(isinstance(k, int) and not isinstance(k, bool) for k in num_neighbors):
         raise TypeError(f'neighbor_sample: num_neighbors must be a list of ints (one per hop), got {num_neighbors!r}')
     bad = [k for k in num_neighbors if k < -1]
     if bad:
@@ -222,8 +222,8 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     sample = ops().neighbor_sample.default  # (the overload itself: no resolution per call)
     # (random_seed None: the op draws one from torch's default generator)
     out = sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
-                 bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), edge_weight, node_time, edge_time, seed_time,
-                 temporal_strategy)
+                 bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), edge_weight,
+                 node_time, edge_time, seed_time, temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
                            nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
