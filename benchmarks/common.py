@@ -127,4 +127,3 @@ def pyplot():
     except ImportError:
         return None
     return plt
-

@@ -90,7 +90,8 @@ def plot(rows, path: Path, copy_bw: float) -> None:
               ('index_select_rw_GBps', 'torch.index_select, per call (read+write)'),
               ('ours_device_rw_GBps', 'ours, device, back to back'),
               ('index_select_device_rw_GBps', 'torch.index_select, back to back'),
-              ('pinned_GBps', 'ours, pinned host via UVA (gathered)'), ('pyg_default_GBps', 'PyG default: CPU + .to(cuda)')]
+              ('pinned_GBps', 'ours, pinned host via UVA (gathered)'),
+              ('pyg_default_GBps', 'PyG default: CPU + .to(cuda)')]
     for key, label in series:
         if key in rows[0]:
             ax.plot(x, [r[key] for r in rows], marker='o', label=label)

@@ -77,7 +77,8 @@ def profile(layer, x, edge_index, top: int = 12) -> str:
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_graph_arguments(p)
-    p.add_argument('--widths', type=int, nargs='*', default=[64, 256], help='in = out channels (GAT: out per head = width / 8)')
+    p.add_argument('--widths', type=int, nargs='*', default=[64, 256],
+                   help='in = out channels (GAT: out per head = width / 8)')
     p.add_argument('--layers', nargs='*', default=list(LAYERS), choices=list(LAYERS))
     p.add_argument('--reps', type=int, default=5)
     p.add_argument('--profile', action='store_true', help="print our layers' top CUDA kernels (GPU)")

@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import TensorAttr
 
 import pyg_accel.data.feature_store as fs_module
 from pyg_accel.data import FeatureStore

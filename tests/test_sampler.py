@@ -155,8 +155,8 @@ def test_induced_edges_on_degenerate_graphs(dtype):
 @pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")
 def test_induced_matches_stock_pyg_at_full_fanout(dataset, stores):
     seeds = dataset.split['train'][:128]
-    ours = next(iter(NeighborLoader(stores, [-1], neighbor_sampler=NeighborSampler(stores, [-1],
-                                                                                    subgraph_type='induced'),
+    induced = NeighborSampler(stores, [-1], subgraph_type='induced')
+    ours = next(iter(NeighborLoader(stores, [-1], neighbor_sampler=induced,
                                     input_nodes=seeds, batch_size=128)))
     ref = next(iter(NeighborLoader(dataset.data, [-1], input_nodes=seeds, batch_size=128,
                                    subgraph_type='induced')))
