@@ -78,6 +78,16 @@ def main(argv=None) -> dict:
     rank, world, device = setup()
     if not dist.is_initialized():
         raise SystemExit('run under torchrun (e.g. torchrun --nproc_per_node 2 examples/multi_gpu.py)')
+    summary = train(args, rank, world, device)
+    # (The model, its DDP reducer and the stores are gone with train's frame: destroying
+    # the process group while DDP still held it deadlocked at exit, gloo's destructor
+    # joining a worker thread that waited for the GIL to free a tensor.)
+    dist.destroy_process_group()
+    return summary
+
+
+def train(args, rank: int, world: int, device: torch.device) -> dict:
+    """Loads the data, trains and evaluates on this rank; rank 0 prints and saves."""
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     # The same dataset on every rank (synthetic graphs are generated on this GPU: fast, and seeded).
@@ -129,7 +139,6 @@ def main(argv=None) -> dict:
         save_results(history, args, Path(args.out), summary, {f'{k}_acc': k for k in ('train', 'valid', 'test')},
                      'accuracy', f'GraphSAGE on {args.dataset}, {world} processes')
         print(f'metrics and curves in {args.out}/')
-    dist.destroy_process_group()
     return summary
 
 

@@ -20,64 +20,68 @@ NUM_ROWS, WIDTH = 1003, 24
 
 def main() -> None:
     rank, world_size, device = setup()
-    assert world_size == 2
     try:
-        full = torch.randn(NUM_ROWS, WIDTH, generator=torch.Generator().manual_seed(0))  # the same on every rank
-        table = ShardedTensor.from_full(full)
-        bounds = row_partition(NUM_ROWS, world_size)
-        assert len(table.shards) == world_size and table.local_rows == range(bounds[rank], bounds[rank + 1])
-        assert table.device == device  # every block is read through this GPU (the peer's mapped into it)
-        assert all(s.device == device for s in table.shards)
-        index = torch.randint(0, NUM_ROWS, (5000,), generator=torch.Generator().manual_seed(rank))
-        for dtype in (torch.int64, torch.int32):
-            out = table.gather(index.to(dtype).to(device))
-            assert out.device == device and torch.equal(out.cpu(), full[index])
-        assert torch.equal(table.to_dense().cpu(), full)
-        half = ShardedTensor.from_full(full.bfloat16())
-        assert torch.equal(half.gather(index).cpu(), full.bfloat16()[index])
-        with pytest.raises(IndexError, match='out of range'):
-            table.gather(torch.tensor([NUM_ROWS]))
-        # each rank writes its first row; after a barrier every rank reads the others'
-        table.write_local_rows(torch.tensor([bounds[rank]]), torch.full((1, WIDTH), float(100 + rank)))
-        if device.type == 'cuda':
-            torch.cuda.synchronize()
-        dist.barrier()
-        for r in range(world_size):
-            assert (table[bounds[r]] == 100 + r).all()
-        with pytest.raises(IndexError, match='rank that holds'):
-            table.write_local_rows(torch.tensor([bounds[(rank + 1) % world_size]]), torch.zeros(1, WIDTH))
-        # the same Data on every rank: features sharded, graph per rank, our loader
-        g = torch.Generator().manual_seed(1)
-        data = Data(x=torch.randn(300, 8, generator=g), y=torch.randint(0, 3, (300,), generator=g),
-                    edge_index=torch.randint(0, 300, (2, 2000), generator=g), num_nodes=300)
-        fs, gs = from_data(data, 'sharded')
-        seeds = torch.arange(300)[rank::world_size]  # each rank trains on its share of the seeds
-        batches = 0
-        for batch in NeighborLoader((fs, gs), [4, 3], input_nodes=seeds, batch_size=32):
-            n_id = batch.n_id.cpu()
-            assert torch.equal(batch.x.cpu(), data.x[n_id]) and torch.equal(batch.y.cpu(), data.y[n_id])
-            assert batch.x.device == device
-            batches += 1
-        assert batches == 5
-        # link prediction over the same sharded store (negatives drawn per batch)
-        pairs = data.edge_index[:, rank::world_size][:, :64]
-        links = LinkNeighborLoader((fs, gs), [3, 2], edge_label_index=pairs, batch_size=32, neg_sampling_ratio=1.0)
-        for batch in links:
-            assert torch.equal(batch.x.cpu(), data.x[batch.n_id.cpu()]) and batch.edge_label_index.shape[1] == 64
-        # a heterogeneous graph: every node type's features sharded
-        torch.manual_seed(2)  # (the same HeteroData on every rank)
-        hetero = paper_author_graph(200, 120, 900)
-        hetero['paper', 'written_by', 'author'].edge_index = hetero['author', 'writes', 'paper'].edge_index.flip(0)
-        fs, gs = from_data(hetero, 'sharded')
-        papers = torch.arange(200)[rank::world_size]
-        for batch in NeighborLoader((fs, gs), [3, 2], input_nodes=('paper', papers), batch_size=25):
-            for node_type in ('paper', 'author'):
-                n_id = batch[node_type].n_id.cpu()
-                assert torch.equal(batch[node_type].x.cpu(), hetero[node_type].x[n_id])
-                assert batch[node_type].x.device == device
-        (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
-    finally:
+        check(rank, world_size, device)
+    finally:  # (after check's frame, and every tensor the process group touched, is gone)
         dist.destroy_process_group()
+
+
+def check(rank: int, world_size: int, device: torch.device) -> None:
+    assert world_size == 2
+    full = torch.randn(NUM_ROWS, WIDTH, generator=torch.Generator().manual_seed(0))  # the same on every rank
+    table = ShardedTensor.from_full(full)
+    bounds = row_partition(NUM_ROWS, world_size)
+    assert len(table.shards) == world_size and table.local_rows == range(bounds[rank], bounds[rank + 1])
+    assert table.device == device  # every block is read through this GPU (the peer's mapped into it)
+    assert all(s.device == device for s in table.shards)
+    index = torch.randint(0, NUM_ROWS, (5000,), generator=torch.Generator().manual_seed(rank))
+    for dtype in (torch.int64, torch.int32):
+        out = table.gather(index.to(dtype).to(device))
+        assert out.device == device and torch.equal(out.cpu(), full[index])
+    assert torch.equal(table.to_dense().cpu(), full)
+    half = ShardedTensor.from_full(full.bfloat16())
+    assert torch.equal(half.gather(index).cpu(), full.bfloat16()[index])
+    with pytest.raises(IndexError, match='out of range'):
+        table.gather(torch.tensor([NUM_ROWS]))
+    # each rank writes its first row; after a barrier every rank reads the others'
+    table.write_local_rows(torch.tensor([bounds[rank]]), torch.full((1, WIDTH), float(100 + rank)))
+    if device.type == 'cuda':
+        torch.cuda.synchronize()
+    dist.barrier()
+    for r in range(world_size):
+        assert (table[bounds[r]] == 100 + r).all()
+    with pytest.raises(IndexError, match='rank that holds'):
+        table.write_local_rows(torch.tensor([bounds[(rank + 1) % world_size]]), torch.zeros(1, WIDTH))
+    # the same Data on every rank: features sharded, graph per rank, our loader
+    g = torch.Generator().manual_seed(1)
+    data = Data(x=torch.randn(300, 8, generator=g), y=torch.randint(0, 3, (300,), generator=g),
+                edge_index=torch.randint(0, 300, (2, 2000), generator=g), num_nodes=300)
+    fs, gs = from_data(data, 'sharded')
+    seeds = torch.arange(300)[rank::world_size]  # each rank trains on its share of the seeds
+    batches = 0
+    for batch in NeighborLoader((fs, gs), [4, 3], input_nodes=seeds, batch_size=32):
+        n_id = batch.n_id.cpu()
+        assert torch.equal(batch.x.cpu(), data.x[n_id]) and torch.equal(batch.y.cpu(), data.y[n_id])
+        assert batch.x.device == device
+        batches += 1
+    assert batches == 5
+    # link prediction over the same sharded store (negatives drawn per batch)
+    pairs = data.edge_index[:, rank::world_size][:, :64]
+    links = LinkNeighborLoader((fs, gs), [3, 2], edge_label_index=pairs, batch_size=32, neg_sampling_ratio=1.0)
+    for batch in links:
+        assert torch.equal(batch.x.cpu(), data.x[batch.n_id.cpu()]) and batch.edge_label_index.shape[1] == 64
+    # a heterogeneous graph: every node type's features sharded
+    torch.manual_seed(2)  # (the same HeteroData on every rank)
+    hetero = paper_author_graph(200, 120, 900)
+    hetero['paper', 'written_by', 'author'].edge_index = hetero['author', 'writes', 'paper'].edge_index.flip(0)
+    fs, gs = from_data(hetero, 'sharded')
+    papers = torch.arange(200)[rank::world_size]
+    for batch in NeighborLoader((fs, gs), [3, 2], input_nodes=('paper', papers), batch_size=25):
+        for node_type in ('paper', 'author'):
+            n_id = batch[node_type].n_id.cpu()
+            assert torch.equal(batch[node_type].x.cpu(), hetero[node_type].x[n_id])
+            assert batch[node_type].x.device == device
+    (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 
 
 if __name__ == '__main__':
