@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../sampling_rng.h"
+#include "../hetero_inputs.h"
 #include "../sampling_seed.h"
 
 namespace pyg_accel {
@@ -245,17 +246,6 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
 using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
                                 std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor>;
 
-// Entry i of an optional per-type tensor list as a contiguous tensor of `dtype`, or an
-// undefined tensor (no entry, or None); `expected` entries when the list is not empty.
-at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
-                       at::ScalarType dtype, const char* name) {
-  if (list.size() == 0) return at::Tensor();
-  TORCH_CHECK(static_cast<int64_t>(list.size()) == expected, "hetero_neighbor_sample: ", name, " must have ",
-              std::to_string(expected), " entries (one per type) or none");
-  const std::optional<at::Tensor> t = list.get(i);
-  return t.has_value() ? t->to(dtype).contiguous() : at::Tensor();
-}
-
 template <typename T>
 const T* data_or_null(const at::Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
@@ -271,43 +261,13 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
                                         const c10::List<std::optional<at::Tensor>>& seed_time_list,
                                         c10::string_view temporal_strategy) {
   const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
-  TORCH_CHECK(static_cast<int64_t>(dst_type.size()) == R && static_cast<int64_t>(colptr_list.size()) == R &&
-                  static_cast<int64_t>(row_list.size()) == R && static_cast<int64_t>(seed_list.size()) == T &&
-                  static_cast<int64_t>(num_neighbors.size()) == R * num_hops,
-              "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
-  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
-              "hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
+  const HeteroInputs in = read_hetero_inputs(num_nodes, src_type, dst_type, colptr_list, row_list, seed_list,
+                                             num_neighbors, num_hops, disjoint, edge_weight, node_time_list,
+                                             edge_time_list, seed_time_list, temporal_strategy, std::nullopt);
+  const auto &colptrs = in.colptrs, &rows = in.rows, &weights = in.weights, &edge_times = in.edge_times;
+  const auto &node_times = in.node_times, &seed_times = in.seed_times;
+  const bool temporal = in.temporal;
   const int64_t random_seed = resolve_random_seed(random_seed_arg);
-  std::vector<at::Tensor> colptrs, rows, weights, edge_times, node_times, seed_times;
-  bool weighted = false, temporal = false;
-  for (int64_t r = 0; r < R; ++r) {
-    TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
-                "hetero_neighbor_sample: edge type ", std::to_string(r), " names an unknown node type");
-    colptrs.push_back(colptr_list[r].to(at::kLong).contiguous());
-    rows.push_back(row_list[r].to(at::kLong).contiguous());
-    TORCH_CHECK(colptrs[r].numel() == num_nodes[dst_type[r]] + 1,
-                "hetero_neighbor_sample: colptr of edge type ", std::to_string(r), " must have ",
-                std::to_string(num_nodes[dst_type[r]] + 1), " entries");
-    weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight"));
-    edge_times.push_back(type_tensor(edge_time_list, r, R, at::kLong, "edge_time"));
-    for (const at::Tensor* t : {&weights[r], &edge_times[r]}) {
-      TORCH_CHECK(!t->defined() || t->numel() == rows[r].numel(), "hetero_neighbor_sample: edge_weight and "
-                  "edge_time of edge type ", std::to_string(r), " need one entry per edge");
-    }
-    weighted |= weights[r].defined();
-    temporal |= edge_times[r].defined();
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    node_times.push_back(type_tensor(node_time_list, t, T, at::kLong, "node_time"));
-    seed_times.push_back(type_tensor(seed_time_list, t, T, at::kLong, "seed_time"));
-    TORCH_CHECK(!node_times[t].defined() || node_times[t].numel() >= num_nodes[t],
-                "hetero_neighbor_sample: node_time of node type ", std::to_string(t), " needs one entry per node");
-    TORCH_CHECK(!seed_times[t].defined() || seed_times[t].numel() == seed_list[t].numel(),
-                "hetero_neighbor_sample: seed_time of node type ", std::to_string(t), " needs one entry per seed");
-    temporal |= node_times[t].defined();
-  }
-  TORCH_CHECK(!temporal || disjoint, "hetero_neighbor_sample: temporal sampling needs disjoint=True");
-  TORCH_CHECK(!(temporal && weighted), "hetero_neighbor_sample: weighted temporal sampling is not supported");
   const bool last = temporal_strategy == "last";
   std::vector<std::vector<int64_t>> node(T), batch(T), out_row(R), out_col(R), out_edge(R), frontier(T);
   std::vector<std::unordered_map<int64_t, int64_t>> local_of(T);
@@ -318,8 +278,6 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
     const at::Tensor seeds = seed_list[t].to(at::kLong).contiguous();
     const int64_t* s = seeds.data_ptr<int64_t>();
     const int64_t stride = std::max<int64_t>(num_nodes[t], 1);
-    TORCH_CHECK(!temporal || seeds.numel() == 0 || seed_times[t].defined(), "hetero_neighbor_sample: temporal "
-                "sampling needs the seed times of node type ", std::to_string(t));
     for (int64_t i = 0; i < seeds.numel(); ++i, ++tree) {
       TORCH_CHECK(s[i] >= 0 && s[i] < num_nodes[t], "hetero_neighbor_sample: seed ", std::to_string(s[i]),
                   " is out of range for node type ", std::to_string(t));

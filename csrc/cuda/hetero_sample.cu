@@ -36,6 +36,7 @@
 
 #include <cub/cub.cuh>
 
+#include "../hetero_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "sample_draws.cuh"
@@ -424,18 +425,6 @@ void launch(Kernel kernel, int64_t n, cudaStream_t stream, Args... args) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Entry i of an optional per-type tensor list on `device` as `dtype`, or undefined.
-at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
-                       at::ScalarType dtype, const char* name, const at::Device& device) {
-  if (list.size() == 0) return at::Tensor();
-  TORCH_CHECK(static_cast<int64_t>(list.size()) == expected, "hetero_neighbor_sample: ", name, " must have ",
-              std::to_string(expected), " entries (one per type) or none");
-  const std::optional<at::Tensor> t = list.get(i);
-  if (!t.has_value()) return at::Tensor();
-  TORCH_CHECK(t->device() == device, "hetero_neighbor_sample: ", name, " must be on the graph's GPU");
-  return t->to(dtype).contiguous();
-}
-
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
 
 using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
@@ -452,61 +441,25 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
                                          c10::string_view temporal_strategy) {
   const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
   const int64_t H = num_hops;
-  TORCH_CHECK(static_cast<int64_t>(dst_type.size()) == R && static_cast<int64_t>(colptr_list.size()) == R &&
-                  static_cast<int64_t>(row_list.size()) == R && static_cast<int64_t>(seed_list.size()) == T &&
-                  static_cast<int64_t>(num_neighbors.size()) == R * H && H >= 0,
-              "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
+  TORCH_CHECK(T > 0, "hetero_neighbor_sample: no node types");
   TORCH_CHECK(T <= kMaxTypes && R <= kMaxTypes, "hetero_neighbor_sample: the CUDA kernel takes up to ",
               std::to_string(kMaxTypes), " node types and edge types");
-  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
-              "hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
-  TORCH_CHECK(T > 0, "hetero_neighbor_sample: no node types");
   const at::Device device = R > 0 ? colptr_list[0].device() : seed_list[0].device();
   TORCH_CHECK(device.is_cuda(), "hetero_neighbor_sample: the CUDA kernel needs the graph on a GPU");
   const c10::cuda::CUDAGuard guard(device);
+  const HeteroInputs in = read_hetero_inputs(num_nodes, src_type, dst_type, colptr_list, row_list, seed_list,
+                                             num_neighbors, num_hops, disjoint, edge_weight, node_time_list,
+                                             edge_time_list, seed_time_list, temporal_strategy, device);
+  const auto &colptrs = in.colptrs, &rows = in.rows, &weights = in.weights, &edge_times = in.edge_times;
+  const auto &node_times = in.node_times, &seed_times = in.seed_times;
+  const bool weighted = in.weighted, temporal = in.temporal;
   const int64_t random_seed = resolve_random_seed(random_seed_arg);
-
-  // Graph, weights and times per type (validated as the CPU kernel does).
-  std::vector<at::Tensor> colptrs, rows, weights, edge_times, node_times, seed_times;
-  bool weighted = false, temporal = false;
-  for (int64_t r = 0; r < R; ++r) {
-    TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
-                "hetero_neighbor_sample: edge type ", std::to_string(r), " names an unknown node type");
-    TORCH_CHECK(colptr_list[r].device() == device && row_list[r].device() == device,
-                "hetero_neighbor_sample: every edge type's colptr and row must be on one GPU");
-    colptrs.push_back(colptr_list[r].to(at::kLong).contiguous());
-    rows.push_back(row_list[r].to(at::kLong).contiguous());
-    TORCH_CHECK(colptrs[r].numel() == num_nodes[dst_type[r]] + 1, "hetero_neighbor_sample: colptr of edge type ",
-                std::to_string(r), " must have ", std::to_string(num_nodes[dst_type[r]] + 1), " entries");
-    weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight", device));
-    edge_times.push_back(type_tensor(edge_time_list, r, R, at::kLong, "edge_time", device));
-    for (const at::Tensor* t : {&weights[r], &edge_times[r]}) {
-      TORCH_CHECK(!t->defined() || t->numel() == rows[r].numel(), "hetero_neighbor_sample: edge_weight and "
-                  "edge_time of edge type ", std::to_string(r), " need one entry per edge");
-    }
-    weighted |= weights[r].defined();
-    temporal |= edge_times[r].defined();
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    TORCH_CHECK(seed_list[t].device() == device, "hetero_neighbor_sample: the seeds must be on the graph's GPU");
-    node_times.push_back(type_tensor(node_time_list, t, T, at::kLong, "node_time", device));
-    seed_times.push_back(type_tensor(seed_time_list, t, T, at::kLong, "seed_time", device));
-    TORCH_CHECK(!node_times[t].defined() || node_times[t].numel() >= num_nodes[t],
-                "hetero_neighbor_sample: node_time of node type ", std::to_string(t), " needs one entry per node");
-    TORCH_CHECK(!seed_times[t].defined() || seed_times[t].numel() == seed_list[t].numel(),
-                "hetero_neighbor_sample: seed_time of node type ", std::to_string(t), " needs one entry per seed");
-    temporal |= node_times[t].defined();
-  }
-  TORCH_CHECK(!temporal || disjoint, "hetero_neighbor_sample: temporal sampling needs disjoint=True");
-  TORCH_CHECK(!(temporal && weighted), "hetero_neighbor_sample: weighted temporal sampling is not supported");
 
   // Seeds of all types in one array, and (temporal) each tree's time.
   std::vector<at::Tensor> seed_parts;
   std::vector<int64_t> seed_start(T + 1, 0), type_offset(T, 0);
   int64_t total_nodes = 0;
   for (int64_t t = 0; t < T; ++t) {
-    TORCH_CHECK(!temporal || seed_list[t].numel() == 0 || seed_times[t].defined(), "hetero_neighbor_sample: temporal "
-                "sampling needs the seed times of node type ", std::to_string(t));
     TORCH_CHECK(seed_list[t].numel() == 0 || num_nodes[t] > 0, "hetero_neighbor_sample: seeds of node type ",
                 std::to_string(t), " are out of range (the type has no nodes)");
     seed_parts.push_back(seed_list[t].to(at::kLong).reshape({-1}));

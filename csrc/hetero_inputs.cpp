@@ -1,0 +1,79 @@
+#include "hetero_inputs.h"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+namespace pyg_accel {
+namespace {
+
+// Entry i of an optional per-type tensor list as a contiguous tensor of `dtype`, or an
+// undefined tensor (no entry, or None); `expected` entries when the list is not empty.
+at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
+                       at::ScalarType dtype, const char* name, const std::optional<at::Device>& device) {
+  if (list.size() == 0) return at::Tensor();
+  TORCH_CHECK(static_cast<int64_t>(list.size()) == expected, "hetero_neighbor_sample: ", name, " must have ",
+              std::to_string(expected), " entries (one per type) or none");
+  const std::optional<at::Tensor> t = list.get(i);
+  if (!t.has_value()) return at::Tensor();
+  TORCH_CHECK(!device || t->device() == *device, "hetero_neighbor_sample: ", name, " must be on the graph's GPU");
+  return t->to(dtype).contiguous();
+}
+
+}  // namespace
+
+HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
+                                at::TensorList colptr_list, at::TensorList row_list, at::TensorList seed_list,
+                                at::IntArrayRef num_neighbors, int64_t num_hops, bool disjoint,
+                                const c10::List<std::optional<at::Tensor>>& edge_weight,
+                                const c10::List<std::optional<at::Tensor>>& node_time,
+                                const c10::List<std::optional<at::Tensor>>& edge_time,
+                                const c10::List<std::optional<at::Tensor>>& seed_time,
+                                c10::string_view temporal_strategy, std::optional<at::Device> device) {
+  const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
+  TORCH_CHECK(static_cast<int64_t>(dst_type.size()) == R && static_cast<int64_t>(colptr_list.size()) == R &&
+                  static_cast<int64_t>(row_list.size()) == R && static_cast<int64_t>(seed_list.size()) == T &&
+                  num_hops >= 0 && static_cast<int64_t>(num_neighbors.size()) == R * num_hops,
+              "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
+              "hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
+  HeteroInputs in;
+  for (int64_t r = 0; r < R; ++r) {
+    TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
+                "hetero_neighbor_sample: edge type ", std::to_string(r), " names an unknown node type");
+    TORCH_CHECK(!device || (colptr_list[r].device() == *device && row_list[r].device() == *device),
+                "hetero_neighbor_sample: every edge type's colptr and row must be on one GPU");
+    in.colptrs.push_back(colptr_list[r].to(at::kLong).contiguous());
+    in.rows.push_back(row_list[r].to(at::kLong).contiguous());
+    TORCH_CHECK(in.colptrs[r].numel() == num_nodes[dst_type[r]] + 1, "hetero_neighbor_sample: colptr of edge type ",
+                std::to_string(r), " must have ", std::to_string(num_nodes[dst_type[r]] + 1), " entries");
+    in.weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight", device));
+    in.edge_times.push_back(type_tensor(edge_time, r, R, at::kLong, "edge_time", device));
+    for (const at::Tensor* t : {&in.weights[r], &in.edge_times[r]}) {
+      TORCH_CHECK(!t->defined() || t->numel() == in.rows[r].numel(), "hetero_neighbor_sample: edge_weight and "
+                  "edge_time of edge type ", std::to_string(r), " need one entry per edge");
+    }
+    in.weighted |= in.weights[r].defined();
+    in.temporal |= in.edge_times[r].defined();
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    TORCH_CHECK(!device || seed_list[t].device() == *device,
+                "hetero_neighbor_sample: the seeds must be on the graph's GPU");
+    in.node_times.push_back(type_tensor(node_time, t, T, at::kLong, "node_time", device));
+    in.seed_times.push_back(type_tensor(seed_time, t, T, at::kLong, "seed_time", device));
+    TORCH_CHECK(!in.node_times[t].defined() || in.node_times[t].numel() >= num_nodes[t],
+                "hetero_neighbor_sample: node_time of node type ", std::to_string(t), " needs one entry per node");
+    TORCH_CHECK(!in.seed_times[t].defined() || in.seed_times[t].numel() == seed_list[t].numel(),
+                "hetero_neighbor_sample: seed_time of node type ", std::to_string(t), " needs one entry per seed");
+    in.temporal |= in.node_times[t].defined();
+  }
+  TORCH_CHECK(!in.temporal || disjoint, "hetero_neighbor_sample: temporal sampling needs disjoint=True");
+  TORCH_CHECK(!(in.temporal && in.weighted), "hetero_neighbor_sample: weighted temporal sampling is not supported");
+  for (int64_t t = 0; t < T; ++t) {
+    TORCH_CHECK(!in.temporal || seed_list[t].numel() == 0 || in.seed_times[t].defined(), "hetero_neighbor_sample: "
+                "temporal sampling needs the seed times of node type ", std::to_string(t));
+  }
+  return in;
+}
+
+}  // namespace pyg_accel
