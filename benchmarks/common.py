@@ -127,3 +127,12 @@ def pyplot():
     except ImportError:
         return None
     return plt
+
+
+def add_speedups(row: Dict[str, object], methods, ours: str = 'ours') -> None:
+    """``row['ours vs M'] = row['M ms'] / row['ours ms']`` for every other method M timed."""
+    if f'{ours} ms' not in row:
+        return
+    for method in methods:
+        if method != ours and f'{method} ms' in row:
+            row[f'{ours} vs {method}'] = row[f'{method} ms'] / row[f'{ours} ms']

@@ -31,7 +31,7 @@ from typing import Dict, Tuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, print_table, pyplot, save_json  # noqa: E402
+from common import add_speedups, environment, print_table, pyplot, save_json  # noqa: E402
 from sampling import time_batches  # noqa: E402
 
 from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample  # noqa: E402
@@ -198,9 +198,7 @@ def main(argv=None) -> dict:
                 result['ours host ms'] = host * 1e3
         if args.profile and 'ours' in methods:
             result.update(profile_calls(methods['ours'][0], seed_batches(args.profile), device))
-        for method in methods:
-            if method != 'ours' and 'ours ms' in result:
-                result[f'ours vs {method}'] = result[f'{method} ms'] / result['ours ms']
+        add_speedups(result, methods)
         rows.append(result)
         print(result, flush=True)
 

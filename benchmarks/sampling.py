@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_graph_arguments, environment, print_table, save_json  # noqa: E402
+from common import add_graph_arguments, add_speedups, environment, print_table, save_json  # noqa: E402
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
@@ -169,9 +169,7 @@ def main(argv=None) -> dict:
                 else:
                     result[f'{method} host ms'] = host * 1e3
                 result[f'{method} Medges/s'] = edges / total / 1e6
-            for method in methods:
-                if method != 'ours' and 'ours ms' in result:
-                    result[f'ours vs {method}'] = result[f'{method} ms'] / result['ours ms']
+            add_speedups(result, methods)
             rows.append(result)
             print(result, flush=True)
 

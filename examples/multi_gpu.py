@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Dict
 
 import torch
@@ -28,7 +27,7 @@ from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.distributed import setup
 from pyg_accel.loader import NeighborLoader
-from results import save_results
+from results import accuracy_summary, report_accuracy
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -129,16 +128,10 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         if rank == 0:
             tqdm.write(f"epoch {epoch:3d}  loss {row['loss']:.4f}  train {acc['train']:.4f}  "
                        f"valid {acc['valid']:.4f}  test {acc['test']:.4f}  ({seconds * 1e3:.0f} ms)")
-    best = max(history, key=lambda h: h['valid_acc'])
-    summary = {'dataset': dataset.name, 'processes': world, 'device': device.type, 'best_epoch': best['epoch'],
-               'valid_acc': best['valid_acc'], 'test_acc': best['test_acc'],
-               'median_epoch_s': sorted(h['seconds'] for h in history)[len(history) // 2]}
+    summary = accuracy_summary(history, dataset=dataset.name, processes=world, device=device.type)
     if rank == 0:
-        print(f"best valid {best['valid_acc']:.4f} at epoch {best['epoch']}: test {best['test_acc']:.4f}; "
-              f"median epoch {summary['median_epoch_s'] * 1e3:.0f} ms on {world} processes")
-        save_results(history, args, Path(args.out), summary, {f'{k}_acc': k for k in ('train', 'valid', 'test')},
-                     'accuracy', f'GraphSAGE on {args.dataset}, {world} processes')
-        print(f'metrics and curves in {args.out}/')
+        report_accuracy(history, args, summary, f'GraphSAGE on {args.dataset}, {world} processes',
+                        f' on {world} processes')
     return summary
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Dict, List, Optional
 
 import torch
@@ -33,7 +32,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data, presample_node_ids, rows_by_access, rows_by_degree
 from pyg_accel.loader import NeighborLoader, StageTimer
 from pyg_accel.datasets import load_dataset
-from results import format_stages, save_results, stage_columns
+from results import accuracy_summary, format_stages, report_accuracy, stage_columns
 
 MODELS = {'sage': 'GraphSAGE', 'gcn': 'GCN', 'gat': 'GAT'}
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}  # where the model's convolutions come from
@@ -221,15 +220,8 @@ def main(argv=None) -> dict:
         lambda *a: train_neighbor(*a, args, data=dataset.data.cpu())  # noqa: E731
     history = train(model, opt, fs, gs, dataset.split, device, args.epochs, bar)
 
-    best = max(history, key=lambda h: h['valid_acc'])
-    summary = {'dataset': dataset.name, 'device': str(device), 'best_epoch': best['epoch'],
-               'valid_acc': best['valid_acc'], 'test_acc': best['test_acc'],
-               'median_epoch_s': sorted(h['seconds'] for h in history)[len(history) // 2]}
-    print(f"best valid {best['valid_acc']:.4f} at epoch {best['epoch']}: test {best['test_acc']:.4f}; "
-          f"median epoch {summary['median_epoch_s'] * 1e3:.0f} ms")
-    save_results(history, args, Path(args.out), summary, {f'{k}_acc': k for k in ('train', 'valid', 'test')},
-                 'accuracy', f'{args.model} on {args.dataset}')
-    print(f'metrics and curves in {args.out}/')
+    summary = accuracy_summary(history, dataset=dataset.name, device=str(device))
+    report_accuracy(history, args, summary, f'{args.model} on {args.dataset}')
     return summary
 
 

@@ -61,3 +61,21 @@ def save_results(history: List[dict], args, out: Path, summary: dict, metrics: D
     fig.tight_layout()
     fig.savefig(out / 'curves.png', dpi=110)
     plt.close(fig)
+
+
+def accuracy_summary(history: List[dict], **facts) -> dict:
+    """``facts`` plus the epoch with the best validation accuracy (its validation and
+    test accuracy) and the median epoch time."""
+    best = max(history, key=lambda h: h['valid_acc'])
+    return {**facts, 'best_epoch': best['epoch'], 'valid_acc': best['valid_acc'], 'test_acc': best['test_acc'],
+            'median_epoch_s': sorted(h['seconds'] for h in history)[len(history) // 2]}
+
+
+def report_accuracy(history: List[dict], args, summary: dict, title: str, where: str = '') -> None:
+    """Prints the best epoch and the median epoch time (``where``: e.g. ' on 2 processes'),
+    then saves the metrics JSON and curves (train / valid / test accuracy) to ``args.out``."""
+    print(f"best valid {summary['valid_acc']:.4f} at epoch {summary['best_epoch']}: test {summary['test_acc']:.4f}; "
+          f"median epoch {summary['median_epoch_s'] * 1e3:.0f} ms{where}")
+    save_results(history, args, Path(args.out), summary, {f'{k}_acc': k for k in ('train', 'valid', 'test')},
+                 'accuracy', title)
+    print(f'metrics and curves in {args.out}/')
