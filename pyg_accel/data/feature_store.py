@@ -2,9 +2,9 @@
 
 Tensors live in one storage tier (:mod:`pyg_accel.data.location`): GPU memory, pinned
 host memory read by the GPU, CPU memory, or row blocks sharded across the GPUs of a
-host and read peer-to-peer (:class:`pyg_accel.distributed.ShardedTensor`). Keys are PyG's ``(group_name, attr_name)``:
-``group_name`` is ``None`` for homogeneous graphs and a node-type string for
-heterogeneous ones.
+host and read peer-to-peer (:class:`pyg_accel.distributed.ShardedTensor`). Keys are
+PyG's ``(group_name, attr_name)``: ``group_name`` is ``None`` for homogeneous graphs and
+a node-type string for heterogeneous ones.
 """
 from __future__ import annotations
 
