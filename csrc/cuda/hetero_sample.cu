@@ -530,8 +530,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
               std::to_string(std::max(all_nodes, max_positions)), " nodes or edges) is too large for the CUDA "
               "kernel's buffers; use smaller fanouts or batches");
 
-  // Buffers, in three allocations: zeroed state (table, counters, scan status words),
-  // the nodes per type (returned as views), and scratch.
+  // Buffers: zeroed state (table, counters, scan status words) and scratch in two
+  // allocations; the node outputs, one per type.
   const auto long_opts = seeds.options().dtype(at::kLong);
   int64_t capacity = 1024;
   while (capacity < 2 * all_nodes) capacity *= 2;
@@ -542,15 +542,12 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   const Counters c = Counters::at(state.data_ptr<int64_t>() + 2 * capacity, T, R, H);
   auto* status = reinterpret_cast<unsigned long long*>(state.data_ptr<int64_t>() + 2 * capacity + counter_words);
 
-  std::vector<int64_t> node_at(T), batch_at(T);
-  int64_t node_words = 0;
+  // One allocation per output (outputs of an op must not share storage), sized by the bound.
+  std::vector<at::Tensor> node_buffer(T), batch_buffer(T);
   for (int64_t t = 0; t < T; ++t) {
-    node_at[t] = node_words;
-    node_words += node_bound[t];
-    batch_at[t] = node_words;
-    if (disjoint) node_words += node_bound[t];
+    node_buffer[t] = at::empty({node_bound[t]}, long_opts);
+    batch_buffer[t] = at::empty({disjoint ? node_bound[t] : 0}, long_opts);
   }
-  const at::Tensor node_buffer = at::empty({node_words}, long_opts);
   int64_t scratch_words = 0;
   auto carve = [&](int64_t n) {
     const int64_t at_ = scratch_words;
@@ -590,11 +587,10 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     dst_a[r] = dst_type[r];
   }
   std::vector<int64_t> node_time_a(T), node_out_a(T), batch_out_a(T), num_nodes_a(num_nodes.begin(), num_nodes.end());
-  const int64_t node_base = address(node_buffer);
   for (int64_t t = 0; t < T; ++t) {
     node_time_a[t] = address(node_times[t]);
-    node_out_a[t] = node_base + 8 * node_at[t];
-    batch_out_a[t] = disjoint ? node_base + 8 * batch_at[t] : 0;
+    node_out_a[t] = address(node_buffer[t]);
+    batch_out_a[t] = disjoint ? address(batch_buffer[t]) : 0;
   }
   const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_weight = append(weight_a),
                 o_edge_time = append(edge_time_a), o_src = append(src_a), o_dst = append(dst_a),
@@ -658,34 +654,32 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   TORCH_CHECK(hc.bad[1] == 0, "hetero_neighbor_sample: row of edge type ", std::to_string(hc.bad[1] - 1),
               " holds a node out of range");
 
-  // Outputs: nodes per type (views of the node buffer); the edges of every edge type in
-  // one allocation ([row | col | edge], each grouped by edge type), written per hop.
+  // Outputs: nodes per type (prefixes of their bound-sized buffers); row, col and edge ids
+  // per edge type, sized by the counts and written per hop.
   std::vector<at::Tensor> node_t(T), batch_t(T), row_t(R), col_t(R), edge_t(R);
   for (int64_t t = 0; t < T; ++t) {
     int64_t n = 0;
     for (int64_t l = 0; l <= H; ++l) n += hc.level_count[t * (H + 1) + l];
-    node_t[t] = node_buffer.narrow(0, node_at[t], n);
-    batch_t[t] = node_buffer.narrow(0, batch_at[t], disjoint ? n : 0);
+    node_t[t] = node_buffer[t].narrow(0, 0, n);
+    batch_t[t] = batch_buffer[t].narrow(0, 0, disjoint ? n : 0);
   }
   int64_t total_edges = 0;
   for (int64_t i = 0; i < R * H; ++i) total_edges += hc.edge_count[i];
-  const at::Tensor edge_buffer = at::empty({3 * total_edges}, long_opts);
-  const int64_t edge_base = address(edge_buffer);
   std::vector<int64_t> emit_host(static_cast<size_t>(4 * R * std::max<int64_t>(H, 1)), 0);
-  for (int64_t r = 0, at_ = 0; r < R; ++r) {
+  for (int64_t r = 0; r < R; ++r) {
     int64_t n = 0;
-    for (int64_t h = 0; h < H; ++h) {
+    for (int64_t h = 0; h < H; ++h) n += hc.edge_count[r * H + h];
+    row_t[r] = at::empty({n}, long_opts);
+    col_t[r] = at::empty({n}, long_opts);
+    edge_t[r] = at::empty({n}, long_opts);
+    for (int64_t h = 0, done = 0; h < H; ++h) {
       int64_t* e = emit_host.data() + 4 * R * h;
-      e[r] = edge_base + 8 * at_;
-      e[R + r] = edge_base + 8 * (total_edges + at_);
-      e[2 * R + r] = edge_base + 8 * (2 * total_edges + at_);
-      e[3 * R + r] = n;
-      n += hc.edge_count[r * H + h];
+      e[r] = address(row_t[r]);
+      e[R + r] = address(col_t[r]);
+      e[2 * R + r] = address(edge_t[r]);
+      e[3 * R + r] = done;
+      done += hc.edge_count[r * H + h];
     }
-    row_t[r] = edge_buffer.narrow(0, at_, n);
-    col_t[r] = edge_buffer.narrow(0, total_edges + at_, n);
-    edge_t[r] = edge_buffer.narrow(0, 2 * total_edges + at_, n);
-    at_ += n;
   }
   if (total_edges > 0) {
     const at::Tensor emit_dev = at::tensor(emit_host, at::TensorOptions().dtype(at::kLong)).pin_memory()
