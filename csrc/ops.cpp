@@ -75,4 +75,9 @@ TORCH_LIBRARY(pyg_accel, m) {
   // exp(l - max) / (sum exp(l - max) + 1e-16); and its backward y * (g - sum(y * g)).
   m.def("edge_softmax(Tensor ptr, Tensor logits) -> Tensor");
   m.def("edge_softmax_backward(Tensor ptr, Tensor out, Tensor grad) -> Tensor");
+  // Reverse Cuthill-McKee order of the subgraph induced by the nodes [lo, hi) of a
+  // symmetric CSR graph (rowptr [N + 1], col [nnz]; edges leaving the range and
+  // self-loops ignored): the range's node ids, [hi - lo] int64, in their new order
+  // (CPU; a bandwidth-reducing order for locality and for contiguous partitions).
+  m.def("rcm_order(Tensor rowptr, Tensor col, int lo, int hi) -> Tensor");
 }

@@ -83,3 +83,25 @@ def cuda_sampling_built() -> bool:
 @pytest.fixture(params=DEVICES)
 def sample_device(request) -> torch.device:
     return torch.device(request.param)
+
+
+def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> None:
+    """tests/SCRIPT under torchrun with ``nproc`` processes, on as many GPUs or on the CPU
+    (CUDA hidden). Each rank writes 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R
+    once every check passed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    paths = [str(root), str(root / 'tests'), os.environ.get('PYTHONPATH', '')]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(paths), 'PYG_ACCEL_WORKER_OUT': str(tmp_path)}
+    if not gpus:
+        env['CUDA_VISIBLE_DEVICES'] = ''
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(nproc),
+           str(root / 'tests' / script)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    expected = 'cuda' if gpus else 'cpu'
+    assert [(Path(tmp_path) / f'rank-{r}').read_text() for r in range(nproc)] == [
+        f'rank {r} on {expected}' for r in range(nproc)]

@@ -4,11 +4,6 @@ Multi-process tests run tests/distributed_worker.py under torchrun with two proc
 the CPU (gloo, shards in shared memory) in CI, and on two GPUs (NCCL, shards mapped
 through CUDA IPC and read peer-to-peer) where there are two.
 """
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -16,7 +11,7 @@ from torch_geometric.data import Data
 from pyg_accel.data import GraphStore, from_data
 from pyg_accel.distributed import ShardedTensor, row_partition, share_shards
 
-from conftest import DEVICES, requires_two_gpus
+from conftest import DEVICES, requires_two_gpus, run_torchrun_worker
 
 NUM_ROWS, WIDTH = 1003, 24
 
@@ -74,29 +69,13 @@ def test_sharded_feature_store_in_one_process(device):
     assert 'x' in repr(fs)
 
 
-def _torchrun_worker(tmp_path: Path, gpus: bool) -> None:
-    """tests/distributed_worker.py under torchrun, two processes: on two GPUs, or on the
-    CPU (CUDA hidden)."""
-    root = Path(__file__).resolve().parents[1]
-    paths = [str(root), str(root / 'tests'), os.environ.get('PYTHONPATH', '')]
-    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(paths), 'PYG_ACCEL_WORKER_OUT': str(tmp_path)}
-    if not gpus:
-        env['CUDA_VISIBLE_DEVICES'] = ''
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
-           str(root / 'tests' / 'distributed_worker.py')]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    expected = 'cuda' if gpus else 'cpu'
-    assert [(tmp_path / f'rank-{r}').read_text() for r in range(2)] == [f'rank {r} on {expected}' for r in range(2)]
-
-
 def test_two_processes_on_the_cpu(tmp_path):
     """Shards in shared memory, read in place by both processes (gloo for the setup)."""
-    _torchrun_worker(tmp_path, gpus=False)
+    run_torchrun_worker('distributed_worker.py', tmp_path, gpus=False)
 
 
 @requires_two_gpus
 def test_two_processes_on_two_gpus(tmp_path):
     """Each process's block on its GPU, the other's mapped through CUDA IPC and read
     peer-to-peer by the gather kernel."""
-    _torchrun_worker(tmp_path, gpus=True)
+    run_torchrun_worker('distributed_worker.py', tmp_path, gpus=True)

@@ -1,0 +1,116 @@
+"""One process of tests/test_full_graph.py's two-process runs (under torchrun): GCN,
+GraphSAGE and GAT trained full-graph on a partitioned graph (halo exchange) give this
+process's rows of the whole graph's outputs, the input gradients of its rows, and,
+summed over the processes, the whole graph's weight gradients; a DDP step agrees too.
+Writes 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch_geometric.nn as pyg_nn
+from torch_geometric.data import Data
+
+import pyg_accel.nn as accel_nn
+from pyg_accel.distributed import partition_data, setup
+
+NUM_NODES, WIDTH = 300, 8
+
+
+def main() -> None:
+    rank, world_size, device = setup()
+    try:
+        check(rank, world_size, device)
+    finally:
+        dist.destroy_process_group()
+
+
+def make_layers(kind: str):
+    """Two layers of ours and PyG's with the same parameters."""
+    torch.manual_seed(0)
+    if kind == 'gcn':
+        ours = [accel_nn.GCNConv(WIDTH, 16, normalize=False), accel_nn.GCNConv(16, 4, normalize=False)]
+        ref = [pyg_nn.GCNConv(WIDTH, 16), pyg_nn.GCNConv(16, 4)]
+    elif kind == 'sage':
+        ours = [accel_nn.SAGEConv(WIDTH, 16), accel_nn.SAGEConv(16, 4)]
+        ref = [pyg_nn.SAGEConv(WIDTH, 16), pyg_nn.SAGEConv(16, 4)]
+    else:
+        ours = [accel_nn.GATConv(WIDTH, 8, heads=2), accel_nn.GATConv(16, 4, heads=1)]
+        ref = [pyg_nn.GATConv(WIDTH, 8, heads=2), pyg_nn.GATConv(16, 4, heads=1)]
+    ours, ref = torch.nn.ModuleList(ours), torch.nn.ModuleList(ref)
+    ref.load_state_dict(ours.state_dict())
+    return ours, ref
+
+
+def forward_partitioned(layers, part, x, kind):
+    graph = part.gcn_norm() if kind == 'gcn' else None
+    for i, conv in enumerate(layers):
+        x_ext = part.exchange(x)
+        x = conv(x_ext, *graph)[:part.num_local] if kind == 'gcn' else conv((x_ext, x), part.edge_index)
+        x = x.relu() if i == 0 else x
+    return x
+
+
+class Partitioned(torch.nn.Module):
+    """Layers run on a partition (DDP needs the forward to go through a module)."""
+
+    def __init__(self, layers, part, kind):
+        super().__init__()
+        self.layers, self.part, self.kind = layers, part, kind
+
+    def forward(self, x):
+        return forward_partitioned(self.layers, self.part, x, self.kind)
+
+
+def forward_whole(layers, x, edge_index):
+    for i, conv in enumerate(layers):
+        x = conv(x, edge_index)
+        x = x.relu() if i == 0 else x
+    return x
+
+
+def check(rank: int, world_size: int, device: torch.device) -> None:
+    assert world_size == 2
+    g = torch.Generator().manual_seed(0)  # the same graph on every rank
+    ei = torch.randint(0, NUM_NODES - 10, (2, 3000), generator=g)  # 10 isolated nodes
+    ei = torch.cat([ei, torch.tensor([[5, 6], [5, 6]]), ei[:, :20]], dim=1)  # self-loops, duplicates
+    data = Data(x=torch.randn(NUM_NODES, WIDTH, generator=g), edge_index=ei, num_nodes=NUM_NODES)
+    target = torch.randn(NUM_NODES, 4, generator=g)
+    for kind, reorder in (('gcn', None), ('sage', 'rcm'), ('gat', 'degree')):
+        ours, ref = make_layers(kind)
+        ours, ref = ours.to(device), ref.to(device)
+        x_all = data.x.to(device, copy=True).requires_grad_()
+        expected = forward_whole(ref, x_all, ei.to(device))
+        (expected * target.to(device)).sum().backward()
+
+        part, local = partition_data(data, reorder=reorder, device=device)
+        assert part.world_size == 2 and part.num_halo > 0 and local.x.device == device
+        rows = local.global_id
+        x = local.x.clone().requires_grad_()
+        out = forward_partitioned(ours, part, x, kind)
+        (out * target.to(device)[rows]).sum().backward()
+        torch.testing.assert_close(out, expected[rows], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(x.grad, x_all.grad[rows], atol=1e-4, rtol=1e-4)
+        for (name, p), q in zip(ours.named_parameters(), ref.parameters()):
+            grad = p.grad.clone()
+            dist.all_reduce(grad)
+            torch.testing.assert_close(grad, q.grad, atol=1e-4, rtol=1e-4, msg=f'{kind} {name}')
+
+    # DDP beside the exchange (its own communicator): averaged gradients = whole graph's / 2
+    ours, ref = make_layers('sage')
+    ours, ref = ours.to(device), ref.to(device)
+    forward_whole(ref, data.x.to(device), ei.to(device)).mul(target.to(device)).sum().backward()
+    part, local = partition_data(data, device=device)
+    model = torch.nn.parallel.DistributedDataParallel(Partitioned(ours, part, 'sage'))
+    for _ in range(2):  # twice: the second step reuses DDP's buckets
+        model.zero_grad()
+        out = model(local.x)
+        (out * target.to(device)[local.global_id]).sum().backward()
+    for p, q in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad * world_size, q.grad, atol=1e-4, rtol=1e-4)
+    del model
+    (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
+
+
+if __name__ == '__main__':
+    main()
