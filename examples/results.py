@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Dict, List
 
 
-STAGES = ('sampling', 'gathering', 'compute')
+STAGES = ('sampling', 'gathering', 'exchange', 'compute')
 
 
 def stage_columns(stages: Dict[str, float]) -> Dict[str, float]:
-    """History columns ``sampling_s``, ``gathering_s``, ``compute_s`` of an epoch from a
-    :class:`pyg_accel.loader.StageTimer` summary."""
+    """History columns ``sampling_s``, ``gathering_s``, ``exchange_s`` (full-graph halo
+    exchanges), ``compute_s`` of an epoch from a summary of its stages' seconds."""
     return {f'{name}_s': stages[name] for name in STAGES if name in stages}
 
 

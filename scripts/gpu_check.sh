@@ -3,7 +3,8 @@
 #
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
-#   hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
+#   hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs,
+#   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
 #   e2e_pinned: features in pinned host memory),
 #   cache = pinned features behind a GPU row cache)
@@ -56,6 +57,12 @@ for stage in $STAGES; do
         --out "$OUT_DIR/example_multi_gpu"
       run multigpu_bench python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
         benchmarks/sharded_gather.py --out "$OUT_DIR" ;;
+    fullgraph)  # two or more GPUs: full-graph training across them (tests, example, benchmark)
+      run fullgraph_tests python3 -m pytest tests/test_full_graph.py tests/test_reorder.py -q -rs -p no:cacheprovider
+      run fullgraph_example python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
+        examples/full_graph_multi_gpu.py --epochs 50 --out "$OUT_DIR/example_full_graph"
+      run fullgraph_bench python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
+        benchmarks/full_graph.py --out "$OUT_DIR" ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;

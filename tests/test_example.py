@@ -57,9 +57,9 @@ def test_roc_auc_matches_the_definition():
     assert link_prediction.roc_auc(pos, neg) == pytest.approx((1 + 1 + 1 + 1 + 0.5 + 0.5) / 6)
 
 
-def test_multi_process_example_trains_with_sharded_features(tmp_path):
-    """examples/multi_gpu.py under torchrun with two processes: on two GPUs where there
-    are two (features read peer-to-peer), else on the CPU (gloo, shared-memory shards)."""
+def run_two_processes(example: str, tmp_path, *args: str) -> dict:
+    """examples/EXAMPLE under torchrun with two processes: on two GPUs where there are
+    two, else on the CPU (gloo); its metrics JSON, after checking the run and its plot."""
     import os
     import subprocess
 
@@ -69,10 +69,33 @@ def test_multi_process_example_trains_with_sharded_features(tmp_path):
     if torch.cuda.device_count() == 1:
         env['CUDA_VISIBLE_DEVICES'] = ''  # two processes on one GPU would share it: run them on the CPU
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
-           str(root / 'examples' / 'multi_gpu.py'), '--epochs', '15', '--out', str(tmp_path)]
+           str(root / 'examples' / example), *args, '--out', str(tmp_path)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     metrics = json.loads((tmp_path / 'metrics.json').read_text())
     assert metrics['summary']['processes'] == 2 and metrics['summary']['test_acc'] > 0.5
     assert metrics['history'][-1]['loss'] < metrics['history'][0]['loss']
     assert (tmp_path / 'curves.png').is_file()
+    return metrics
+
+
+def test_multi_process_example_trains_with_sharded_features(tmp_path):
+    """examples/multi_gpu.py: features read peer-to-peer on two GPUs, or from
+    shared-memory shards on the CPU."""
+    run_two_processes('multi_gpu.py', tmp_path, '--epochs', '15')
+
+
+@pytest.mark.parametrize('model', ['gcn', 'sage'])
+def test_multi_process_full_graph_example(tmp_path, model):
+    """examples/full_graph_multi_gpu.py: the graph partitioned across two processes,
+    halos exchanged every layer; the exchange takes part of every epoch."""
+    metrics = run_two_processes('full_graph_multi_gpu.py', tmp_path, '--model', model, '--epochs', '20')
+    assert metrics['summary']['halo_rows'] > 0 and metrics['summary']['reorder'] == 'cluster'
+    assert all(h['exchange_s'] > 0 for h in metrics['history'])
+
+
+def test_full_graph_example_in_one_process(tmp_path):
+    """Without torchrun the same script trains on one device (no halo)."""
+    import full_graph_multi_gpu
+    summary = full_graph_multi_gpu.main(['--model', 'gat', '--epochs', '20', '--out', str(tmp_path)])
+    assert summary['processes'] == 1 and summary['halo_rows'] == 0 and summary['test_acc'] > 0.5

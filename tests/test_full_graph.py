@@ -122,8 +122,8 @@ def test_gcn_norm_without_self_loops_and_weighted():
         for r in range(2):
             part = partition_graph(ei, n, r, 2, edge_weight=weight)
             got_ei, got_w = part.gcn_norm(improved=improved, add_self_loops=add_self_loops)
-            rows = torch.zeros(part.num_local, n).index_put_((got_ei[1], ext_ids(part)[got_ei[0]]), got_w,
-                                                            accumulate=True)
+            index = (got_ei[1], ext_ids(part)[got_ei[0]])
+            rows = torch.zeros(part.num_local, n).index_put_(index, got_w, accumulate=True)
             torch.testing.assert_close(rows, dense[part.lo:part.hi])
 
 

@@ -7,7 +7,7 @@ import torch
 from torch_geometric.data import Data
 
 from pyg_accel.data import mean_edge_span, node_order, reorder_data
-from pyg_accel.data.reorder import inverse_order, symmetric_csr
+from pyg_accel.data.reorder import inverse_order, label_propagation, symmetric_csr
 from pyg_accel.ops import rcm_order
 
 from conftest import DEVICES
@@ -109,7 +109,7 @@ def test_empty_graph_and_ranges():
 
 
 @pytest.mark.parametrize('device', DEVICES)
-@pytest.mark.parametrize('method', ['rcm', 'degree'])
+@pytest.mark.parametrize('method', ['rcm', 'degree', 'cluster'])
 def test_block_wise_order_keeps_blocks(device, method):
     n = 60
     ei = messy_graph(n).to(device)
@@ -121,6 +121,42 @@ def test_block_wise_order_keeps_blocks(device, method):
     if method == 'rcm':
         rowptr, col = symmetric_csr(ei.cpu(), n)
         assert order[25:].tolist() == rcm_order(rowptr, col, 25, 60).tolist()
+
+
+def reference_label_propagation(edge_index, n, iterations=8):
+    """Synchronous label propagation in plain Python (neighbours and the node itself vote;
+    ties go to the smallest label)."""
+    adj = [[v] for v in range(n)]
+    for s, d in edge_index.t().tolist():
+        adj[d].append(s)
+        adj[s].append(d)
+    labels = list(range(n))
+    for _ in range(iterations):
+        new = []
+        for v in range(n):
+            votes = {}
+            for u in adj[v]:
+                votes[labels[u]] = votes.get(labels[u], 0) + 1
+            top = max(votes.values())
+            new.append(min(label for label, c in votes.items() if c == top))
+        if new == labels:
+            break
+        labels = new
+    return labels
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_label_propagation_matches_reference_and_finds_clusters(device):
+    ei = messy_graph(40, 60, seed=5)
+    assert label_propagation(ei.to(device), 40).tolist() == reference_label_propagation(ei, 40)
+    # two 12-node cliques joined by one edge, ids shuffled: each clique becomes one contiguous cluster
+    clique = torch.combinations(torch.arange(12)).t()
+    ei = torch.cat([clique, clique + 12, torch.tensor([[0], [12]])], dim=1)
+    shuffle = torch.randperm(24, generator=torch.Generator().manual_seed(0))
+    order = node_order(shuffle[ei].to(device), 24, 'cluster')
+    original = inverse_order(shuffle)[order.cpu()]  # the clique-numbered id of each new position
+    assert sorted((original[:12] // 12).tolist()) in ([0] * 12, [1] * 12)
+    assert set((original[12:] // 12).tolist()) == {1 - int(original[0] // 12)}
 
 
 def test_degree_order():

@@ -4,6 +4,9 @@ L2 cache more often and a contiguous row partition across GPUs cuts fewer edges.
 
 * ``'rcm'``: reverse Cuthill-McKee (bandwidth reduction; breadth-first by degree);
 * ``'degree'``: by decreasing degree (DegSort);
+* ``'cluster'``: clusters found by label propagation, each numbered contiguously (a
+  stand-in for paper 003's METIS clusters; unlike RCM it also cuts fewer edges on
+  graphs whose long-range edges defeat a breadth-first order);
 * ``bounds``: block-wise reordering (paper 003's Algorithm 2): nodes move only inside
   their block ``[bounds[i], bounds[i + 1])``, so every block keeps its nodes and edges
   (a partition's balance is unchanged) while its rows and columns gain locality.
@@ -22,9 +25,9 @@ from torch_geometric.data import Data
 
 from ..ops.reorder import rcm_order
 
-__all__ = ['symmetric_csr', 'node_order', 'reorder_data', 'inverse_order', 'mean_edge_span']
+__all__ = ['symmetric_csr', 'label_propagation', 'node_order', 'reorder_data', 'inverse_order', 'mean_edge_span']
 
-METHODS = ('rcm', 'degree')
+METHODS = ('rcm', 'degree', 'cluster')
 
 
 def _check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
@@ -60,6 +63,37 @@ def _check_bounds(bounds: Optional[Sequence[int]], num_nodes: int) -> Sequence[i
     return bounds
 
 
+def label_propagation(edge_index: Tensor, num_nodes: int, bounds: Optional[Sequence[int]] = None,
+                      iterations: int = 8) -> Tensor:
+    """Cluster labels (``[num_nodes]``, each a node id of its cluster) by synchronous label
+    propagation on the undirected graph: every node takes the label most frequent among
+    its neighbours and itself (ties: the smallest). With ``bounds``, only edges inside a
+    block count, so every label stays in its node's block. Vectorised (one sort per
+    iteration), on ``edge_index``'s device."""
+    _check_edge_index(edge_index, num_nodes)
+    bounds = _check_bounds(bounds, num_nodes)
+    src, dst = edge_index[0].long(), edge_index[1].long()
+    if len(bounds) > 2:  # edges inside a block only
+        b = torch.tensor(bounds, device=src.device)
+        same = torch.bucketize(src, b, right=True) == torch.bucketize(dst, b, right=True)
+        src, dst = src[same], dst[same]
+    loops = torch.arange(num_nodes, device=src.device)
+    src, dst = torch.cat([src, dst, loops]), torch.cat([dst, src, loops])
+    labels = loops.clone()
+    for _ in range(iterations):
+        key, _ = torch.sort(dst * num_nodes + labels[src])
+        pairs, counts = torch.unique_consecutive(key, return_counts=True)
+        node, label = pairs // num_nodes, pairs % num_nodes
+        best = torch.zeros(num_nodes, dtype=counts.dtype, device=src.device).scatter_reduce(
+            0, node, counts, 'amax', include_self=False)
+        top = counts == best[node]
+        new = torch.full_like(labels, num_nodes).scatter_reduce(0, node[top], label[top], 'amin')
+        if torch.equal(new, labels):
+            break
+        labels = new
+    return labels
+
+
 def node_order(edge_index: Tensor, num_nodes: int, method: str = 'rcm',
                bounds: Optional[Sequence[int]] = None) -> Tensor:
     """A new order of the nodes: ``order[new] = old`` (``[num_nodes]`` int64 on
@@ -68,8 +102,9 @@ def node_order(edge_index: Tensor, num_nodes: int, method: str = 'rcm',
     Args:
         edge_index: ``[2, E]`` edges (direction ignored).
         num_nodes: the number of nodes.
-        method: ``'rcm'`` (reverse Cuthill-McKee, computed on the CPU) or ``'degree'``
-            (decreasing degree, ties by id).
+        method: ``'rcm'`` (reverse Cuthill-McKee, computed on the CPU), ``'degree'``
+            (decreasing degree, ties by id) or ``'cluster'`` (label-propagation clusters,
+            each contiguous, nodes in id order inside).
         bounds: optional block bounds ``[0, b1, ..., num_nodes]``: every block is
             reordered on its own subgraph and keeps its place (block-wise reordering).
     """
@@ -82,6 +117,8 @@ def node_order(edge_index: Tensor, num_nodes: int, method: str = 'rcm',
         degree = torch.bincount(edge_index.reshape(-1).long(), minlength=num_nodes)
         parts = [lo + torch.sort(-degree[lo:hi], stable=True).indices for lo, hi in zip(bounds, bounds[1:])]
         return torch.cat(parts) if parts else torch.empty(0, dtype=torch.long, device=device)
+    if method == 'cluster':  # (labels stay inside their blocks, so a stable sort keeps the blocks)
+        return torch.sort(label_propagation(edge_index, num_nodes, bounds), stable=True).indices
     rowptr, col = symmetric_csr(edge_index, num_nodes)
     rowptr, col = rowptr.cpu(), col.cpu()
     parts = [rcm_order(rowptr, col, lo, hi) for lo, hi in zip(bounds, bounds[1:])]

@@ -21,6 +21,7 @@ gives the same outputs and gradients as on one GPU.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple, Union
 
@@ -31,7 +32,7 @@ from torch_geometric.data import Data
 
 from ..data.reorder import _check_edge_index, node_order, reorder_data
 
-__all__ = ['GraphPartition', 'balanced_bounds', 'partition_graph', 'partition_data']
+__all__ = ['GraphPartition', 'ExchangeTimer', 'balanced_bounds', 'partition_graph', 'partition_data']
 
 
 def balanced_bounds(edge_index: Tensor, num_nodes: int, world_size: int, balance: str = 'edges') -> List[int]:
@@ -52,6 +53,41 @@ def balanced_bounds(edge_index: Tensor, num_nodes: int, world_size: int, balance
     return [0, *nearer.tolist(), num_nodes]
 
 
+class ExchangeTimer:
+    """Time spent in halo exchanges (forward and backward), without a host sync per
+    exchange: CUDA events on the GPU, read once by :meth:`seconds`."""
+
+    def __init__(self) -> None:
+        self._spans: list = []
+
+    def start(self, device: torch.device):
+        if device.type == 'cuda':
+            begin = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            return begin
+        return time.perf_counter()
+
+    def stop(self, begin) -> None:
+        if isinstance(begin, float):
+            self._spans.append(time.perf_counter() - begin)
+        else:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self._spans.append((begin, end))
+
+    def seconds(self) -> float:
+        """Total seconds of the exchanges since the last call (synchronises with them)."""
+        total = 0.0
+        for span in self._spans:
+            if isinstance(span, float):
+                total += span
+            else:
+                span[1].synchronize()
+                total += span[0].elapsed_time(span[1]) / 1e3
+        self._spans.clear()
+        return total
+
+
 class _HaloExchange(torch.autograd.Function):
     """``[num_local, *] -> [num_local + num_halo, *]``; backward returns the halo's
     gradients to their owners and adds them into the rows they came from."""
@@ -59,20 +95,28 @@ class _HaloExchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, part: 'GraphPartition') -> Tensor:
         ctx.part = part
+        begin = part.timer.start(x.device) if part.timer is not None else None
         x = x.contiguous()
         send = x.index_select(0, part.send_index)
         recv = x.new_empty((part.num_halo, *x.shape[1:]))
         dist.all_to_all_single(recv, send, part.recv_counts, part.send_counts, group=part.group)
-        return torch.cat([x, recv])
+        out = torch.cat([x, recv])
+        if begin is not None:
+            part.timer.stop(begin)
+        return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         part = ctx.part
+        begin = part.timer.start(grad.device) if part.timer is not None else None
         grad = grad.contiguous()
         back = grad.new_empty((part.send_index.numel(), *grad.shape[1:]))
         dist.all_to_all_single(back, grad[part.num_local:].contiguous(), part.send_counts, part.recv_counts,
                                group=part.group)
-        return grad[:part.num_local].index_add(0, part.send_index, back), None
+        out = grad[:part.num_local].index_add(0, part.send_index, back)
+        if begin is not None:
+            part.timer.stop(begin)
+        return out, None
 
 
 @dataclass(eq=False)
@@ -110,6 +154,7 @@ class GraphPartition:
     ext_loop_sum: Tensor
     edge_weight: Optional[Tensor] = None
     group: Optional[object] = field(default=None, repr=False)
+    timer: Optional[ExchangeTimer] = field(default=None, repr=False)  # set one to time the exchanges
 
     @property
     def lo(self) -> int:
