@@ -12,7 +12,7 @@ import torch_geometric.nn as pyg_nn
 from torch_geometric.data import Data
 
 import pyg_accel.nn as accel_nn
-from pyg_accel.distributed import partition_data, setup
+from pyg_accel.distributed import PartitionedGNN, partition_data, setup
 
 NUM_NODES, WIDTH = 300, 8
 
@@ -51,17 +51,6 @@ def forward_partitioned(layers, part, x, kind):
     return x
 
 
-class Partitioned(torch.nn.Module):
-    """Layers run on a partition (DDP needs the forward to go through a module)."""
-
-    def __init__(self, layers, part, kind):
-        super().__init__()
-        self.layers, self.part, self.kind = layers, part, kind
-
-    def forward(self, x):
-        return forward_partitioned(self.layers, self.part, x, self.kind)
-
-
 def forward_whole(layers, x, edge_index):
     for i, conv in enumerate(layers):
         x = conv(x, edge_index)
@@ -96,19 +85,23 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             dist.all_reduce(grad)
             torch.testing.assert_close(grad, q.grad, atol=1e-4, rtol=1e-4, msg=f'{kind} {name}')
 
-    # DDP beside the exchange (its own communicator): averaged gradients = whole graph's / 2
-    ours, ref = make_layers('sage')
-    ours, ref = ours.to(device), ref.to(device)
-    forward_whole(ref, data.x.to(device), ei.to(device)).mul(target.to(device)).sum().backward()
-    part, local = partition_data(data, device=device)
-    model = torch.nn.parallel.DistributedDataParallel(Partitioned(ours, part, 'sage'))
-    for _ in range(2):  # twice: the second step reuses DDP's buckets
-        model.zero_grad()
-        out = model(local.x)
-        (out * target.to(device)[local.global_id]).sum().backward()
-    for p, q in zip(ours.parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad * world_size, q.grad, atol=1e-4, rtol=1e-4)
-    del model
+    # PartitionedGNN under DDP, beside the exchange (its own communicator): averaged
+    # gradients = the whole graph's / 2
+    for kind in ('sage', 'gcn'):
+        _, ref = make_layers(kind)
+        ref = ref.to(device)
+        forward_whole(ref, data.x.to(device), ei.to(device)).mul(target.to(device)).sum().backward()
+        part, local = partition_data(data, reorder='cluster', device=device)
+        ours = PartitionedGNN(kind, part, WIDTH, 16, 4, num_layers=2).to(device)
+        ours.convs.load_state_dict(ref.state_dict())
+        model = torch.nn.parallel.DistributedDataParallel(ours)
+        for _ in range(2):  # twice: the second step reuses DDP's buckets
+            model.zero_grad()
+            out = model(local.x)
+            (out * target.to(device)[local.global_id]).sum().backward()
+        for p, q in zip(ours.convs.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad * world_size, q.grad, atol=1e-4, rtol=1e-4)
+        del model
     (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 
 

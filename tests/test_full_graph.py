@@ -8,7 +8,7 @@ import torch_geometric.nn as pyg_nn
 from torch_geometric.data import Data
 
 import pyg_accel.nn as accel_nn
-from pyg_accel.distributed import balanced_bounds, partition_data, partition_graph
+from pyg_accel.distributed import PartitionedGNN, balanced_bounds, partition_data, partition_graph
 
 from conftest import DEVICES, requires_two_gpus, run_torchrun_worker
 
@@ -143,6 +143,33 @@ def test_partition_data_in_one_process():
         part.exchange(x[:3])
     with pytest.raises(ValueError, match='node-level'):
         part.local(x[:3])
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('kind', ['gcn', 'sage', 'gat'])
+@pytest.mark.parametrize('width', [3, 16])  # GCN exchanges x W (narrower) or x (narrower)
+def test_partitioned_gnn_equals_pyg_stack(device, kind, width):
+    """PartitionedGNN on a world of one (the whole graph, no halo) against PyG's layers."""
+    n = 80
+    x = torch.randn(n, 5, generator=torch.Generator().manual_seed(1)).to(device)
+    ei = messy_graph(n).to(device)
+    part = partition_graph(ei, n, 0, 1)
+    torch.manual_seed(0)
+    model = PartitionedGNN(kind, part, 5, 8, width, num_layers=2, heads=2).to(device)
+    if kind == 'gcn':
+        ref = [pyg_nn.GCNConv(5, 8), pyg_nn.GCNConv(8, width)]
+    elif kind == 'sage':
+        ref = [pyg_nn.SAGEConv(5, 8), pyg_nn.SAGEConv(8, width)]
+    else:
+        ref = [pyg_nn.GATConv(5, 4, heads=2), pyg_nn.GATConv(8, width, heads=1)]
+    ref = torch.nn.ModuleList(ref).to(device)
+    ref.load_state_dict(model.convs.state_dict())
+    expected = ref[1](ref[0](x, ei).relu(), ei)
+    torch.testing.assert_close(model(x), expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match='kind'):
+        PartitionedGNN('gin', part, 5, 8, 3, 2)
+    with pytest.raises(ValueError, match='multiple of heads'):
+        PartitionedGNN('gat', part, 5, 6, 3, 2, heads=4)
 
 
 def test_bad_input():

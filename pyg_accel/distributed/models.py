@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import nn as accel_nn
+from ..ops import CooGraph, spmm
 from .full_graph import GraphPartition
 
 __all__ = ['PartitionedGNN']
@@ -15,7 +16,9 @@ class PartitionedGNN(torch.nn.Module):
     """A stack of pyg_accel's GCN, GraphSAGE or GAT layers over one
     :class:`GraphPartition`: before each layer, :meth:`GraphPartition.exchange` appends
     the halo's rows to the local ones; the layer reads both and writes the local rows.
-    GCN normalises with the whole graph's degrees (:meth:`GraphPartition.gcn_norm`).
+    GCN normalises with the whole graph's degrees (:meth:`GraphPartition.gcn_norm`) and
+    exchanges the narrower side of each layer: its input, or its input times the weight
+    (then only the local rows are multiplied and only they are aggregated into).
     Every process of the partition's group runs it on its own block (wrap it in
     ``DistributedDataParallel`` to average the weight gradients).
 
@@ -50,17 +53,29 @@ class PartitionedGNN(torch.nn.Module):
                 if c_out % h:
                     raise ValueError(f'hidden_channels ({c_out}) must be a multiple of heads ({h})')
                 self.convs.append(accel_nn.GATConv(c_in, c_out // h, heads=h))
-        self.gcn_graph = part.gcn_norm() if kind == 'gcn' else None
+        if kind == 'gcn':  # the normalised bipartite graph ext rows -> local rows, sorted once
+            edge_index, weight = part.gcn_norm()
+            graph = CooGraph.from_edge_index(edge_index, (part.num_local + part.num_halo, part.num_local))
+            self.gcn_graph = (graph, graph.sort_edges(weight))
 
     def forward(self, x: Tensor) -> Tensor:
         part = self.part
         for i, conv in enumerate(self.convs):
             x = F.dropout(x, self.dropout, self.training)
-            x_ext = part.exchange(x)  # [num_local + num_halo, F]
             if self.kind == 'gcn':
-                x = conv(x_ext, *self.gcn_graph)[:part.num_local]
+                x = self._gcn_layer(conv, x)
             else:
-                x = conv((x_ext, x), part.edge_index)
+                x = conv((part.exchange(x), x), part.edge_index)  # [num_local + num_halo, F] -> [num_local, F']
             if i < len(self.convs) - 1:
                 x = x.relu()
         return x
+
+    def _gcn_layer(self, conv, x: Tensor) -> Tensor:
+        """``spmm(A_norm, x W) + b`` as GCNConv computes it, over the local rows."""
+        graph, weight = self.gcn_graph
+        if conv.in_channels < conv.out_channels:
+            h = conv.lin(self.part.exchange(x))
+        else:
+            h = self.part.exchange(conv.lin(x))
+        out = spmm(graph, h, weight)
+        return out + conv.bias if conv.bias is not None else out
