@@ -3,7 +3,8 @@
 Sub-packages: :mod:`pyg_accel.ops` (C++/CUDA operators, JIT-built on first use),
 :mod:`pyg_accel.data` (``FeatureStore`` / ``GraphStore``), :mod:`pyg_accel.sampler` and
 :mod:`pyg_accel.loader` (GPU neighbour sampling behind PyG's loaders), :mod:`pyg_accel.nn`
-(drop-in layers), :mod:`pyg_accel.distributed` (features sharded across GPUs),
+(drop-in layers), :mod:`pyg_accel.distributed` (features sharded across GPUs, full-graph
+training on partitioned graphs),
 :mod:`pyg_accel.datasets`.
 """
 from __future__ import annotations

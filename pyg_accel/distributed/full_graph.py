@@ -13,7 +13,7 @@ averaged by DDP. Sums and means over a node's in-edges see every in-edge, so a m
 gives the same outputs and gradients as on one GPU.
 
     rank, world_size, device = pyg_accel.distributed.setup()
-    part, local = partition_data(data, reorder='rcm', device=device)
+    part, local = partition_data(data, reorder='cluster', device=device)
     h = local.x
     for conv in convs:                                   # e.g. SAGEConv / GATConv
         h = conv((part.exchange(h), h), part.edge_index)
@@ -297,9 +297,9 @@ def partition_data(data: Data, group=None, reorder: Optional[str] = None, balanc
     """This process's partition of a whole graph and its block of the node data.
 
     Every process of ``group`` calls it with the same ``data`` (e.g. each loads the
-    dataset). ``reorder`` (``'rcm'`` or ``'degree'``) renumbers the nodes first, the same
-    way on every process (:func:`pyg_accel.data.reorder.node_order`); RCM tends to put
-    neighbours in the same block, so fewer rows cross between GPUs.
+    dataset). ``reorder`` (``'cluster'``, ``'rcm'`` or ``'degree'``) renumbers the nodes
+    first, the same way on every process (:func:`pyg_accel.data.reorder.node_order`);
+    ``'cluster'`` puts most neighbours in the same block, so fewer rows cross between GPUs.
 
     Returns ``(partition, local)``: ``local`` holds this block's rows of every node-level
     tensor of ``data`` (``x``, ``y``, masks, ...) on ``device``, and ``global_id``, their
