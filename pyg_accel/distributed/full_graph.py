@@ -61,6 +61,7 @@ class ExchangeTimer:
         self._spans: list = []
 
     def start(self, device: torch.device):
+        """Marks the start of an exchange on ``device`` (a CUDA event, or the host clock)."""
         if device.type == 'cuda':
             begin = torch.cuda.Event(enable_timing=True)
             begin.record()
@@ -68,6 +69,7 @@ class ExchangeTimer:
         return time.perf_counter()
 
     def stop(self, begin) -> None:
+        """Marks the end of the exchange that ``start`` returned ``begin`` for."""
         if isinstance(begin, float):
             self._spans.append(time.perf_counter() - begin)
         else:
@@ -158,18 +160,22 @@ class GraphPartition:
 
     @property
     def lo(self) -> int:
+        """The block's first global node id."""
         return self.bounds[self.rank]
 
     @property
     def hi(self) -> int:
+        """One past the block's last global node id."""
         return self.bounds[self.rank + 1]
 
     @property
     def num_local(self) -> int:
+        """The number of nodes in the block."""
         return self.hi - self.lo
 
     @property
     def num_halo(self) -> int:
+        """The number of halo rows: other blocks' nodes with an edge into this one."""
         return self.halo_ids.numel()
 
     def local(self, tensor: Tensor) -> Tensor:
