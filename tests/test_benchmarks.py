@@ -105,3 +105,15 @@ def test_sharded_gather_plot_from_a_saved_run(tmp_path):
     result = sharded_bench.main(['--replot', str(saved), '--out', str(tmp_path)])
     assert result['world_size'] == 2 and result['rows']
     assert (tmp_path / 'sharded_gather.png').is_file() or sharded_bench.pyplot() is None
+
+
+def test_full_graph_benchmark_smoke(tmp_path):
+    """One process (a world of one): stock PyG's GCN and ours in every node order."""
+    import full_graph as full_graph_bench
+    result = full_graph_bench.main(['--preset', 'tiny', '--device', 'cpu', '--epochs', '1', '--hidden', '16',
+                                    '--out', str(tmp_path)])
+    rows = result['rows']
+    assert [(r['config'].split(' ')[0], r['order']) for r in rows] == [
+        ('pyg', 'none'), ('ours', 'none'), ('ours', 'cluster'), ('ours', 'rcm')]
+    assert all(r['epoch ms'] > 0 and r['GPUs'] == 1 for r in rows)
+    assert (tmp_path / 'full_graph_tiny_1gpu.json').is_file()
