@@ -27,14 +27,12 @@ from tqdm import tqdm
 
 from pyg_accel.datasets import load_dataset
 from pyg_accel.distributed import ExchangeTimer, PartitionedGNN, partition_data, setup
-from results import accuracy_summary, format_stages, report_accuracy, stage_columns
+from results import add_dataset_arguments, accuracy_summary, format_stages, report_accuracy, stage_columns
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--dataset', default='default', help="'default', 'synthetic-<preset>' or 'ogbn-…'")
-    p.add_argument('--root', default='data/ogb', help='folder holding OGB datasets (never downloaded)')
-    p.add_argument('--scale', type=float, default=1.0, help='size factor for synthetic presets')
+    add_dataset_arguments(p)
     p.add_argument('--model', choices=['gcn', 'sage', 'gat'], default='gcn')
     p.add_argument('--hidden', type=int, default=128)
     p.add_argument('--layers', type=int, default=2)

@@ -29,16 +29,14 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.loader import LinkNeighborLoader, StageTimer
-from results import format_stages, save_results, stage_columns
+from results import add_dataset_arguments, format_stages, save_results, stage_columns
 
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--dataset', default='default')
-    p.add_argument('--root', default='data/ogb')
-    p.add_argument('--scale', type=float, default=1.0)
+    add_dataset_arguments(p)
     p.add_argument('--layers-from', choices=sorted(LAYERS), default='pyg_accel')
     p.add_argument('--hidden', type=int, default=128)
     p.add_argument('--layers', type=int, default=2)

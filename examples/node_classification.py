@@ -32,7 +32,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data, presample_node_ids, rows_by_access, rows_by_degree
 from pyg_accel.loader import NeighborLoader, StageTimer
 from pyg_accel.datasets import load_dataset
-from results import accuracy_summary, format_stages, report_accuracy, stage_columns
+from results import add_dataset_arguments, accuracy_summary, format_stages, report_accuracy, stage_columns
 
 MODELS = {'sage': 'GraphSAGE', 'gcn': 'GCN', 'gat': 'GAT'}
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}  # where the model's convolutions come from
@@ -40,9 +40,7 @@ LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}  # where the model's con
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--dataset', default='default', help="'default', 'synthetic-<preset>' or 'ogbn-…'")
-    p.add_argument('--root', default='data/ogb', help='folder holding OGB datasets (never downloaded)')
-    p.add_argument('--scale', type=float, default=1.0, help='size factor for synthetic presets')
+    add_dataset_arguments(p)
     p.add_argument('--model', choices=sorted(MODELS), default='sage')
     p.add_argument('--layers-from', choices=sorted(LAYERS), default='pyg_accel',
                    help="pyg_accel's drop-in convolutions (default) or PyG's own, for comparison")

@@ -1,10 +1,17 @@
-"""What the examples share: the metrics JSON, the training-curve and epoch-time plot they
-save, and the per-stage time columns."""
+"""What the examples share: their dataset options, the metrics JSON, the training-curve
+and epoch-time plot they save, and the per-stage time columns."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Dict, List
+
+
+def add_dataset_arguments(parser) -> None:
+    """``--dataset``, ``--root`` and ``--scale``: which graph an example trains on."""
+    parser.add_argument('--dataset', default='default', help="'default', 'synthetic-<preset>' or 'ogbn-…'")
+    parser.add_argument('--root', default='data/ogb', help='folder holding OGB datasets (never downloaded)')
+    parser.add_argument('--scale', type=float, default=1.0, help='size factor for synthetic presets')
 
 
 STAGES = ('sampling', 'gathering', 'exchange', 'compute')

@@ -98,11 +98,12 @@ class _HaloExchange(torch.autograd.Function):
     def forward(ctx, x: Tensor, part: 'GraphPartition') -> Tensor:
         ctx.part = part
         begin = part.timer.start(x.device) if part.timer is not None else None
-        x = x.contiguous()
         send = x.index_select(0, part.send_index)
-        recv = x.new_empty((part.num_halo, *x.shape[1:]))
-        dist.all_to_all_single(recv, send, part.recv_counts, part.send_counts, group=part.group)
-        out = torch.cat([x, recv])
+        out = x.new_empty((part.num_local + part.num_halo, *x.shape[1:]))
+        out[:part.num_local].copy_(x)
+        # the halo rows land in place, after the local ones (no concatenation pass)
+        dist.all_to_all_single(out[part.num_local:], send, part.recv_counts, part.send_counts,
+                               group=part.group)
         if begin is not None:
             part.timer.stop(begin)
         return out
@@ -113,8 +114,7 @@ class _HaloExchange(torch.autograd.Function):
         begin = part.timer.start(grad.device) if part.timer is not None else None
         grad = grad.contiguous()
         back = grad.new_empty((part.send_index.numel(), *grad.shape[1:]))
-        dist.all_to_all_single(back, grad[part.num_local:].contiguous(), part.send_counts, part.recv_counts,
-                               group=part.group)
+        dist.all_to_all_single(back, grad[part.num_local:], part.send_counts, part.recv_counts, group=part.group)
         out = grad[:part.num_local].index_add(0, part.send_index, back)
         if begin is not None:
             part.timer.stop(begin)
