@@ -59,6 +59,10 @@ TORCH_LIBRARY(pyg_accel, m) {
   // out[d, h, :] = sum over d's edges e of weight[e, h] * x[src[e], h, :]  (weight
   // None: 1). out is [num_dst, H, C] with num_dst = ptr.numel() - 1, in x's dtype.
   m.def("spmm(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x) -> Tensor");
+  // The same sum added into an existing out ([num_dst, H, C], x's dtype, contiguous):
+  // out[d] += ..., rows of destinations without edges untouched (a second edge set
+  // aggregated into the rows a first SpMM wrote, e.g. after a halo exchange).
+  m.def("spmm_add_(Tensor(a!) out, Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x) -> ()");
   // Max aggregation: out[d, h, c] = max over d's edges e of x[src[e], h, c] (0 for a
   // destination without edges, as PyG's scatter max), and ties[d, h, c] (int32) = how
   // many of d's edges reach that maximum. Its backward runs on the transposed graph

@@ -33,6 +33,25 @@ void check_edge_values(const at::Tensor& t, const at::Tensor& ptr, int64_t num_e
   TORCH_CHECK(t.device() == ptr.device(), op, ": ", name, " must be on the graph's device");
 }
 
+void check_spmm(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                const std::optional<at::Tensor>& weight, const at::Tensor& x, const char* op) {
+  const int64_t E = check_sparse_graph(ptr, dst, src, op);
+  check_node_values(x, ptr, op, "x");
+  if (weight.has_value()) {
+    check_edge_values(*weight, ptr, E, x.size(1), op, "weight");
+    TORCH_CHECK(weight->scalar_type() == x.scalar_type(), op, ": weight and x must share one dtype");
+  }
+}
+
+void check_accumulator(const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& x, const char* op) {
+  TORCH_CHECK(out.dim() == 3 && out.size(0) == ptr.numel() - 1 && out.size(1) == x.size(1) &&
+                  out.size(2) == x.size(2),
+              op, ": out must be [num_dst, heads, channels] = [", std::to_string(ptr.numel() - 1), ", ",
+              std::to_string(x.size(1)), ", ", std::to_string(x.size(2)), "]");
+  TORCH_CHECK(out.scalar_type() == x.scalar_type() && out.device() == x.device() && out.is_contiguous(), op,
+              ": out must be a contiguous tensor of x's dtype on x's device");
+}
+
 int64_t check_max_backward(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
                            const at::Tensor& out, const at::Tensor& ties, const at::Tensor& grad) {
   const int64_t E = check_sparse_graph(ptr, dst, src, "spmm_max_backward");

@@ -18,6 +18,13 @@ void check_node_values(const at::Tensor& t, const at::Tensor& ptr, const char* o
 void check_edge_values(const at::Tensor& t, const at::Tensor& ptr, int64_t num_edges, int64_t heads, const char* op,
                        const char* name);
 
+// Checks SpMM's inputs (graph, x [N, H, C], optional weight [E, H] in x's dtype).
+void check_spmm(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                const std::optional<at::Tensor>& weight, const at::Tensor& x, const char* op);
+
+// Checks the output spmm_add_ adds into: [num_dst, H, C], x's dtype and device, contiguous.
+void check_accumulator(const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& x, const char* op);
+
 // How many ways spmm_max's gradient at a maximum `best` reached by `ties` edges is split,
 // as in PyG's scatter max (torch.scatter_reduce 'amax' into zeros, include_self=False):
 // evenly among the ties, and where the maximum is exactly 0 the zero the output started

@@ -6,7 +6,9 @@ clusters numbered contiguously, so that neighbours fall in the same block; or ``
 reverse Cuthill-McKee). Each process then owns a contiguous block
 of nodes balanced by edges: their features, labels and in-edges. Before every layer the
 rows of other blocks that its edges read (its halo) arrive by one all-to-all, and their
-gradients go back the same way; DistributedDataParallel averages the weight gradients,
+gradients go back the same way. For GCN and GraphSAGE the exchange runs while the edges
+between a block's own rows are aggregated (``--no-overlap``: before each layer, as for
+GAT). DistributedDataParallel averages the weight gradients,
 and the loss is scaled so that every step is exactly the whole graph's full-batch step.
 Without ``torchrun`` it trains on one device; without GPUs, on the CPU (gloo).
 
@@ -42,6 +44,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--epochs', type=int, default=100)
     p.add_argument('--reorder', choices=['cluster', 'rcm', 'degree', 'none'], default='cluster',
                    help='renumber the nodes before partitioning (cluster, rcm: neighbours in the same block)')
+    p.add_argument('--no-overlap', action='store_true',
+                   help='exchange the halo before each layer instead of behind the local edges (GCN, SAGE)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/full_graph_multi_gpu', help='folder for the metrics JSON and plot (rank 0)')
     return p.parse_args(argv)
@@ -89,7 +93,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
               f'halo rows {int(totals[0])} ({float(totals[0]) / float(totals[1]):.1%} of the nodes), '
               f'prepared in {time.perf_counter() - start:.1f} s', flush=True)
     model = PartitionedGNN(args.model, part, dataset.num_features, args.hidden, dataset.num_classes, args.layers,
-                           args.dropout, args.heads).to(device)
+                           args.dropout, args.heads, overlap=not args.no_overlap).to(device)
     if world > 1:
         model = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)

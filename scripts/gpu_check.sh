@@ -9,7 +9,8 @@
 #   e2e_pinned: features in pinned host memory),
 #   cache = pinned features behind a GPU row cache)
 #
-# PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage.
+# PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage;
+# PYG_ACCEL_FULLGRAPH_ARGS (e.g. '--orders none cluster') is passed to benchmarks/full_graph.py.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
 # repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds the
 # torch-sparse / torch-scatter wheels (see ../shared/gpu-wheels), they are installed for
@@ -58,11 +59,12 @@ for stage in $STAGES; do
       run multigpu_bench python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
         benchmarks/sharded_gather.py --out "$OUT_DIR" ;;
     fullgraph)  # two or more GPUs: full-graph training across them (tests, example, benchmark)
-      run fullgraph_tests python3 -m pytest tests/test_full_graph.py tests/test_reorder.py -q -rs -p no:cacheprovider
+      run fullgraph_tests python3 -m pytest tests/test_full_graph.py tests/test_reorder.py tests/test_example.py \
+        -k "full_graph or halo or partition or reorder or order" -q -rs -p no:cacheprovider
       run fullgraph_example python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
         examples/full_graph_multi_gpu.py --epochs 50 --out "$OUT_DIR/example_full_graph"
       run fullgraph_bench python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
-        benchmarks/full_graph.py --out "$OUT_DIR" ;;
+        benchmarks/full_graph.py --out "$OUT_DIR" ${PYG_ACCEL_FULLGRAPH_ARGS:-} ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;

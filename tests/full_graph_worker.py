@@ -1,7 +1,8 @@
 """One process of tests/test_full_graph.py's two-process runs (under torchrun): GCN,
 GraphSAGE and GAT trained full-graph on a partitioned graph (halo exchange) give this
 process's rows of the whole graph's outputs, the input gradients of its rows, and,
-summed over the processes, the whole graph's weight gradients; a DDP step agrees too.
+summed over the processes, the whole graph's weight gradients; a DDP step agrees too,
+with the exchange overlapped behind the local edges (HaloGraph) and not.
 Writes 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
 import os
 from pathlib import Path
@@ -12,7 +13,8 @@ import torch_geometric.nn as pyg_nn
 from torch_geometric.data import Data
 
 import pyg_accel.nn as accel_nn
-from pyg_accel.distributed import PartitionedGNN, partition_data, setup
+from pyg_accel.distributed import ExchangeTimer, HaloGraph, PartitionedGNN, partition_data, partition_graph, setup
+from pyg_accel.ops import CooGraph, spmm
 
 NUM_NODES, WIDTH = 300, 8
 
@@ -58,6 +60,29 @@ def forward_whole(layers, x, edge_index):
     return x
 
 
+def check_halo_graph(data: Data, device: torch.device) -> None:
+    """HaloGraph.aggregate (weighted sum and mean, [N, F] and [N, H, C], fp32 and fp64)
+    equals the whole graph's SpMM on this process's rows, values and input gradients."""
+    n = data.num_nodes
+    weight = torch.rand(data.edge_index.size(1), generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    whole = CooGraph.from_edge_index(data.edge_index.to(device), (n, n))
+    part = partition_graph(data.edge_index.to(device), n, dist.get_rank(), 2, edge_weight=weight.to(device),
+                           group=dist.new_group())
+    for reduce, shape, dtype in (('sum', (5,), torch.float64), ('mean', (2, 3), torch.float32)):
+        h_all = torch.randn(n, *shape, dtype=dtype, device=device, requires_grad=True)
+        w = whole.sort_edges(weight.to(device, dtype)) if reduce == 'sum' else None
+        want = spmm(whole, h_all, w, reduce=reduce)
+        grad_out = torch.randn_like(want)
+        want.backward(grad_out)
+        halo = HaloGraph(part, edge_weight=part.edge_weight.to(dtype) if reduce == 'sum' else None, reduce=reduce)
+        h = part.local(h_all).detach().clone().requires_grad_()
+        got = halo.aggregate(h)
+        got.backward(part.local(grad_out))
+        tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else {}
+        torch.testing.assert_close(got, part.local(want), **tol)
+        torch.testing.assert_close(h.grad, part.local(h_all.grad), **tol)
+
+
 def check(rank: int, world_size: int, device: torch.device) -> None:
     assert world_size == 2
     g = torch.Generator().manual_seed(0)  # the same graph on every rank
@@ -85,14 +110,17 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             dist.all_reduce(grad)
             torch.testing.assert_close(grad, q.grad, atol=1e-4, rtol=1e-4, msg=f'{kind} {name}')
 
-    # PartitionedGNN under DDP, beside the exchange (its own communicator): averaged
-    # gradients = the whole graph's / 2
-    for kind in ('sage', 'gcn'):
+    check_halo_graph(data, device)
+
+    # PartitionedGNN under DDP, beside the exchange (its own communicator), with the
+    # exchange overlapped and not: averaged gradients = the whole graph's / 2
+    for kind, overlap in (('sage', True), ('gcn', True), ('sage', False), ('gcn', False)):
         _, ref = make_layers(kind)
         ref = ref.to(device)
         forward_whole(ref, data.x.to(device), ei.to(device)).mul(target.to(device)).sum().backward()
         part, local = partition_data(data, reorder='cluster', device=device)
-        ours = PartitionedGNN(kind, part, WIDTH, 16, 4, num_layers=2).to(device)
+        part.timer = ExchangeTimer() if overlap else None
+        ours = PartitionedGNN(kind, part, WIDTH, 16, 4, num_layers=2, overlap=overlap).to(device)
         ours.convs.load_state_dict(ref.state_dict())
         model = torch.nn.parallel.DistributedDataParallel(ours)
         for _ in range(2):  # twice: the second step reuses DDP's buckets
@@ -100,7 +128,9 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             out = model(local.x)
             (out * target.to(device)[local.global_id]).sum().backward()
         for p, q in zip(ours.convs.parameters(), ref.parameters()):
-            torch.testing.assert_close(p.grad * world_size, q.grad, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(p.grad * world_size, q.grad, atol=1e-4, rtol=1e-4, msg=f'{kind} {overlap}')
+        if part.timer is not None:
+            assert part.timer.seconds() >= 0.0
         del model
     (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 

@@ -85,11 +85,12 @@ def test_multi_process_example_trains_with_sharded_features(tmp_path):
     run_two_processes('multi_gpu.py', tmp_path, '--epochs', '15')
 
 
-@pytest.mark.parametrize('model', ['gcn', 'sage'])
-def test_multi_process_full_graph_example(tmp_path, model):
+@pytest.mark.parametrize('model,flags', [('gcn', []), ('sage', []), ('gcn', ['--no-overlap'])])
+def test_multi_process_full_graph_example(tmp_path, model, flags):
     """examples/full_graph_multi_gpu.py: the graph partitioned across two processes,
-    halos exchanged every layer; the exchange takes part of every epoch."""
-    metrics = run_two_processes('full_graph_multi_gpu.py', tmp_path, '--model', model, '--epochs', '20')
+    halos exchanged every layer (behind the local edges or before each layer); the
+    exchange takes part of every epoch."""
+    metrics = run_two_processes('full_graph_multi_gpu.py', tmp_path, '--model', model, '--epochs', '20', *flags)
     assert metrics['summary']['halo_rows'] > 0 and metrics['summary']['reorder'] == 'cluster'
     assert all(h['exchange_s'] > 0 for h in metrics['history'])
 

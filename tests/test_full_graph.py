@@ -8,7 +8,8 @@ import torch_geometric.nn as pyg_nn
 from torch_geometric.data import Data
 
 import pyg_accel.nn as accel_nn
-from pyg_accel.distributed import PartitionedGNN, balanced_bounds, partition_data, partition_graph
+from pyg_accel.distributed import HaloGraph, PartitionedGNN, balanced_bounds, partition_data, partition_graph
+from pyg_accel.ops import CooGraph, spmm
 
 from conftest import DEVICES, requires_two_gpus, run_torchrun_worker
 
@@ -148,14 +149,15 @@ def test_partition_data_in_one_process():
 @pytest.mark.parametrize('device', DEVICES)
 @pytest.mark.parametrize('kind', ['gcn', 'sage', 'gat'])
 @pytest.mark.parametrize('width', [3, 16])  # GCN exchanges x W (narrower) or x (narrower)
-def test_partitioned_gnn_equals_pyg_stack(device, kind, width):
+@pytest.mark.parametrize('overlap', [True, False])
+def test_partitioned_gnn_equals_pyg_stack(device, kind, width, overlap):
     """PartitionedGNN on a world of one (the whole graph, no halo) against PyG's layers."""
     n = 80
     x = torch.randn(n, 5, generator=torch.Generator().manual_seed(1)).to(device)
     ei = messy_graph(n).to(device)
     part = partition_graph(ei, n, 0, 1)
     torch.manual_seed(0)
-    model = PartitionedGNN(kind, part, 5, 8, width, num_layers=2, heads=2).to(device)
+    model = PartitionedGNN(kind, part, 5, 8, width, num_layers=2, heads=2, overlap=overlap).to(device)
     if kind == 'gcn':
         ref = [pyg_nn.GCNConv(5, 8), pyg_nn.GCNConv(8, width)]
     elif kind == 'sage':
@@ -170,6 +172,43 @@ def test_partitioned_gnn_equals_pyg_stack(device, kind, width):
         PartitionedGNN('gin', part, 5, 8, 3, 2)
     with pytest.raises(ValueError, match='multiple of heads'):
         PartitionedGNN('gat', part, 5, 6, 3, 2, heads=4)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_halo_graph_splits_edges_by_source(device):
+    """A block's edges split into inner (local sources) and boundary (halo sources) edges
+    with their weights; in a world of one, aggregate is the plain weighted SpMM / mean."""
+    n = 60
+    ei = messy_graph(n).to(device)
+    weight = torch.rand(ei.size(1), device=device)
+    for rank in (0, 1):
+        part = partition_graph(ei, n, rank, 2, edge_weight=weight)
+        halo = HaloGraph(part, edge_weight=part.edge_weight)
+        src, dst = part.edge_index
+        local = src < part.num_local
+        assert halo.inner.num_edges == int(local.sum()) and halo.boundary.num_edges == int((~local).sum())
+        assert (halo.inner.num_src, halo.boundary.num_src) == (part.num_local, part.num_halo)
+        for graph, w, mask, shift in ((halo.inner, halo.inner_weight, local, 0),
+                                      (halo.boundary, halo.boundary_weight, ~local, part.num_local)):
+            size = (part.num_local, graph.num_src)
+            got = torch.sparse_coo_tensor(torch.stack([graph.dst, graph.src]).long(), w, size,
+                                          check_invariants=True).to_dense()
+            want = torch.sparse_coo_tensor(torch.stack([dst[mask], src[mask] - shift]), part.edge_weight[mask], size,
+                                           check_invariants=True).to_dense()
+            torch.testing.assert_close(got, want)
+    part = partition_graph(ei, n, 0, 1, edge_weight=weight)
+    x = torch.randn(n, 4, device=device, requires_grad=True)
+    whole = CooGraph.from_edge_index(ei, (n, n))
+    torch.testing.assert_close(HaloGraph(part, reduce='mean').aggregate(x), spmm(whole, x, reduce='mean'))
+    got = HaloGraph(part, edge_weight=part.edge_weight).aggregate(x)  # (the partition's edge order)
+    torch.testing.assert_close(got, spmm(whole, x, whole.sort_edges(weight)))
+    assert 'boundary_edges=0' in repr(HaloGraph(part))
+    with pytest.raises(ValueError, match='reduce'):
+        HaloGraph(part, reduce='max')
+    with pytest.raises(ValueError, match='edge_weight'):
+        HaloGraph(part, edge_weight=weight[:3])
+    with pytest.raises(ValueError, match='local rows'):
+        HaloGraph(part).aggregate(x[:5])
 
 
 def test_bad_input():

@@ -4,6 +4,7 @@ import torch
 from torch_geometric.utils import softmax as pyg_softmax
 
 from pyg_accel.ops import CooGraph, edge_softmax, sddmm, spmm
+from pyg_accel.ops.sparse import spmm_add_
 
 from conftest import poison_cuda_allocator
 
@@ -134,6 +135,58 @@ def test_kernel_layouts_match_reference(device, kernel, dtype, layout, monkeypat
     dots = sddmm(g, a, x)
     ref = g.sort_edges((a.double()[ei[1]] * x.double()[ei[0]]).sum(-1))
     torch.testing.assert_close(dots.double(), ref, atol=TOL[dtype]['atol'] * C, rtol=TOL[dtype]['rtol'] * 4)
+
+
+@pytest.mark.parametrize('kernel', ['vec', 'generic'])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
+@pytest.mark.parametrize('layout', [(1, 64), (1, 6), (4, 8), (1, 1024)], ids=['64', '6', '4x8', '1024'])
+def test_spmm_add_adds_into_the_rows_with_edges(device, kernel, dtype, index_dtype, layout, monkeypatch):
+    """spmm_add_ = out + spmm on every layout and kernel; rows without edges (isolated
+    destinations, a hub row cut by many edge groups, rows at group boundaries) keep or
+    get exactly their sums, and the output tensor is updated in place."""
+    if device.type == 'cpu' and kernel == 'generic':
+        pytest.skip('one CPU kernel')
+    monkeypatch.setenv('PYG_ACCEL_SPARSE_KERNEL', kernel)
+    H, C = layout
+    ei = torch.cat([hub_graph(device=device), torch.tensor([[0] * 300, [2999] * 300], device=device)], 1)
+    ei = ei.to(index_dtype)
+    n = 3000
+    g = CooGraph.from_edge_index(ei, (n, n))
+    x = torch.randn(n, H, C, device=device).to(dtype)
+    w = torch.rand(ei.size(1), H, device=device).to(dtype)
+    before = torch.randn(n, H, C, device=device).to(dtype)
+    out = before.clone()
+    assert spmm_add_(out, g, x, g.sort_edges(w)) is out
+    ref = before.double() + ref_spmm(ei.long(), x.double(), w.double(), 'sum', n)
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype in (torch.float32, torch.float64) else TOL[dtype]
+    torch.testing.assert_close(out.double(), ref, **tol)
+    untouched = torch.bincount(ei[1].long(), minlength=n) == 0
+    assert untouched.any() and torch.equal(out[untouched], before[untouched])
+    flat = before[:, 0].clone()  # [N, F] too, unweighted
+    spmm_add_(flat, g, x[:, 0])
+    want = before[:, 0].double() + ref_spmm(ei.long(), x[:, :1].double(), None, 'sum', n)[:, 0]
+    torch.testing.assert_close(flat.double(), want, **tol)
+
+
+def test_spmm_add_degenerate_and_bad_input(device):
+    g = CooGraph.from_edge_index(torch.empty(2, 0, dtype=torch.long, device=device), (4, 3))
+    out = torch.randn(3, 5, device=device)
+    kept = out.clone()  # no edges: nothing to add
+    spmm_add_(kept, g, torch.randn(4, 5, device=device))
+    assert torch.equal(kept, out)
+    g = CooGraph.from_edge_index(random_edges(device=device), (40, 30))
+    x = torch.randn(40, 4, device=device)
+    with pytest.raises(ValueError, match='out must be'):
+        spmm_add_(torch.zeros(29, 4, device=device), g, x)
+    with pytest.raises(ValueError, match='out must be'):
+        spmm_add_(torch.zeros(30, 4, device=device, dtype=torch.float64), g, x)
+    with pytest.raises(ValueError, match='out must be'):
+        spmm_add_(torch.zeros(4, 30, device=device).t(), g, x)
+    with pytest.raises(ValueError, match='source nodes'):
+        spmm_add_(torch.zeros(30, 4, device=device), g, x[:39])
+    with pytest.raises(ValueError, match=r'\[E\] or \[E, H\]'):
+        spmm_add_(torch.zeros(30, 4, device=device), g, x, torch.rand(7, device=device))
 
 
 # Row lengths around the CUDA SpMM's groups of 64 / 128 consecutive edges: rows that
@@ -363,6 +416,7 @@ def test_opcheck(device):
     logits = torch.randn(g.num_edges, 2, device=device)
     torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, w, x))
     torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, None, x))
+    torch.library.opcheck(ops().spmm_add_.default, (torch.randn(30, 2, 8, device=device), g.ptr, g.dst, g.src, w, x))
     torch.library.opcheck(ops().sddmm.default, (g.ptr, g.dst, g.src, a, x))
     torch.library.opcheck(ops().edge_softmax.default, (g.ptr, logits))
     torch.library.opcheck(ops().edge_softmax_backward.default, (g.ptr, logits.softmax(-1), logits))

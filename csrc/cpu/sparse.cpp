@@ -21,18 +21,13 @@ namespace {
 
 constexpr int64_t kGrain = 64;  // destinations per parallel task
 
-at::Tensor spmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
-                    const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t) {
-  const int64_t E = check_sparse_graph(ptr_t, dst_t, src_t, "spmm");
-  check_node_values(x_t, ptr_t, "spmm", "x");
+// out[d] (+)= sum over d's edges of w_e * x[src_e]: `accumulate` adds to out's rows
+// instead of overwriting them. out is [num_dst, H, C] in x's dtype.
+void spmm_into(const at::Tensor& ptr_t, const at::Tensor& src_t, const std::optional<at::Tensor>& weight_t,
+               const at::Tensor& x_t, at::Tensor& out, bool accumulate) {
   const int64_t H = x_t.size(1), C = x_t.size(2), num_dst = ptr_t.numel() - 1;
-  if (weight_t.has_value()) {
-    check_edge_values(*weight_t, ptr_t, E, H, "spmm", "weight");
-    TORCH_CHECK(weight_t->scalar_type() == x_t.scalar_type(), "spmm: weight and x must share one dtype");
-  }
   const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
   const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
-  at::Tensor out = at::empty({num_dst, H, C}, x.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const int64_t* p = ptr.data_ptr<int64_t>();
@@ -43,7 +38,7 @@ at::Tensor spmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::
     at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
       std::vector<acc_t> acc(H * C);
       for (int64_t d = begin; d < end; ++d) {
-        std::fill(acc.begin(), acc.end(), acc_t(0));
+        for (int64_t f = 0; f < H * C; ++f) acc[f] = accumulate ? static_cast<acc_t>(o[d * H * C + f]) : acc_t(0);
         for (int64_t e = p[d]; e < p[d + 1]; ++e) {
           const scalar_t* row = xs + s[e] * H * C;
           for (int64_t h = 0; h < H; ++h) {
@@ -58,8 +53,21 @@ at::Tensor spmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::
       }
     });
   });
-  (void)E;
+}
+
+at::Tensor spmm_cpu(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                    const std::optional<at::Tensor>& weight, const at::Tensor& x) {
+  check_spmm(ptr, dst, src, weight, x, "spmm");
+  at::Tensor out = at::empty({ptr.numel() - 1, x.size(1), x.size(2)}, x.options());
+  spmm_into(ptr, src, weight, x, out, /*accumulate=*/false);
   return out;
+}
+
+void spmm_add_cpu(at::Tensor& out, const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                  const std::optional<at::Tensor>& weight, const at::Tensor& x) {
+  check_spmm(ptr, dst, src, weight, x, "spmm_add_");
+  check_accumulator(out, ptr, x, "spmm_add_");
+  spmm_into(ptr, src, weight, x, out, /*accumulate=*/true);
 }
 
 std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t,
@@ -249,6 +257,7 @@ at::Tensor edge_softmax_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& 
 
 TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
   m.impl("spmm", &spmm_cpu);
+  m.impl("spmm_add_", &spmm_add_cpu);
   m.impl("spmm_max", &spmm_max_cpu);
   m.impl("spmm_max_backward", &spmm_max_backward_cpu);
   m.impl("sddmm", &sddmm_cpu);

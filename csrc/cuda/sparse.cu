@@ -23,6 +23,7 @@
 #include <cstring>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 
 #include "../sparse_common.h"
 #include "sparse_vec.cuh"
@@ -400,12 +401,13 @@ bool shared_rows_fill(int64_t row_bytes) {
   return row_bytes >= 512;
 }
 
-// The vectorised SpMM into a new [num_dst, H, C] acc_type tensor `out`, if x's layout
-// allows it (else false, nothing launched).
+// The vectorised SpMM into the [num_dst, H, C] acc_type tensor `out`, if x's layout
+// allows it (else false, nothing launched): allocated here, or with `accumulate` given,
+// with values the sums are added to (x's dtype is then acc_type).
 bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight,
-                  const at::Tensor& x, at::ScalarType acc_type, at::Tensor& out, int64_t E, int64_t H, int64_t C,
-                  cudaStream_t stream) {
-  if (!vec_layout(x, C)) return false;
+                  const at::Tensor& x, at::ScalarType acc_type, at::Tensor& out, bool accumulate, int64_t E,
+                  int64_t H, int64_t C, cudaStream_t stream) {
+  if (!vec_layout(x, C) || (accumulate && !vec_layout(out, C))) return false;
   const int64_t vecs = H * C / (16 / x.element_size()), num_dst = ptr.numel() - 1;
   const int tpg = group_size(vecs);
   const vec::Chunk chunk(tpg, vec::kRun);
@@ -413,8 +415,8 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                   static_cast<unsigned>((vecs + tpg - 1) / tpg));
   const auto options = x.options().dtype(acc_type);
-  const bool exact = shared_rows_fill(H * C * c10::elementSize(acc_type));
-  out = exact ? at::empty({num_dst, H, C}, options) : at::zeros({num_dst, H, C}, options);
+  const bool exact = !accumulate && shared_rows_fill(H * C * c10::elementSize(acc_type));
+  if (!accumulate) out = exact ? at::empty({num_dst, H, C}, options) : at::zeros({num_dst, H, C}, options);
   if (exact && num_dst > 0) {  // rows are whole 16-byte vectors: H * C is a multiple of 16 / x's element size
     const int64_t row_vecs = H * C * out.element_size() / 16;
     const int lane_shift = log2_exact(group_size(row_vecs)), group_shift = log2_exact(chunk.per_group);
@@ -426,9 +428,13 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_vec", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_vec_index", [&] {
-      vec::spmm_vec_kernel<scalar_t, acc_t, index_t><<<grid, vec::kThreads, 0, stream>>>(
-          dst.data_ptr<index_t>(), src.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
-          x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg, exact);
+      auto kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, false>;
+      if constexpr (std::is_same_v<scalar_t, acc_t>) {  // (accumulating needs x in acc_type)
+        if (accumulate) kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, true>;
+      }
+      kernel<<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
+                                                 weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
+                                                 x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg, exact);
     });
   });
   return true;
@@ -459,26 +465,22 @@ bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tenso
   return true;
 }
 
-at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
-                     const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t) {
-  const int64_t E = check_sparse_graph(ptr, dst_t, src_t, "spmm");
-  check_node_values(x_t, ptr, "spmm", "x");
-  const int64_t H = x_t.size(1), C = x_t.size(2), num_dst = ptr.numel() - 1, F = H * C;
-  if (weight_t.has_value()) {
-    check_edge_values(*weight_t, ptr, E, H, "spmm", "weight");
-    TORCH_CHECK(weight_t->scalar_type() == x_t.scalar_type(), "spmm: weight and x must share one dtype");
-  }
-  const c10::cuda::CUDAGuard guard(ptr.device());
+// SpMM into the [num_dst, H, C] acc_type tensor `acc`: allocated here, or with
+// `accumulate` given (x's dtype is then acc_type), holding values the sums are added to.
+void spmm_acc_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
+                   const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t, at::Tensor& acc,
+                   bool accumulate) {
+  const int64_t E = src_t.numel(), H = x_t.size(1), C = x_t.size(2), num_dst = ptr.numel() - 1, F = H * C;
   const at::Tensor dst = dst_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous();
   const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
   const at::ScalarType acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor acc;
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  if (E > 0 && F > 0 && use_vec_kernels() && try_spmm_vec(ptr, dst, src, weight, x, acc_type, acc, E, H, C, stream)) {
+  if (E > 0 && F > 0 && use_vec_kernels() &&
+      try_spmm_vec(ptr, dst, src, weight, x, acc_type, acc, accumulate, E, H, C, stream)) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
+    return;
   }
-  acc = at::zeros({num_dst, H, C}, x.options().dtype(acc_type));
+  if (!accumulate) acc = at::zeros({num_dst, H, C}, x.options().dtype(acc_type));
   if (E > 0 && F > 0) {
     const int tpg = group_size((F + kPerLane - 1) / kPerLane);
     const int64_t slices = (F + tpg * kPerLane - 1) / (tpg * kPerLane);
@@ -493,7 +495,29 @@ at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::T
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
+}
+
+at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                     const std::optional<at::Tensor>& weight, const at::Tensor& x) {
+  check_spmm(ptr, dst, src, weight, x, "spmm");
+  const c10::cuda::CUDAGuard guard(ptr.device());
+  at::Tensor acc;
+  spmm_acc_cuda(ptr, dst, src, weight, x, acc, /*accumulate=*/false);
   return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
+}
+
+void spmm_add_cuda(at::Tensor& out, const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                   const std::optional<at::Tensor>& weight, const at::Tensor& x) {
+  check_spmm(ptr, dst, src, weight, x, "spmm_add_");
+  check_accumulator(out, ptr, x, "spmm_add_");
+  const c10::cuda::CUDAGuard guard(ptr.device());
+  if (out.scalar_type() == at::kFloat || out.scalar_type() == at::kDouble) {  // sums land in out directly
+    spmm_acc_cuda(ptr, dst, src, weight, x, out, /*accumulate=*/true);
+    return;
+  }
+  at::Tensor acc;  // fp16 / bf16: fp32 sums, then one add
+  spmm_acc_cuda(ptr, dst, src, weight, x, acc, /*accumulate=*/false);
+  out.add_(acc);
 }
 
 at::Tensor sddmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t, const at::Tensor& a_t,
@@ -612,6 +636,7 @@ at::Tensor edge_softmax_backward_cuda(const at::Tensor& ptr, const at::Tensor& o
 
 TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
   m.impl("spmm", &spmm_cuda);
+  m.impl("spmm_add_", &spmm_add_cuda);
   m.impl("spmm_max", &spmm_max_cuda);
   m.impl("spmm_max_backward", &spmm_max_backward_cuda);
   m.impl("sddmm", &sddmm_cuda);

@@ -69,13 +69,17 @@ __device__ __forceinline__ uint4 load16(const void* p) { return __ldg(reinterpre
 
 // Adds a running sum into its output row and clears it: atomically when other groups
 // may add to the row too, with plain stores when this group holds all of the row's
-// edges (the row was zero-filled).
-template <int N>
+// edges (the row was zero-filled; with kAdd the row's old value is read and added).
+template <bool kAdd = false, int N>
 __device__ __forceinline__ void flush(float* o, float (&acc)[N], bool shared_row) {
 #pragma unroll
   for (int j = 0; j < N; j += 4) {
-    const float4 v = make_float4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]);
+    float4 v = make_float4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]);
     if (!shared_row) {
+      if (kAdd) {
+        const float4 old = *reinterpret_cast<const float4*>(o + j);
+        v = make_float4(old.x + v.x, old.y + v.y, old.z + v.z, old.w + v.w);
+      }
       *reinterpret_cast<float4*>(o + j) = v;
     } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -89,14 +93,14 @@ __device__ __forceinline__ void flush(float* o, float (&acc)[N], bool shared_row
   for (int j = 0; j < N; ++j) acc[j] = 0.f;
 }
 
-template <int N>
+template <bool kAdd = false, int N>
 __device__ __forceinline__ void flush(double* o, double (&acc)[N], bool shared_row) {
 #pragma unroll
   for (int j = 0; j < N; ++j) {
     if (shared_row) {
       atomicAdd(o + j, acc[j]);
     } else {
-      o[j] = acc[j];
+      o[j] = kAdd ? o[j] + acc[j] : acc[j];
     }
     acc[j] = 0.0;
   }
@@ -155,8 +159,10 @@ __device__ __forceinline__ bool cuts_row(const index_t* __restrict__ dst, int64_
 // out[dst_e, q] += w_e * x[src_e, q] for 16-byte vectors q, acc_t. `exact`: only the
 // rows row_needs_zeros picks were zero-filled, and only they are added to atomically;
 // otherwise the whole output was, and a group's first and last runs always are.
+// kAdd: out holds values to add to (nothing was zero-filled; call with exact = false):
+// rows held whole by a group are read, added to and stored.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
-template <typename scalar_t, typename acc_t, typename index_t>
+template <typename scalar_t, typename acc_t, typename index_t, bool kAdd = false>
 __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ x, acc_t* __restrict__ out, int64_t num_edges, int64_t heads, int64_t channels,
@@ -209,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
         for (int u = 0; u < kUnroll; ++u) {
           if (d[u] < 0 || !has_f) continue;
           if (d[u] != cur) {
-            if (cur >= 0) flush(out + cur * F + f, acc, shared_first);
+            if (cur >= 0) flush<kAdd>(out + cur * F + f, acc, shared_first);
             shared_first = shared_first && cur < 0;  // still the group's first run
             cur = d[u];
           }
@@ -221,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
       }
     }
     if (cur >= 0) {  // the last run is shared too if it goes on past the group
-      flush(out + cur * F + f, acc, shared_first || !exact || cuts_row(dst, mine + c.per_group, num_edges));
+      flush<kAdd>(out + cur * F + f, acc, shared_first || !exact || cuts_row(dst, mine + c.per_group, num_edges));
     }
   }
 }

@@ -1,11 +1,13 @@
 """Several GPUs of one host, one process each (``torchrun``): row-sharded tables that
 every process reads in place (peer-to-peer over NVLink), full-graph training on
 partitioned graphs with halo exchange, and process-group setup."""
-from .full_graph import (ExchangeTimer, GraphPartition, balanced_bounds, partition_data,
+from .full_graph import (ExchangeTimer, GraphPartition, balanced_bounds, new_exchange_group, partition_data,
                          partition_graph)
 from .models import PartitionedGNN
+from .overlap import HaloGraph
 from .setup import setup
 from .shards import ShardedTensor, row_partition, share_shards
 
 __all__ = ['ShardedTensor', 'share_shards', 'row_partition', 'setup', 'GraphPartition', 'ExchangeTimer',
-           'balanced_bounds', 'partition_graph', 'partition_data', 'PartitionedGNN']
+           'balanced_bounds', 'partition_graph', 'partition_data', 'PartitionedGNN', 'HaloGraph',
+           'new_exchange_group']

@@ -32,7 +32,8 @@ from torch_geometric.data import Data
 
 from ..data.reorder import _check_edge_index, node_order, reorder_data
 
-__all__ = ['GraphPartition', 'ExchangeTimer', 'balanced_bounds', 'partition_graph', 'partition_data']
+__all__ = ['GraphPartition', 'ExchangeTimer', 'balanced_bounds', 'partition_graph', 'partition_data',
+           'new_exchange_group']
 
 
 def balanced_bounds(edge_index: Tensor, num_nodes: int, world_size: int, balance: str = 'edges') -> List[int]:
@@ -218,10 +219,20 @@ class GraphPartition:
         return torch.stack([src, dst]), inv_sqrt[src] * weight * inv_sqrt[dst]
 
 
-def _default_group(group):
-    if group is not None or not dist.is_initialized():
-        return group
-    return dist.new_group()  # its own communicator: halo traffic never queues behind DDP's
+def new_exchange_group():
+    """A process group over the whole world for halo exchanges (every process must call
+    it, in the same order, as for ``torch.distributed.new_group``): its own communicator,
+    so that halo traffic never queues behind DDP's gradient all-reduces; on NCCL with a
+    high-priority stream, so that an exchange overlapped with an SpMM
+    (:class:`~pyg_accel.distributed.HaloGraph`) gets SMs as soon as blocks retire.
+    ``None`` without an initialised process group."""
+    if not dist.is_initialized():
+        return None
+    if dist.get_backend() == 'nccl':
+        options = dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = True
+        return dist.new_group(pg_options=options)
+    return dist.new_group()
 
 
 def partition_graph(edge_index: Tensor, num_nodes: int, rank: int, world_size: int,
@@ -238,7 +249,8 @@ def partition_graph(edge_index: Tensor, num_nodes: int, rank: int, world_size: i
         bounds: ``world_size + 1`` block bounds (default: :func:`balanced_bounds`).
         balance: ``'edges'`` or ``'nodes'`` for the default bounds.
         edge_weight: optional ``[E]`` weights (for :meth:`GraphPartition.gcn_norm`).
-        group: the process group of the exchange (default: the whole world).
+        group: the process group of the exchange (default: the whole world's default
+            group; :func:`new_exchange_group` gives one that DDP's traffic does not share).
         device: where the partition's tensors live (default: ``edge_index``'s device).
     """
     _check_edge_index(edge_index, num_nodes)
@@ -311,7 +323,7 @@ def partition_data(data: Data, group=None, reorder: Optional[str] = None, balanc
     tensor of ``data`` (``x``, ``y``, masks, ...) on ``device``, and ``global_id``, their
     ids in ``data``'s original numbering.
     """
-    group = _default_group(group)
+    group = new_exchange_group() if group is None else group
     rank = dist.get_rank(group) if dist.is_initialized() else 0
     world_size = dist.get_world_size(group) if dist.is_initialized() else 1
     num_nodes = data.num_nodes

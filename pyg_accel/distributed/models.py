@@ -8,6 +8,7 @@ from torch import Tensor
 from .. import nn as accel_nn
 from ..ops import CooGraph, spmm
 from .full_graph import GraphPartition
+from .overlap import HaloGraph
 
 __all__ = ['PartitionedGNN']
 
@@ -16,11 +17,19 @@ class PartitionedGNN(torch.nn.Module):
     """A stack of pyg_accel's GCN, GraphSAGE or GAT layers over one
     :class:`GraphPartition`: before each layer, :meth:`GraphPartition.exchange` appends
     the halo's rows to the local ones; the layer reads both and writes the local rows.
-    GCN normalises with the whole graph's degrees (:meth:`GraphPartition.gcn_norm`) and
-    exchanges the narrower side of each layer: its input, or its input times the weight
-    (then only the local rows are multiplied and only they are aggregated into).
+    GCN normalises with the whole graph's degrees (:meth:`GraphPartition.gcn_norm`).
     Every process of the partition's group runs it on its own block (wrap it in
     ``DistributedDataParallel`` to average the weight gradients).
+
+    With ``overlap`` (the default), GCN and GraphSAGE aggregate through a
+    :class:`~pyg_accel.distributed.HaloGraph`: each layer's halo rows travel while the
+    edges between local rows are aggregated, and their gradients travel back while the
+    local rows' gradient is computed. The rows exchanged are the layer's input or its
+    input times the weight, whichever is narrower (GCN at the first layer: the
+    transformed rows, so that the exchange can hide behind the aggregation). GAT, and
+    every model without ``overlap``, appends the halo's rows by
+    :meth:`GraphPartition.exchange` before each layer (GCN there exchanges the narrower
+    of the input and the transformed input, and aggregates only into the local rows).
 
     Args:
         kind: ``'gcn'``, ``'sage'`` or ``'gat'``.
@@ -28,18 +37,20 @@ class PartitionedGNN(torch.nn.Module):
         in_channels, hidden_channels, out_channels, num_layers: the stack's shape.
         dropout: dropout before every layer.
         heads: attention heads of GAT's hidden layers (its last layer has one).
+        overlap: hide the halo exchange behind the local edges' aggregation (GCN, SAGE).
 
     ``forward(x)``: ``[num_local, in_channels] -> [num_local, out_channels]``.
     """
 
     def __init__(self, kind: str, part: GraphPartition, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int, dropout: float = 0.0, heads: int = 4) -> None:
+                 num_layers: int, dropout: float = 0.0, heads: int = 4, overlap: bool = True) -> None:
         super().__init__()
         if kind not in ('gcn', 'sage', 'gat'):
             raise ValueError(f"kind must be 'gcn', 'sage' or 'gat', got {kind!r}")
         if num_layers < 1:
             raise ValueError(f'num_layers must be at least 1, got {num_layers}')
         self.kind, self.part, self.dropout = kind, part, dropout
+        self.overlap = overlap and kind != 'gat'
         self.convs = torch.nn.ModuleList()
         for i in range(num_layers):
             last = i == num_layers - 1
@@ -53,10 +64,14 @@ class PartitionedGNN(torch.nn.Module):
                 if c_out % h:
                     raise ValueError(f'hidden_channels ({c_out}) must be a multiple of heads ({h})')
                 self.convs.append(accel_nn.GATConv(c_in, c_out // h, heads=h))
-        if kind == 'gcn':  # the normalised bipartite graph ext rows -> local rows, sorted once
+        if kind == 'gcn' and self.overlap:
+            self.halo_graph = HaloGraph(part, *part.gcn_norm())
+        elif kind == 'gcn':  # the normalised bipartite graph ext rows -> local rows, sorted once
             edge_index, weight = part.gcn_norm()
             graph = CooGraph.from_edge_index(edge_index, (part.num_local + part.num_halo, part.num_local))
             self.gcn_graph = (graph, graph.sort_edges(weight))
+        elif kind == 'sage' and self.overlap:
+            self.halo_graph = HaloGraph(part, reduce='mean')
 
     def forward(self, x: Tensor) -> Tensor:
         part = self.part
@@ -64,6 +79,8 @@ class PartitionedGNN(torch.nn.Module):
             x = F.dropout(x, self.dropout, self.training)
             if self.kind == 'gcn':
                 x = self._gcn_layer(conv, x)
+            elif self.overlap:
+                x = self._sage_layer(conv, x)
             else:
                 x = conv((part.exchange(x), x), part.edge_index)  # [num_local + num_halo, F] -> [num_local, F']
             if i < len(self.convs) - 1:
@@ -72,10 +89,24 @@ class PartitionedGNN(torch.nn.Module):
 
     def _gcn_layer(self, conv, x: Tensor) -> Tensor:
         """``spmm(A_norm, x W) + b`` as GCNConv computes it, over the local rows."""
-        graph, weight = self.gcn_graph
-        if conv.in_channels < conv.out_channels:
-            h = conv.lin(self.part.exchange(x))
+        if self.overlap:
+            out = self.halo_graph.aggregate(conv.lin(x))
         else:
-            h = self.part.exchange(conv.lin(x))
-        out = spmm(graph, h, weight)
+            graph, weight = self.gcn_graph
+            if conv.in_channels < conv.out_channels:
+                h = conv.lin(self.part.exchange(x))
+            else:
+                h = self.part.exchange(conv.lin(x))
+            out = spmm(graph, h, weight)
         return out + conv.bias if conv.bias is not None else out
+
+    def _sage_layer(self, conv, x: Tensor) -> Tensor:
+        """``lin_l(mean over in-edges) + lin_r(x)`` as SAGEConv computes it, the mean
+        taken over the narrower of ``x`` and ``x W_l`` (equal: the mean is linear)."""
+        weight, bias = conv.lin_l.weight, conv.lin_l.bias
+        if weight.size(0) < weight.size(1):
+            out = self.halo_graph.aggregate(F.linear(x, weight))
+            out = out if bias is None else out + bias
+        else:
+            out = F.linear(self.halo_graph.aggregate(x), weight, bias)
+        return out + conv.lin_r(x)

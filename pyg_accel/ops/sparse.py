@@ -18,7 +18,7 @@ from ._library import check_cuda_built, ops
 from ._marks import record, recorded
 from .gather import gather
 
-__all__ = ['CooGraph', 'spmm', 'sddmm', 'edge_softmax', 'take_rows']
+__all__ = ['CooGraph', 'spmm', 'spmm_add_', 'sddmm', 'edge_softmax', 'take_rows']
 
 
 def take_rows(t: Tensor, index: Tensor) -> Tensor:
@@ -371,10 +371,33 @@ def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: st
     return out.squeeze(1) if flat else out
 
 
-def spmm_adjoint(graph: CooGraph, grad: Tensor, reduce: str = 'sum') -> Tensor:
-    """The gradient of ``spmm(graph, x, reduce=reduce)`` (no edge weights) with respect to
-    ``x``, for the output gradient ``grad`` ``[num_dst, F]``: an SpMM over the transpose.
-    Returns ``[num_src, F]``. For layers that compute their own backward."""
+def spmm_add_(out: Tensor, graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None) -> Tensor:
+    """Adds ``spmm(graph, x, weight)`` into ``out`` in place and returns ``out``: rows of
+    destinations without edges keep their values. No autograd (for functions that
+    compute their own backward, e.g. a second edge set aggregated into the rows a first
+    SpMM wrote, once its sources have arrived from another GPU).
+
+    Args:
+        out: ``[num_dst, F]`` or ``[num_dst, H, C]``, contiguous, in ``x``'s dtype.
+        graph, x, weight: as :func:`spmm` (sum reduction).
+    """
+    x3, flat = _heads3(x, 'spmm_add_: x')
+    _check_graph_and(graph, x3, out, *([] if weight is None else [weight]))
+    if x3.size(0) != graph.num_src:
+        raise ValueError(f'spmm_add_: x has {x3.size(0)} rows but the graph has {graph.num_src} source nodes')
+    want = (graph.num_dst, x.size(1)) if flat else (graph.num_dst, *x3.shape[1:])
+    if tuple(out.shape) != want or out.dtype != x.dtype or not out.is_contiguous():
+        raise ValueError(f'spmm_add_: out must be a contiguous {x.dtype} tensor of shape {want}, got '
+                         f'{out.dtype} {tuple(out.shape)}')
+    w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm_add_: weight').to(x3.dtype).contiguous()
+    ops().spmm_add_(out.view(graph.num_dst, *x3.shape[1:]), graph.ptr, graph.dst, graph.src, w, x3.contiguous())
+    return out
+
+
+def spmm_adjoint(graph: CooGraph, grad: Tensor, reduce: str = 'sum', weight: Optional[Tensor] = None) -> Tensor:
+    """The gradient of ``spmm(graph, x, weight, reduce)`` with respect to ``x``, for the
+    output gradient ``grad`` ``[num_dst, F]``: an SpMM over the transpose. Returns
+    ``[num_src, F]``. For layers that compute their own backward."""
     if reduce not in ('sum', 'mean'):
         raise ValueError(f"spmm_adjoint: reduce must be 'sum' or 'mean', got {reduce!r}")
     grad3, flat = _heads3(grad, 'spmm_adjoint: grad')
@@ -382,12 +405,13 @@ def spmm_adjoint(graph: CooGraph, grad: Tensor, reduce: str = 'sum') -> Tensor:
     if grad3.size(0) != graph.num_dst:
         raise ValueError(f'spmm_adjoint: grad has {grad3.size(0)} rows but the graph has {graph.num_dst} '
                          f'destinations')
-    weight = None
+    w = None if weight is None else _edge2(weight, graph, grad3.size(1), 'spmm_adjoint: weight').to(grad3.dtype)
     if reduce == 'mean' and grad3.dtype in _MEAN_BY_WEIGHT:
-        weight = graph.mean_weight(grad3.dtype).unsqueeze(1)
+        mean_w = graph.mean_weight(grad3.dtype).unsqueeze(1)
+        w = mean_w if w is None else w * mean_w
     elif reduce == 'mean':
         grad3 = grad3 / graph.in_degree().clamp(min=1).to(grad3.dtype).view(-1, 1, 1)
-    out = _spmm_transposed(graph, weight, grad3.contiguous())
+    out = _spmm_transposed(graph, None if w is None else w.contiguous(), grad3.contiguous())
     return out.squeeze(1) if flat else out
 
 
@@ -448,6 +472,7 @@ def _fake_sddmm(ptr, dst, src, a, b):
 @_build.on_load
 def _register() -> None:
     torch.library.register_fake('pyg_accel::spmm')(_fake_spmm)
+    torch.library.register_fake('pyg_accel::spmm_add_')(lambda out, ptr, dst, src, weight, x: None)
     torch.library.register_fake('pyg_accel::sddmm')(_fake_sddmm)
     torch.library.register_fake('pyg_accel::spmm_max')(_fake_spmm_max)
     torch.library.register_fake('pyg_accel::spmm_max_backward')(
