@@ -24,9 +24,9 @@ class PartitionedGNN(torch.nn.Module):
     With ``overlap`` (the default), GCN and GraphSAGE aggregate through a
     :class:`~pyg_accel.distributed.HaloGraph`: each layer's halo rows travel while the
     edges between local rows are aggregated, and their gradients travel back while the
-    local rows' gradient is computed. The rows exchanged are the layer's input or its
-    input times the weight, whichever is narrower (GCN at the first layer: the
-    transformed rows, so that the exchange can hide behind the aggregation). GAT, and
+    local rows' gradient is computed. The rows exchanged and aggregated are the layer's
+    input or its input times the weight, whichever is narrower (the same sum: the
+    aggregation is linear). GAT, and
     every model without ``overlap``, appends the halo's rows by
     :meth:`GraphPartition.exchange` before each layer (GCN there exchanges the narrower
     of the input and the transformed input, and aggregates only into the local rows).
@@ -89,8 +89,11 @@ class PartitionedGNN(torch.nn.Module):
 
     def _gcn_layer(self, conv, x: Tensor) -> Tensor:
         """``spmm(A_norm, x W) + b`` as GCNConv computes it, over the local rows."""
-        if self.overlap:
-            out = self.halo_graph.aggregate(conv.lin(x))
+        if self.overlap:  # A (x W) = (A x) W: aggregate the narrower of the two
+            if conv.in_channels < conv.out_channels:
+                out = conv.lin(self.halo_graph.aggregate(x))
+            else:
+                out = self.halo_graph.aggregate(conv.lin(x))
         else:
             graph, weight = self.gcn_graph
             if conv.in_channels < conv.out_channels:
