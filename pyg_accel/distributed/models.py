@@ -24,12 +24,11 @@ class PartitionedGNN(torch.nn.Module):
     With ``overlap`` (the default), GCN and GraphSAGE aggregate through a
     :class:`~pyg_accel.distributed.HaloGraph`: each layer's halo rows travel while the
     edges between local rows are aggregated, and their gradients travel back while the
-    local rows' gradient is computed. The rows exchanged and aggregated are the layer's
-    input or its input times the weight, whichever is narrower (the same sum: the
-    aggregation is linear). GAT, and
-    every model without ``overlap``, appends the halo's rows by
-    :meth:`GraphPartition.exchange` before each layer (GCN there exchanges the narrower
-    of the input and the transformed input, and aggregates only into the local rows).
+    local rows' gradient is computed. GAT, and every model without ``overlap``, appends
+    the halo's rows by :meth:`GraphPartition.exchange` before each layer. Either way the
+    rows GCN and SAGE exchange and aggregate are the layer's input or its input times
+    the weight, whichever is narrower (the same sum: the aggregation is linear), and only
+    the local rows are aggregated into.
 
     Args:
         kind: ``'gcn'``, ``'sage'`` or ``'gat'``.
@@ -88,19 +87,15 @@ class PartitionedGNN(torch.nn.Module):
         return x
 
     def _gcn_layer(self, conv, x: Tensor) -> Tensor:
-        """``spmm(A_norm, x W) + b`` as GCNConv computes it, over the local rows."""
-        if self.overlap:  # A (x W) = (A x) W: aggregate the narrower of the two
-            if conv.in_channels < conv.out_channels:
-                out = conv.lin(self.halo_graph.aggregate(x))
-            else:
-                out = self.halo_graph.aggregate(conv.lin(x))
+        """``A_norm (x W) + b`` as GCNConv computes it, over the local rows, with the
+        aggregation over the narrower of ``x`` and ``x W`` (``A (x W) = (A x) W``)."""
+        narrow_input = conv.in_channels < conv.out_channels
+        if self.overlap:
+            aggregate = self.halo_graph.aggregate
         else:
             graph, weight = self.gcn_graph
-            if conv.in_channels < conv.out_channels:
-                h = conv.lin(self.part.exchange(x))
-            else:
-                h = self.part.exchange(conv.lin(x))
-            out = spmm(graph, h, weight)
+            aggregate = lambda h: spmm(graph, self.part.exchange(h), weight)  # noqa: E731
+        out = conv.lin(aggregate(x)) if narrow_input else aggregate(conv.lin(x))
         return out + conv.bias if conv.bias is not None else out
 
     def _sage_layer(self, conv, x: Tensor) -> Tensor:
