@@ -16,8 +16,14 @@ call while waiting asleep (block / sleep), which adds what the wait itself costs
 * stock PyG:    torch_geometric.sampler.NeighborSampler on CPU data (needs pyg-lib or
                 torch-sparse), through sample_from_nodes.
 
+With ``--graph-location pinned`` the graph lives in pinned host memory (a graph larger
+than the GPU's memory, as a ``GraphStore('pinned')`` holds it): "ours" is the CUDA
+sampler reading it over the bus (``uva_view``, zero-copy), against our CPU kernel on the
+same host graph ("ours, CPU kernel") and stock PyG; the per-hop baseline is left out.
+
     python benchmarks/sampling.py --preset products --device cuda --out bench-out
     python benchmarks/sampling.py --preset small --device cpu          # quick, CPU only
+    python benchmarks/sampling.py --preset products --device cuda --graph-location pinned
 """
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ from common import add_graph_arguments, add_speedups, environment, print_table, 
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
-from pyg_accel.ops import cuda_sampling_available, last_sample_wait_us, neighbor_sample  # noqa: E402
+from pyg_accel.ops import cuda_sampling_available, last_sample_wait_us, neighbor_sample, uva_view  # noqa: E402
 from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
 
 FANOUTS = {'15-10-5': [15, 10, 5], '10-10-10': [10, 10, 10]}
@@ -117,17 +123,24 @@ def main(argv=None) -> dict:
     p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
     p.add_argument('--batches', type=int, default=20, help='timed batches per setting (CPU baselines: fewer)')
     p.add_argument('--baseline-batches', type=int, default=5)
+    p.add_argument('--graph-location', choices=['device', 'pinned'], default='device',
+                   help="'pinned': the graph in pinned host memory, read by the GPU over the bus")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
     device = torch.device(args.device)
+    pinned = args.graph_location == 'pinned'
+    if pinned and device.type != 'cuda':
+        p.error('--graph-location pinned needs --device cuda')
 
     t0 = time.perf_counter()
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
-    store = GraphStore('cuda' if device.type == 'cuda' else 'cpu')
+    store = GraphStore('pinned' if pinned else device.type)
     store.put_edge_index(dataset.data.edge_index, edge_type=None, layout='coo',
                          size=(dataset.data.num_nodes,) * 2)
-    row, colptr, _ = store.csc()
-    print(f'{dataset} on {device}: generated and converted in {time.perf_counter() - t0:.1f} s', flush=True)
+    host_row, host_colptr, _ = store.csc()
+    row, colptr = (uva_view(host_row), uva_view(host_colptr)) if pinned else (host_row, host_colptr)
+    print(f'{dataset} on {device} ({args.graph_location}): generated and converted in '
+          f'{time.perf_counter() - t0:.1f} s', flush=True)
     cuda_sampler = cuda_sampling_available()
     train = dataset.split['train']
     gen = torch.Generator().manual_seed(0)
@@ -140,10 +153,15 @@ def main(argv=None) -> dict:
             def seed_batches(count):
                 return [train[torch.randperm(train.numel(), generator=gen)[:batch_size].to(train.device)]
                         for _ in range(count + 2)]
-            methods = {'per-hop torch': (lambda s: per_hop_neighbor_sample(colptr, row, s, fanouts).row.numel(),
-                                         args.batches)}
+            methods = {}
+            if not pinned:
+                methods['per-hop torch'] = (lambda s: per_hop_neighbor_sample(colptr, row, s, fanouts).row.numel(),
+                                            args.batches)
             if device.type == 'cpu' or cuda_sampler:
                 methods['ours'] = (lambda s: neighbor_sample(colptr, row, s, fanouts).row.numel(), args.batches)
+            if pinned:  # the alternative for a graph in host memory: our multi-threaded CPU kernel
+                methods['ours, CPU kernel'] = (
+                    lambda s: neighbor_sample(host_colptr, host_row, s, fanouts).row.numel(), args.baseline_batches)
             if stock is not None:
                 methods['stock PyG (CPU)'] = (stock, args.baseline_batches)
             result = {'fanout': name, 'batch': batch_size}
@@ -174,11 +192,12 @@ def main(argv=None) -> dict:
             print(result, flush=True)
 
     columns = ['fanout', 'batch'] + [c for c in rows[0] if c not in ('fanout', 'batch')]
-    payload = {'env': environment(), 'args': vars(args), 'device': str(device), 'graph': repr(dataset),
+    payload = {'env': environment(), 'args': vars(args), 'device': f'{device} ({args.graph_location} graph)',
+               'graph': repr(dataset),
                'cuda_sampler_built': bool(cuda_sampler), 'rows': rows}
-    payload['table'] = print_table(rows, columns, f'neighbour sampling on {dataset.name} ({device}), '
+    payload['table'] = print_table(rows, columns, f"neighbour sampling on {dataset.name} ({payload['device']}), "
                                                   'median ms per batch')
-    save_json(Path(args.out) / 'sampling.json', payload)
+    save_json(Path(args.out) / ('sampling_pinned.json' if pinned else 'sampling.json'), payload)
     return payload
 
 

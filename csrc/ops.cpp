@@ -12,6 +12,11 @@ TORCH_LIBRARY(pyg_accel, m) {
   // One logical table whose rows are split, in order, across `shards`
   // (device, pinned host or peer-GPU memory); one launch over all of them.
   m.def("sharded_gather(Tensor[] shards, Tensor index) -> Tensor");
+  // A CUDA tensor (same shape, strides and dtype) over the memory of a pinned host tensor,
+  // read by GPU `device` through its UVA mapping (zero-copy: every kernel read crosses the
+  // bus). The result keeps the host tensor alive. Built with CUDA only; not for
+  // torch.compile (an alias on another device).
+  m.def("uva_view(Tensor self, int device) -> Tensor");
   // Multi-hop uniform neighbour sampling over a CSC graph (colptr [num_dst + 1],
   // row [E]) from `seed` with PyG's semantics: node = seeds first (input order), then
   // each hop's new nodes in discovery order; row/col = local ids (row = sampled

@@ -26,6 +26,18 @@ def test_sampling_benchmark_smoke(tmp_path):
     row = result['rows'][0]
     assert row['ours ms'] > 0 and row['per-hop torch ms'] > 0
     assert (tmp_path / 'sampling.json').is_file()
+    with pytest.raises(SystemExit):  # a pinned graph is read by a GPU
+        sampling_bench.main(['--preset', 'tiny', '--device', 'cpu', '--graph-location', 'pinned'])
+
+
+@requires_cuda
+def test_sampling_benchmark_pinned_graph_smoke(tmp_path):
+    result = sampling_bench.main(['--preset', 'tiny', '--device', 'cuda', '--graph-location', 'pinned',
+                                  '--batch-sizes', '64', '--fanouts', '15-10-5', '--batches', '2',
+                                  '--baseline-batches', '2', '--out', str(tmp_path)])
+    row = result['rows'][0]
+    assert row['ours ms'] > 0 and row['ours, CPU kernel ms'] > 0 and 'per-hop torch ms' not in row
+    assert (tmp_path / 'sampling_pinned.json').is_file()
 
 
 import sparse as sparse_bench  # noqa: E402

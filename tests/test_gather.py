@@ -1,10 +1,11 @@
 """pyg_accel.ops.gather / multi_gather / sharded_gather against ``table[index]``."""
 import contextlib
+import gc
 
 import pytest
 import torch
 
-from pyg_accel.ops import gather, multi_gather, sharded_gather
+from pyg_accel.ops import gather, multi_gather, sharded_gather, uva_view
 
 from conftest import HAS_CUDA, poison_cuda_allocator, requires_cuda
 
@@ -283,3 +284,38 @@ def test_sampler_marks_the_node_ids_it_returns():
     data = load_dataset('default').data
     out = NeighborSampler(data, [3, 2]).sample_from_nodes(NodeSamplerInput(None, torch.arange(8)))
     assert out.node._pyg_accel_rows == (out.node._version, data.num_nodes)
+
+
+@requires_cuda
+def test_uva_view_reads_and_writes_pinned_memory_in_place():
+    """uva_view: a CUDA tensor over pinned host memory (same values, shape, strides;
+    writes seen both ways), alive after the host tensor's name is gone; clear errors."""
+    host = torch.arange(60, dtype=torch.float32).view(6, 10).pin_memory()
+    view = uva_view(host)
+    assert view.is_cuda and view.shape == host.shape and torch.equal(view.cpu(), host)
+    view[1].fill_(-1)
+    torch.cuda.synchronize()
+    assert bool((host[1] == -1).all())
+    host[2] = 7
+    assert bool((view[2] == 7).all())
+    part = uva_view(host[:, 2:5])  # a strided slice keeps its strides
+    assert part.stride() == host[:, 2:5].stride() and torch.equal(part.cpu(), host[:, 2:5])
+    index = torch.tensor([5, 0, 3], device='cuda')
+    assert torch.equal(view[index].cpu(), host[index.cpu()])
+    ids = uva_view(torch.arange(1000).pin_memory())
+    del host
+    gc.collect()
+    assert int(ids.sum()) == 999 * 1000 // 2 and view.cpu().shape == (6, 10)
+    assert uva_view(torch.empty(0).pin_memory()).numel() == 0
+
+
+def test_uva_view_bad_input():
+    with pytest.raises(ValueError, match='pinned host memory'):
+        uva_view(torch.zeros(3), 'cuda')
+    with pytest.raises(ValueError, match='must be a GPU'):
+        uva_view(torch.zeros(3), 'cpu')
+    with pytest.raises(TypeError, match='torch.Tensor'):
+        uva_view([1, 2], 'cuda')
+    if HAS_CUDA:
+        with pytest.raises(ValueError, match='pinned host memory, got cuda'):
+            uva_view(torch.zeros(3, device='cuda'))

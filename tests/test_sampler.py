@@ -373,6 +373,64 @@ def test_heterogeneous_graph_on_the_gpu_samples_as_on_the_cpu(disjoint):
             assert torch.equal(gpu_batch[edge_type].edge_index.cpu(), cpu_batch[edge_type].edge_index)
 
 
+@requires_cuda
+@pytest.mark.parametrize('mode', ['uniform', 'weighted', 'edge_time', 'node_time_last'])
+def test_pinned_graph_is_sampled_on_the_gpu_in_place(dataset, mode):
+    """A GraphStore('pinned') is sampled by the CUDA kernels reading the host graph over
+    the bus: the same sample as the graph held on the GPU (same kernels, same seed),
+    batches on the GPU, edge ids mapped back through the permutation, and no copy of
+    the graph in GPU memory."""
+    data = dataset.data.clone()
+    kwargs, seed_time = {}, None
+    if mode == 'weighted':
+        data.edge_weight = torch.rand(data.num_edges)
+        kwargs = dict(weight_attr='edge_weight')
+    elif mode == 'edge_time':
+        data.edge_time = torch.randint(0, 10, (data.num_edges,))
+        kwargs, seed_time = dict(time_attr='edge_time'), torch.full((64,), 5)
+    elif mode == 'node_time_last':
+        data.time = torch.randint(0, 10, (data.num_nodes,))
+        kwargs, seed_time = dict(time_attr='time', temporal_strategy='last'), torch.full((64,), 5)
+    seeds = dataset.split['train'][:64]
+    outs = []
+    for graph_location in ('cuda', 'pinned'):
+        fs, gs = from_data(data, 'cuda', graph_location=graph_location)
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        sampler = NeighborSampler((fs, gs), [5, 3], seed=0, **kwargs)
+        grew = torch.cuda.memory_allocated() - before
+        assert sampler.device.type == 'cuda'
+        outs.append(sampler._sample(seeds, seed_time=seed_time))
+        loader = NeighborLoader((fs, gs), [5, 3], neighbor_sampler=sampler, input_nodes=seeds, batch_size=32)
+        batch = next(iter(loader))
+        assert batch.edge_index.is_cuda and batch.num_edges > 0
+        assert torch.equal(batch.n_id[batch.edge_index].cpu(), data.edge_index[:, batch.e_id.cpu()])
+    assert grew < data.num_edges * 8  # (row alone would be num_edges * 8 bytes)
+    for key in ('node', 'row', 'col', 'edge', 'batch', 'num_sampled_nodes', 'num_sampled_edges'):
+        a, b = getattr(outs[0], key), getattr(outs[1], key)
+        assert (a is None and b is None) or (torch.equal(a, b) if torch.is_tensor(a) else a == b), key
+
+
+@requires_cuda
+def test_pinned_heterogeneous_graph_is_sampled_on_the_gpu():
+    """The same for a heterogeneous graph in a pinned GraphStore."""
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    data = hetero_graph()
+    seeds = torch.arange(24)
+    runs = []
+    for graph_location in ('cuda', 'pinned'):
+        torch.manual_seed(0)
+        loader = OurLoader(from_data(data, 'cuda', graph_location=graph_location), [3, 2],
+                           input_nodes=('paper', seeds), batch_size=8)
+        assert loader.node_sampler.device.type == 'cuda'
+        runs.append(list(loader))
+    for i, (gpu_batch, pinned_batch) in enumerate(zip(*runs)):
+        assert pinned_batch['author', 'writes', 'paper'].edge_index.is_cuda
+        check_hetero_batch(pinned_batch.to('cpu'), data, seeds[8 * i:8 * (i + 1)], fanouts=[3, 2])
+        for edge_type in data.edge_types:
+            assert torch.equal(pinned_batch[edge_type].edge_index, gpu_batch[edge_type].edge_index)
+
+
 def test_heterogeneous_per_edge_type_fanouts():
     data = hetero_graph()
     fs, gs = from_data(data, 'cpu')

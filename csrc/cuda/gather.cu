@@ -443,6 +443,25 @@ at::Tensor sharded_gather_cuda(at::TensorList shards, const at::Tensor& index) {
 
 }  // namespace
 
+at::Tensor uva_view_cuda(const at::Tensor& host, int64_t device) {
+  TORCH_CHECK(host.device().is_cpu() && host.is_pinned(), "uva_view: expected a tensor in pinned host memory "
+              "(tensor.pin_memory()), got ", host.is_cpu() ? "pageable host memory" : host.device().str());
+  TORCH_CHECK(device >= 0 && device < c10::cuda::device_count(), "uva_view: no CUDA device ", device);
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  void* dptr = nullptr;
+  if (host.numel() > 0) C10_CUDA_CHECK(cudaHostGetDevicePointer(&dptr, host.data_ptr(), 0));
+  auto* keep = new at::Tensor(host);  // the host memory lives as long as the view
+  return at::for_blob(dptr, host.sizes())
+      .strides(host.strides())
+      .deleter([keep](void*) { delete keep; })
+      .options(host.options().device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))))
+      .make_tensor();
+}
+
+TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {  // (the input is a host tensor; the result a CUDA one)
+  m.impl("uva_view", &uva_view_cuda);
+}
+
 TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
   m.impl("gather", &gather_cuda);
   m.impl("multi_gather", &multi_gather_cuda);

@@ -15,7 +15,7 @@ from .. import _build
 from ._library import call, check_cuda_built, ops
 from ._marks import record, recorded
 
-__all__ = ['gather', 'multi_gather', 'sharded_gather']
+__all__ = ['gather', 'multi_gather', 'sharded_gather', 'uva_view']
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -205,3 +205,23 @@ def _register() -> None:
     torch.library.register_autograd('pyg_accel::multi_gather', _multi_gather_backward, setup_context=_setup)
     torch.library.register_autograd('pyg_accel::sharded_gather', _sharded_gather_backward,
                                     setup_context=_setup)
+
+
+def uva_view(tensor: Tensor, device=None) -> Tensor:
+    """A CUDA tensor over the memory of a pinned host tensor: kernels on ``device``
+    (default: the current GPU) read it in place over the bus (UVA, zero-copy), as the
+    gather kernel reads pinned tables. Same shape, dtype and strides; it keeps
+    ``tensor`` alive, and writes through either are seen by both. For data larger than
+    the GPU's memory, e.g. a graph that pyg_accel's CUDA sampler reads from a
+    ``GraphStore('pinned')``: ``neighbor_sample(uva_view(colptr), uva_view(row), seed.cuda(), ...)``.
+    Every read crosses the bus, so it suits sparse, random reads, not repeated sweeps."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f'uva_view: expected a torch.Tensor, got {type(tensor).__name__}')
+    device = torch.device('cuda', torch.cuda.current_device()) if device is None else torch.device(device)
+    if device.type != 'cuda':
+        raise ValueError(f'uva_view: device must be a GPU, got {device}')
+    if not tensor.is_cpu or not tensor.is_pinned():
+        where = 'pageable host memory (tensor.pin_memory() pins it)' if tensor.is_cpu else str(tensor.device)
+        raise ValueError(f'uva_view: expected a tensor in pinned host memory, got {where}')
+    check_cuda_built(device)
+    return ops().uva_view(tensor, device.index if device.index is not None else torch.cuda.current_device())

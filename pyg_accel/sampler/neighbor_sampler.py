@@ -26,8 +26,8 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from ..data.graph_store import GraphStore
-from ..ops.gather import trust_index
-from ..ops.sampling import hetero_neighbor_sample, neighbor_sample
+from ..ops.gather import trust_index, uva_view
+from ..ops.sampling import cuda_sampling_available, hetero_neighbor_sample, neighbor_sample
 from .induced import hetero_induced_edges, induced_edges
 
 EdgeType = Tuple[str, str, str]
@@ -45,6 +45,38 @@ class _Graph:
     edge_weight: Optional[Tensor] = None
     node_time: Optional[Tensor] = None
     edge_time: Optional[Tensor] = None
+
+
+def _sampling_place(graph_store, held_on: torch.device) -> Tuple[torch.device, bool]:
+    """``(device, host_resident)``: where a graph is sampled, and whether it stays in
+    pinned host memory. A graph is sampled where it is held, except that a pyg_accel
+    ``GraphStore('pinned')`` is sampled by its GPU, whose kernels read the graph over the
+    bus (UVA, zero-copy), when the CUDA sampler is built: graphs larger than the GPU's
+    memory are sampled there without a copy."""
+    if (isinstance(graph_store, GraphStore) and graph_store.location.kind == 'pinned'
+            and graph_store.device.type == 'cuda' and cuda_sampling_available()):
+        return graph_store.device, True
+    return held_on, False
+
+
+def _readable_on(t: Optional[Tensor], device: torch.device, host_resident: bool,
+                 dtype: Optional[torch.dtype] = None) -> Optional[Tensor]:
+    """``t`` (in ``dtype``) where the sampling kernels on ``device`` read it: as it is,
+    as a GPU view of pinned host memory (``host_resident``: host tensors are pinned and
+    stay in host memory), or copied to ``device``."""
+    if t is None:
+        return None
+    if host_resident and device.type == 'cuda' and t.is_cpu:
+        t = t if dtype is None else t.to(dtype)
+        return uva_view(t if t.is_pinned() else t.pin_memory(), device)
+    return t.to(device, dtype)
+
+
+def _graph_on(graph: _Graph, device: torch.device, host_resident: bool) -> _Graph:
+    """Every tensor of ``graph`` readable by the sampling kernels on ``device``."""
+    put = lambda t, dtype=None: _readable_on(t, device, host_resident, dtype)  # noqa: E731
+    return _Graph(put(graph.colptr, torch.long), put(graph.row, torch.long), put(graph.perm), graph.num_nodes,
+                  put(graph.edge_weight), put(graph.node_time), put(graph.edge_time))
 
 
 def _stores_of(data, edge_attrs: List[str]) -> Tuple[Optional[FeatureStore], PyGGraphStore, Optional[Data]]:
@@ -81,7 +113,9 @@ def _node_time(feature_store, data: Optional[Data], name: str) -> Optional[Tenso
     return _node_time_of_type(feature_store, None, name)
 
 
-def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]) -> _Graph:
+def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]
+                ) -> Tuple[_Graph, Tuple[torch.device, bool]]:
+    """The graph of ``data`` as its store holds it, and :func:`_sampling_place`'s answer."""
     feature_store, graph_store, raw = _stores_of(data, [a for a in (weight_attr, time_attr) if a is not None])
     edge_attrs = graph_store.get_all_edge_attrs()
     if not edge_attrs:
@@ -106,7 +140,7 @@ def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]) -> _
             if raw is not None and time_attr not in raw:
                 raise ValueError(f"NeighborSampler: the Data object has no attribute '{time_attr}'")
             graph.edge_time = _edge_feature(graph_store, time_attr, 'time_attr')
-    return graph
+    return graph, _sampling_place(graph_store, colptr.device)
 
 
 @dataclass
@@ -131,7 +165,9 @@ def _is_hetero(data) -> bool:
 
 
 def _load_hetero_graph(data, weight_attr: Optional[str] = None, time_attr: Optional[str] = None,
-                       temporal_strategy: str = 'uniform') -> _HeteroGraph:
+                       temporal_strategy: str = 'uniform') -> Tuple[_HeteroGraph, Tuple[torch.device, bool]]:
+    """The heterogeneous graph of ``data`` as its store holds it, and
+    :func:`_sampling_place`'s answer."""
     if isinstance(data, HeteroData):
         from ..data.convert import from_data
         fs, gs = from_data(data, 'cpu')
@@ -163,7 +199,8 @@ def _load_hetero_graph(data, weight_attr: Optional[str] = None, time_attr: Optio
             graph.edge_time = _edge_features_by_type(gs, list(colptrs), time_attr, 'time_attr')
         if temporal_strategy == 'last':
             _sort_hetero_columns_by_time(graph)
-    return graph
+    held_on = next(iter(colptrs.values())).device if colptrs else torch.device('cpu')
+    return graph, _sampling_place(gs, held_on)
 
 
 def _edge_features_by_type(graph_store, edge_types: List[EdgeType], name: str, what: str) -> Dict[EdgeType, Tensor]:
@@ -202,14 +239,13 @@ def _sort_hetero_columns_by_time(graph: _HeteroGraph) -> None:
             graph.edge_time[et] = one.edge_time
 
 
-def _kernel_graph(graph: _HeteroGraph) -> _HeteroGraph:
-    """The graph as the sampling kernels take it, on the graph's own device (the CUDA
-    kernel samples a graph held on a GPU there): int64 ids, float64 weights and int64
-    times, converted here once rather than with every batch (tensors already in those
-    dtypes and on that device are used as they are, not copied)."""
-    device = next(iter(graph.colptr.values())).device if graph.colptr else torch.device('cpu')
-    convert = lambda tensors, dtype: {key: t.to(device, dtype) for key, t in tensors.items()}  # noqa: E731
-    return _HeteroGraph(convert(graph.colptr, torch.long), convert(graph.row, torch.long), graph.perm,
+def _kernel_graph(graph: _HeteroGraph, device: torch.device, host_resident: bool) -> _HeteroGraph:
+    """The graph as the sampling kernels take it on ``device`` (:func:`_readable_on`):
+    int64 ids, float64 weights and int64 times, converted here once rather than with
+    every batch (tensors already in those dtypes and there are used as they are)."""
+    def convert(tensors, dtype=None):
+        return {key: _readable_on(t, device, host_resident, dtype) for key, t in tensors.items()}
+    return _HeteroGraph(convert(graph.colptr, torch.long), convert(graph.row, torch.long), convert(graph.perm),
                         graph.num_nodes, convert(graph.edge_weight, torch.float64),
                         convert(graph.node_time, torch.long), convert(graph.edge_time, torch.long))
 
@@ -289,17 +325,21 @@ class NeighborSampler(BaseSampler):
         self.hetero: Optional[_HeteroGraph] = None
         self.edge_weight = self.node_time = self.edge_time = None
         if _is_hetero(data):
-            self.hetero = _load_hetero_graph(data, weight_attr, time_attr, temporal_strategy)
-            self._hetero_kernel = _kernel_graph(self.hetero)
+            self.hetero, place = _load_hetero_graph(data, weight_attr, time_attr, temporal_strategy)
+            self._hetero_kernel = _kernel_graph(self.hetero, *place)
+            if place[1]:  # a pinned graph sampled on the GPU: edge ids map through views of its perms
+                self.hetero.perm = self._hetero_kernel.perm
             self.edge_weight = self.hetero.edge_weight or None
             self.node_time, self.edge_time = self.hetero.node_time or None, self.hetero.edge_time or None
             edge_types = list(self.hetero.colptr)
             self.fanouts_dict = {et: list(v) for et, v in self.num_neighbors.get_values(edge_types).items()}
             self.num_nodes = dict(self.hetero.num_nodes)
         else:
-            graph = _load_graph(data, weight_attr, time_attr)
+            graph, place = _load_graph(data, weight_attr, time_attr)
             if time_attr is not None and temporal_strategy == 'last':
                 graph = _sort_columns_by_time(graph)
+            if place[1]:  # a pinned graph sampled on the GPU
+                graph = _graph_on(graph, *place)
             self.colptr, self.row, self.perm, self.num_nodes = graph.colptr, graph.row, graph.perm, graph.num_nodes
             self.edge_weight, self.node_time, self.edge_time = graph.edge_weight, graph.node_time, graph.edge_time
             if isinstance(self.num_neighbors.values, dict):
@@ -327,9 +367,10 @@ class NeighborSampler(BaseSampler):
 
     @property
     def device(self) -> torch.device:
-        """Where the graph is read (and so where batches are sampled)."""
+        """Where the graph is read (and so where batches are sampled): the graph's
+        device, or the GPU of a ``GraphStore('pinned')``."""
         if self.hetero is not None:
-            return next(iter(self.hetero.colptr.values())).device
+            return next(iter(self._hetero_kernel.colptr.values()), torch.empty(0)).device
         return self.colptr.device
 
     @property
