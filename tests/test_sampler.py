@@ -401,7 +401,8 @@ def test_pinned_graph_is_sampled_on_the_gpu_in_place(dataset, mode):
         grew = torch.cuda.memory_allocated() - before
         assert sampler.device.type == 'cuda'
         outs.append(sampler._sample(seeds, seed_time=seed_time))
-        loader = NeighborLoader((fs, gs), [5, 3], neighbor_sampler=sampler, input_nodes=seeds, batch_size=32)
+        loader = NeighborLoader((fs, gs), [5, 3], neighbor_sampler=sampler, input_nodes=seeds, batch_size=32,
+                                input_time=seed_time)
         batch = next(iter(loader))
         assert batch.edge_index.is_cuda and batch.num_edges > 0
         assert torch.equal(batch.n_id[batch.edge_index].cpu(), data.edge_index[:, batch.e_id.cpu()])
@@ -427,8 +428,8 @@ def test_pinned_heterogeneous_graph_is_sampled_on_the_gpu():
     for i, (gpu_batch, pinned_batch) in enumerate(zip(*runs)):
         assert pinned_batch['author', 'writes', 'paper'].edge_index.is_cuda
         check_hetero_batch(pinned_batch.to('cpu'), data, seeds[8 * i:8 * (i + 1)], fanouts=[3, 2])
-        for edge_type in data.edge_types:
-            assert torch.equal(pinned_batch[edge_type].edge_index, gpu_batch[edge_type].edge_index)
+        for edge_type in data.edge_types:  # (to('cpu') moved the pinned batch in place)
+            assert torch.equal(pinned_batch[edge_type].edge_index, gpu_batch[edge_type].edge_index.cpu())
 
 
 def test_heterogeneous_per_edge_type_fanouts():

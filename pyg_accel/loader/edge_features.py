@@ -17,6 +17,7 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
 from ..data import GraphStore
+from ..ops.gather import gather, uva_view
 from ..ops.sparse import take_rows
 
 __all__ = ['attach_edge_features', 'csc_positions']
@@ -49,8 +50,10 @@ def _attach(store, graph_store: GraphStore, edge_type: Optional[tuple], where: T
                           f'a node attribute of that name')
             continue
         feature = graph_store.get_edge_feature(name, edge_type)
-        # (host-resident per-edge tensors are gathered on the host, then moved to the batch)
-        store[name] = take_rows(feature, where.to(feature.device)).to(where.device)
+        if where.is_cuda and feature.is_cpu and feature.is_pinned():  # the GPU reads the rows in place
+            store[name] = gather(feature, where, check_bounds=False)
+        else:  # (pageable host tensors are gathered on the host, then moved to the batch)
+            store[name] = take_rows(feature, where.to(feature.device)).to(where.device)
 
 
 def csc_positions(batch: Union[Data, HeteroData], graph_store: GraphStore,
@@ -73,6 +76,8 @@ def csc_positions(batch: Union[Data, HeteroData], graph_store: GraphStore,
         if edge_type not in inverse_perms:
             inverse = torch.empty_like(perm)
             inverse[perm] = torch.arange(perm.numel(), device=perm.device, dtype=perm.dtype)
+            if perm.is_cpu and perm.is_pinned() and store.e_id.is_cuda:  # a pinned graph sampled on the GPU
+                inverse = uva_view(inverse.pin_memory(), store.e_id.device)
             inverse_perms[edge_type] = inverse
         inverse = inverse_perms[edge_type]
         positions[edge_type] = inverse[store.e_id.to(inverse.device)]

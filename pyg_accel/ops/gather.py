@@ -220,6 +220,8 @@ def uva_view(tensor: Tensor, device=None) -> Tensor:
     device = torch.device('cuda', torch.cuda.current_device()) if device is None else torch.device(device)
     if device.type != 'cuda':
         raise ValueError(f'uva_view: device must be a GPU, got {device}')
+    if tensor.is_cpu and tensor.numel() == 0:  # (no memory to map; an empty tensor is never pinned)
+        return tensor.new_empty(tensor.shape, device=device)
     if not tensor.is_cpu or not tensor.is_pinned():
         where = 'pageable host memory (tensor.pin_memory() pins it)' if tensor.is_cpu else str(tensor.device)
         raise ValueError(f'uva_view: expected a tensor in pinned host memory, got {where}')
