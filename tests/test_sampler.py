@@ -402,7 +402,7 @@ def test_pinned_graph_is_sampled_on_the_gpu_in_place(dataset, mode):
         assert sampler.device.type == 'cuda'
         outs.append(sampler._sample(seeds, seed_time=seed_time))
         loader = NeighborLoader((fs, gs), [5, 3], neighbor_sampler=sampler, input_nodes=seeds, batch_size=32,
-                                input_time=seed_time)
+                                input_time=seed_time, time_attr=kwargs.get('time_attr'))
         batch = next(iter(loader))
         assert batch.edge_index.is_cuda and batch.num_edges > 0
         assert torch.equal(batch.n_id[batch.edge_index].cpu(), data.edge_index[:, batch.e_id.cpu()])
