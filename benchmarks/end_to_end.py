@@ -149,6 +149,9 @@ def main(argv=None) -> dict:
     p.add_argument('--features', choices=['device', 'pinned'], default='device',
                    help="where our stores keep the node features: on the device, or in pinned host memory "
                         "read by the GPU (graphs whose features do not fit; the gather then crosses PCIe)")
+    p.add_argument('--graph', choices=['device', 'pinned'], default='device',
+                   help="where our GraphStore keeps the graph: on the device, or in pinned host memory read "
+                        "in place by the GPU sampler (graphs that do not fit)")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
     global TRIM
@@ -161,10 +164,11 @@ def main(argv=None) -> dict:
     print(f'{dataset}; train {train.numel()} seeds, batch {args.batch_size}, fanout {args.fanout}, '
           f'SAGE {args.layers} x {args.hidden} on {device}', flush=True)
     location = 'cuda' if device.type == 'cuda' else 'cpu'
-    if args.features == 'pinned' and device.type != 'cuda':
-        p.error('--features pinned needs --device cuda (host memory read by the GPU)')
-    # the graph always on the device; features there or in pinned host memory
-    stores = from_data(data, location if args.features == 'device' else 'pinned', graph_location=location)
+    if 'pinned' in (args.features, args.graph) and device.type != 'cuda':
+        p.error('--features / --graph pinned need --device cuda (host memory read by the GPU)')
+    # features and graph on the device, or in pinned host memory read by the GPU
+    stores = from_data(data, location if args.features == 'device' else 'pinned',
+                       graph_location=location if args.graph == 'device' else 'pinned')
     kwargs = dict(num_neighbors=args.fanout, input_nodes=train, batch_size=args.batch_size, shuffle=True)
 
     def model_from(module):
@@ -207,10 +211,12 @@ def main(argv=None) -> dict:
                                    f'GraphSAGE {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
                                    f'{args.batch_size}{", trimmed" if args.trim else ""}'
                                    f'{", TF32" if args.tf32 else ""}'
-                                   f'{", pinned features" if args.features == "pinned" else ""} on {dataset.name} '
+                                   f'{", pinned features" if args.features == "pinned" else ""}'
+                                   f'{", pinned graph" if args.graph == "pinned" else ""} on {dataset.name} '
                                    f'({device}): one epoch')
     tag = '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}' + ('_trim' if args.trim else '')
     tag += ('_tf32' if args.tf32 else '') + ('_pinned' if args.features == 'pinned' else '')
+    tag += '_pinned_graph' if args.graph == 'pinned' else ''
     save_json(Path(args.out) / f'end_to_end_{tag}.json', payload)
     plot(rows, Path(args.out) / f'end_to_end_{tag}.png', payload['table'].splitlines()[0])
     return payload

@@ -6,7 +6,7 @@
 #   sampling_pinned = the sampler reading a graph in pinned host memory, hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs,
 #   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
-#   e2e_pinned: features in pinned host memory),
+#   e2e_pinned: features in pinned host memory, e2e_pinned_graph: the graph there too),
 #   cache = pinned features behind a GPU row cache)
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage;
@@ -78,6 +78,10 @@ for stage in $STAGES; do
     e2e_pinned)  # issue 5's setting with the features in pinned host memory, TF32 then fp32
       run e2e_pinned_tf32 python3 benchmarks/end_to_end.py --features pinned --tf32 --configs accel-sync accel --out "$OUT_DIR"
       run e2e_pinned python3 benchmarks/end_to_end.py --features pinned --configs accel-sync accel --out "$OUT_DIR" ;;
+    e2e_pinned_graph)  # issue 5's setting with the graph in pinned host memory, then graph and features there
+      run e2e_pinned_graph python3 benchmarks/end_to_end.py --graph pinned --configs accel-sync accel --out "$OUT_DIR"
+      run e2e_all_pinned python3 benchmarks/end_to_end.py --graph pinned --features pinned --configs accel-sync accel \
+        --out "$OUT_DIR" ;;
     e2e_tf32)  # the same two runs of issue 5's setting with TF32 matmuls in every configuration
       run e2e_tf32 python3 benchmarks/end_to_end.py --tf32 --out "$OUT_DIR"
       run e2e_tf32_trim python3 benchmarks/end_to_end.py --tf32 --trim --out "$OUT_DIR" ;;

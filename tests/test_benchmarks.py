@@ -73,6 +73,8 @@ def test_end_to_end_benchmark_smoke(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit):  # pinned features need a GPU to read them
             e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--features', 'pinned', '--out', str(tmp_path)])
+        with pytest.raises(SystemExit):  # and so does a pinned graph
+            e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--graph', 'pinned', '--out', str(tmp_path)])
 
 
 @requires_cuda
@@ -82,6 +84,11 @@ def test_end_to_end_benchmark_with_pinned_features(tmp_path):
                              '--out', str(tmp_path)])
     assert all(r['epoch s'] > 0 for r in result['rows'])
     assert (tmp_path / 'end_to_end_15_10_5_b1024_pinned.json').is_file()
+    result = e2e_bench.main(['--preset', 'tiny', '--configs', 'accel', '--max-batches', '2', '--split-batches', '1',
+                             '--profile-batches', '2', '--features', 'pinned', '--graph', 'pinned',
+                             '--out', str(tmp_path)])
+    assert all(r['epoch s'] > 0 for r in result['rows'])
+    assert (tmp_path / 'end_to_end_15_10_5_b1024_pinned_pinned_graph.json').is_file()
 
 
 import feature_cache as cache_bench  # noqa: E402
