@@ -17,6 +17,11 @@ TORCH_LIBRARY(pyg_accel, m) {
   // bus). The result keeps the host tensor alive. Built with CUDA only; not for
   // torch.compile (an alias on another device).
   m.def("uva_view(Tensor self, int device) -> Tensor");
+  // Page-locks a contiguous host tensor's memory in place (cudaHostRegister, mapped and
+  // portable), e.g. a shared-memory mapping that pin_memory() would copy: the result
+  // aliases it, is pinned (uva_view and the gather kernel read it), and unregisters the
+  // memory when freed. An already pinned tensor comes back as it is. Built with CUDA only.
+  m.def("host_register(Tensor self) -> Tensor");
   // Multi-hop uniform neighbour sampling over a CSC graph (colptr [num_dst + 1],
   // row [E]) from `seed` with PyG's semantics: node = seeds first (input order), then
   // each hop's new nodes in discovery order; row/col = local ids (row = sampled

@@ -9,6 +9,7 @@ CPU (gloo; shards in shared memory).
 
     torchrun --nproc_per_node 2 examples/multi_gpu.py                       # embedded default
     torchrun --nproc_per_node 2 examples/multi_gpu.py --dataset synthetic-products --epochs 5
+    torchrun --nproc_per_node 2 examples/multi_gpu.py --graph shared      # one host copy of the graph
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tqdm import tqdm
 import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
-from pyg_accel.distributed import setup
+from pyg_accel.distributed import setup, share_graph_store
 from pyg_accel.loader import NeighborLoader
 from results import add_dataset_arguments, accuracy_summary, report_accuracy
 
@@ -40,6 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--epochs', type=int, default=20)
     p.add_argument('--num-neighbors', default='15,10', help='fanout per hop')
     p.add_argument('--batch-size', type=int, default=1024, help='seeds per batch and process')
+    p.add_argument('--graph', choices=['device', 'shared'], default='device',
+                   help="the graph on every GPU, or one copy in pinned host memory that every GPU's sampler "
+                        "reads in place (graphs larger than a GPU)")
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/multi_gpu', help='folder for the metrics JSON and plot (rank 0)')
     return p.parse_args(argv)
@@ -89,7 +93,11 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     start = time.perf_counter()
     # The same dataset on every rank (synthetic graphs are generated on this GPU: fast, and seeded).
     dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
-    fs, gs = from_data(dataset.data, location='sharded')  # collective: each rank keeps its block of rows
+    # collective: each rank keeps its block of the feature rows
+    host = 'pinned' if device.type == 'cuda' else 'cpu'
+    fs, gs = from_data(dataset.data, location='sharded', graph_location=host if args.graph == 'shared' else None)
+    if args.graph == 'shared':  # collective: rank 0's graph in one shared host copy, every process's dropped
+        share_graph_store(gs)
     if rank == 0:
         print(f'{dataset}\n{world} processes on {device.type}; features: {fs.location} '
               f'({fs._stored(fs._tensor_attr_cls.cast(None, "x"))}), graph: {gs.location}; '

@@ -1,6 +1,7 @@
 """One process of tests/test_distributed.py's two-process runs (under torchrun): shards,
-peer reads, owner writes, and our NeighborLoader / LinkNeighborLoader over sharded
-feature stores (homogeneous and heterogeneous). Writes
+peer reads, owner writes, our NeighborLoader / LinkNeighborLoader over sharded
+feature stores (homogeneous and heterogeneous), and one host copy of a graph shared by
+both processes. Writes
 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
 import os
 from pathlib import Path
@@ -11,8 +12,9 @@ import torch.distributed as dist
 from torch_geometric.data import Data
 
 from pyg_accel.data import from_data
-from pyg_accel.distributed import ShardedTensor, row_partition, setup
+from pyg_accel.distributed import ShardedTensor, row_partition, setup, share_graph_store, share_host_tensor
 from pyg_accel.loader import LinkNeighborLoader, NeighborLoader
+from pyg_accel.sampler import NeighborSampler
 from conftest import paper_author_graph
 
 NUM_ROWS, WIDTH = 1003, 24
@@ -81,7 +83,39 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             n_id = batch[node_type].n_id.cpu()
             assert torch.equal(batch[node_type].x.cpu(), hetero[node_type].x[n_id])
             assert batch[node_type].x.device == device
+    check_host_copy(rank, device)
     (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
+
+
+def check_host_copy(rank: int, device: torch.device) -> None:
+    """One host copy for both processes: a write by rank 1 is seen by rank 0; a shared
+    graph store (pinned with GPUs: each GPU's sampler reads the one copy in place) gives
+    the sample of an unshared one."""
+    cuda = device.type == 'cuda'
+    shared = share_host_tensor(torch.arange(10) if rank == 0 else torch.zeros(10, dtype=torch.long))
+    assert torch.equal(shared, torch.arange(10)) and shared.is_pinned() == cuda
+    dist.barrier()
+    if rank == 1:
+        shared[3] = -1
+    dist.barrier()
+    assert int(shared[3]) == -1
+    g = torch.Generator().manual_seed(3)  # the same graph on every rank
+    data = Data(x=torch.randn(400, 4, generator=g), edge_index=torch.randint(0, 400, (2, 3000), generator=g),
+                w=torch.rand(3000, generator=g), num_nodes=400)
+    location = 'cuda' if cuda else 'cpu'
+    seeds = torch.arange(40)
+    samples = []
+    for share in (False, True):
+        fs, gs = from_data(data, location, graph_location='pinned' if cuda else 'cpu')
+        if share:
+            share_graph_store(gs)
+            row, colptr, perm = gs.csc()
+            assert row.is_pinned() == cuda and gs.get_edge_feature('w').is_pinned() == cuda
+        sampler = NeighborSampler((fs, gs), [4, 3], seed=0, weight_attr='w')
+        assert sampler.device.type == device.type
+        samples.append(sampler._sample(seeds))
+    for key in ('node', 'row', 'col', 'edge'):
+        assert torch.equal(getattr(samples[0], key), getattr(samples[1], key)), key
 
 
 if __name__ == '__main__':

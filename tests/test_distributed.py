@@ -69,6 +69,30 @@ def test_sharded_feature_store_in_one_process(device):
     assert 'x' in repr(fs)
 
 
+def test_host_copy_in_one_process():
+    """A world of one: share_host_tensor is the tensor on the host (pinned with a GPU);
+    share_graph_store leaves a host store's values alone and refuses other stores."""
+    from torch_geometric.data import Data
+
+    from pyg_accel.data import GraphStore, from_data
+    from pyg_accel.distributed import share_graph_store, share_host_tensor
+    t = share_host_tensor(torch.arange(5))
+    assert torch.equal(t, torch.arange(5)) and t.is_pinned() == torch.cuda.is_available()
+    assert not share_host_tensor(torch.arange(5), pin=False).is_pinned()
+    data = Data(edge_index=torch.randint(0, 30, (2, 100)), num_nodes=30)
+    _, gs = from_data(data, 'cpu')
+    before = gs.csc()
+    after = share_graph_store(gs).csc()
+    assert all(torch.equal(a, b) for a, b in zip(before, after) if a is not None)
+    with pytest.raises(TypeError, match="pyg_accel's GraphStore"):
+        share_graph_store(object())
+    with pytest.raises(TypeError, match='torch.Tensor'):
+        share_host_tensor([1, 2])
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match='host memory'):
+            share_graph_store(GraphStore('cuda'))
+
+
 def test_two_processes_on_the_cpu(tmp_path):
     """Shards in shared memory, read in place by both processes (gloo for the setup)."""
     run_torchrun_worker('distributed_worker.py', tmp_path, gpus=False)

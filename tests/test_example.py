@@ -79,10 +79,12 @@ def run_two_processes(example: str, tmp_path, *args: str) -> dict:
     return metrics
 
 
-def test_multi_process_example_trains_with_sharded_features(tmp_path):
+@pytest.mark.parametrize('graph', ['device', 'shared'])
+def test_multi_process_example_trains_with_sharded_features(tmp_path, graph):
     """examples/multi_gpu.py: features read peer-to-peer on two GPUs, or from
-    shared-memory shards on the CPU."""
-    run_two_processes('multi_gpu.py', tmp_path, '--epochs', '15')
+    shared-memory shards on the CPU; the graph on every device, or one host copy that
+    both processes sample."""
+    run_two_processes('multi_gpu.py', tmp_path, '--epochs', '15', '--graph', graph)
 
 
 @pytest.mark.parametrize('model,flags', [('gcn', []), ('sage', []), ('gcn', ['--no-overlap'])])

@@ -5,7 +5,7 @@ import gc
 import pytest
 import torch
 
-from pyg_accel.ops import gather, multi_gather, sharded_gather, uva_view
+from pyg_accel.ops import gather, host_register, multi_gather, sharded_gather, uva_view
 
 from conftest import HAS_CUDA, poison_cuda_allocator, requires_cuda
 
@@ -319,3 +319,33 @@ def test_uva_view_bad_input():
     if HAS_CUDA:
         with pytest.raises(ValueError, match='pinned host memory, got cuda'):
             uva_view(torch.zeros(3, device='cuda'))
+
+
+@requires_cuda
+def test_host_register_pins_memory_in_place(tmp_path):
+    """host_register page-locks a tensor where it is (a file mapping here, as shared
+    memory is): the result aliases it, is pinned, and the GPU reads it in place."""
+    mapped = torch.from_file(str(tmp_path / 'table'), shared=True, size=4096, dtype=torch.float32)
+    mapped.copy_(torch.arange(4096, dtype=torch.float32))
+    assert not mapped.is_pinned()
+    pinned = host_register(mapped)
+    assert pinned.is_pinned() and pinned.data_ptr() == mapped.data_ptr()
+    index = torch.randint(0, 4096, (100,), device='cuda')
+    assert torch.equal(gather(pinned.view(-1, 1), index).view(-1).cpu(), mapped[index.cpu()])
+    view = uva_view(pinned)
+    view[7] = -1.0
+    torch.cuda.synchronize()
+    assert float(mapped[7]) == -1.0
+    assert host_register(pinned) is pinned  # already pinned
+    empty = torch.empty(0)
+    assert host_register(empty) is empty
+
+
+def test_host_register_bad_input():
+    with pytest.raises(ValueError, match='contiguous host tensor'):
+        host_register(torch.zeros(4, 4).t())
+    with pytest.raises(TypeError, match='torch.Tensor'):
+        host_register([1])
+    if not HAS_CUDA:
+        with pytest.raises(RuntimeError, match='no GPU'):
+            host_register(torch.zeros(3))

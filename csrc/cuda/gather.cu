@@ -458,8 +458,27 @@ at::Tensor uva_view_cuda(const at::Tensor& host, int64_t device) {
       .make_tensor();
 }
 
-TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {  // (the input is a host tensor; the result a CUDA one)
+at::Tensor host_register_cuda(const at::Tensor& host) {
+  TORCH_CHECK(host.device().is_cpu(), "host_register: expected a host tensor, got ", host.device().str());
+  TORCH_CHECK(host.is_contiguous(), "host_register: expected a contiguous tensor");
+  if (host.numel() == 0 || host.is_pinned()) return host;
+  void* ptr = host.data_ptr();
+  C10_CUDA_CHECK(cudaHostRegister(ptr, host.numel() * host.element_size(),
+                                  cudaHostRegisterMapped | cudaHostRegisterPortable));
+  auto* keep = new at::Tensor(host);  // unregistered before the memory goes
+  return at::for_blob(ptr, host.sizes())
+      .strides(host.strides())
+      .deleter([keep, ptr](void*) {
+        (void)cudaHostUnregister(ptr);  // (a deleter cannot throw; a failure leaves the pages locked)
+        delete keep;
+      })
+      .options(host.options())
+      .make_tensor();
+}
+
+TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {  // (the inputs are host tensors)
   m.impl("uva_view", &uva_view_cuda);
+  m.impl("host_register", &host_register_cuda);
 }
 
 TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {

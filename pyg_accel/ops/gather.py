@@ -15,7 +15,7 @@ from .. import _build
 from ._library import call, check_cuda_built, ops
 from ._marks import record, recorded
 
-__all__ = ['gather', 'multi_gather', 'sharded_gather', 'uva_view']
+__all__ = ['gather', 'multi_gather', 'sharded_gather', 'uva_view', 'host_register']
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -227,3 +227,21 @@ def uva_view(tensor: Tensor, device=None) -> Tensor:
         raise ValueError(f'uva_view: expected a tensor in pinned host memory, got {where}')
     check_cuda_built(device)
     return ops().uva_view(tensor, device.index if device.index is not None else torch.cuda.current_device())
+
+
+def host_register(tensor: Tensor) -> Tensor:
+    """``tensor``'s host memory page-locked in place (``cudaHostRegister``), so that the
+    GPU reads it directly (:func:`uva_view`, the gather kernel), without the copy that
+    ``pin_memory()`` makes: for memory that must stay where it is, such as a
+    shared-memory mapping several processes read. Returns a pinned tensor aliasing
+    ``tensor`` (``tensor`` itself if already pinned or empty); the pages are unlocked
+    when it is freed. Needs a contiguous CPU tensor and the CUDA build."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f'host_register: expected a torch.Tensor, got {type(tensor).__name__}')
+    if not tensor.is_cpu or not tensor.is_contiguous():
+        raise ValueError(f'host_register: expected a contiguous host tensor, got '
+                         f'{"a strided view" if tensor.is_cpu else tensor.device}')
+    if not torch.cuda.is_available():
+        raise RuntimeError('host_register: page-locking host memory for a GPU needs CUDA, and no GPU is visible')
+    check_cuda_built(torch.device('cuda'))
+    return ops().host_register(tensor)
