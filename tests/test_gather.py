@@ -322,10 +322,17 @@ def test_uva_view_bad_input():
 
 
 @requires_cuda
-def test_host_register_pins_memory_in_place(tmp_path):
-    """host_register page-locks a tensor where it is (a file mapping here, as shared
-    memory is): the result aliases it, is pinned, and the GPU reads it in place."""
-    mapped = torch.from_file(str(tmp_path / 'table'), shared=True, size=4096, dtype=torch.float32)
+def test_host_register_pins_memory_in_place():
+    """host_register page-locks a tensor where it is (a shared-memory mapping, as
+    share_host_tensor makes): the result aliases it, is pinned, and the GPU reads it in
+    place."""
+    import os
+    import uuid
+
+    from pyg_accel.distributed.shards import _shm_dir
+    path = os.path.join(_shm_dir(), f'pyg_accel_test_{uuid.uuid4().hex}')
+    mapped = torch.from_file(path, shared=True, size=4096, dtype=torch.float32)
+    os.unlink(path)
     mapped.copy_(torch.arange(4096, dtype=torch.float32))
     assert not mapped.is_pinned()
     pinned = host_register(mapped)
