@@ -236,8 +236,9 @@ def host_register(tensor: Tensor) -> Tensor:
     shared-memory mapping several processes read. Returns a pinned tensor aliasing
     ``tensor`` (``tensor`` itself if already pinned or empty); the pages are unlocked
     when it is freed. Needs a contiguous CPU tensor and the CUDA build. Anonymous and
-    shared (``/dev/shm``) memory can be locked; the driver refuses mappings of files on
-    disk (measured: an ext4-backed ``torch.from_file`` tensor, "invalid argument")."""
+    shared (``/dev/shm``) memory can be locked; the driver refused a mapping of a file on
+    disk (``torch.from_file`` in a temporary folder on the GPU machine: "invalid
+    argument")."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f'host_register: expected a torch.Tensor, got {type(tensor).__name__}')
     if not tensor.is_cpu or not tensor.is_contiguous():
