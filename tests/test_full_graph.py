@@ -207,6 +207,8 @@ def test_halo_graph_splits_edges_by_source(device):
         HaloGraph(part, reduce='max')
     with pytest.raises(ValueError, match='edge_weight'):
         HaloGraph(part, edge_weight=weight[:3])
+    with pytest.raises(ValueError, match='constant'):
+        HaloGraph(part, edge_weight=part.edge_weight.clone().requires_grad_())
     with pytest.raises(ValueError, match='local rows'):
         HaloGraph(part).aggregate(x[:5])
 

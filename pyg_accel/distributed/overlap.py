@@ -53,6 +53,9 @@ class HaloGraph:
             raise ValueError(f'HaloGraph: edge_index must be [2, E], got {tuple(edge_index.shape)}')
         if edge_weight is not None and tuple(edge_weight.shape) != (edge_index.size(1),):
             raise ValueError(f'HaloGraph: edge_weight must be [{edge_index.size(1)}], got {tuple(edge_weight.shape)}')
+        if edge_weight is not None and edge_weight.requires_grad:
+            raise ValueError('HaloGraph: edge_weight is a constant here (no gradient reaches it); pass '
+                             'edge_weight.detach(), or aggregate learned weights with exchange() and spmm')
         self.part = part
         n, src, dst = part.num_local, edge_index[0], edge_index[1]
         if reduce == 'mean':
