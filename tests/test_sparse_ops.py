@@ -185,6 +185,10 @@ def test_spmm_add_degenerate_and_bad_input(device):
         spmm_add_(torch.zeros(4, 30, device=device).t(), g, x)
     with pytest.raises(ValueError, match='source nodes'):
         spmm_add_(torch.zeros(30, 4, device=device), g, x[:39])
+    with pytest.raises(RuntimeError, match='no autograd'):
+        spmm_add_(torch.zeros(30, 4, device=device), g, x.clone().requires_grad_())
+    with torch.no_grad():  # (allowed there)
+        spmm_add_(torch.zeros(30, 4, device=device), g, x.clone().requires_grad_())
     with pytest.raises(ValueError, match=r'\[E\] or \[E, H\]'):
         spmm_add_(torch.zeros(30, 4, device=device), g, x, torch.rand(7, device=device))
 

@@ -383,6 +383,9 @@ def spmm_add_(out: Tensor, graph: CooGraph, x: Tensor, weight: Optional[Tensor] 
     """
     x3, flat = _heads3(x, 'spmm_add_: x')
     _check_graph_and(graph, x3, out, *([] if weight is None else [weight]))
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (out, x, weight)):
+        raise RuntimeError('spmm_add_ has no autograd: call it on tensors that do not require grad, under '
+                           'torch.no_grad(), or inside an autograd.Function that computes its own backward')
     if x3.size(0) != graph.num_src:
         raise ValueError(f'spmm_add_: x has {x3.size(0)} rows but the graph has {graph.num_src} source nodes')
     want = (graph.num_dst, x.size(1)) if flat else (graph.num_dst, *x3.shape[1:])
