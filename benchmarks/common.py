@@ -129,6 +129,14 @@ def pyplot():
     return plt
 
 
+def save_figure(fig, path) -> None:
+    """Lays out ``fig``, writes it to ``path`` (PNG, 120 dpi), closes it and says so."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+    print(f'wrote {path}')
+
+
 def add_speedups(row: Dict[str, object], methods, ours: str = 'ours') -> None:
     """``row['ours vs M'] = row['M ms'] / row['ours ms']`` for every other method M timed."""
     if f'{ours} ms' not in row:

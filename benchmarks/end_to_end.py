@@ -38,7 +38,7 @@ import torch_geometric.nn.models as pyg_models
 import torch_geometric.typing as pyg_typing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_graph_arguments, environment, print_table, pyplot, save_json  # noqa: E402
+from common import add_graph_arguments, environment, print_table, pyplot, save_figure, save_json  # noqa: E402
 
 import pyg_accel.nn.models as accel_models  # noqa: E402
 from pyg_accel.data import from_data  # noqa: E402
@@ -248,10 +248,7 @@ def plot(rows, path: Path, title: str) -> None:
         ax.set(ylim=(0, max(seconds) * 1.2))
     ax.set(ylabel='seconds per epoch', title=textwrap.fill(title, 90))
     ax.title.set_fontsize(9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f'wrote {path}')
+    save_figure(fig, path)
 
 
 if __name__ == '__main__':

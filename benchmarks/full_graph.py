@@ -36,7 +36,7 @@ import torch_geometric.nn as pyg_nn
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_graph_arguments, environment, print_table, pyplot, save_json  # noqa: E402
+from common import add_graph_arguments, environment, print_table, pyplot, save_figure, save_json  # noqa: E402
 
 from pyg_accel.data import node_order, reorder_data  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
@@ -220,10 +220,7 @@ def plot(rows, path: Path, title: str) -> None:
     ax.title.set_fontsize(9)
     ax.tick_params(axis='x', labelsize=7)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f'wrote {path}')
+    save_figure(fig, path)
 
 
 if __name__ == '__main__':

@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (copy_bandwidth, environment, median_time, pinned_h2d_bandwidth, print_table,  # noqa: E402
-                    pyplot, save_json, wall_time)
+                    pyplot, save_figure, save_json, wall_time)
 
 from pyg_accel.ops import gather  # noqa: E402
 
@@ -99,10 +99,7 @@ def plot(rows, path: Path, copy_bw: float) -> None:
     ax.set(xscale='log', yscale='log', xlabel='row bytes', ylabel='GB/s', title=f'gather, {environment()["gpu"]}')
     ax.set_xticks(x, [str(v) for v in x])
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f'wrote {path}')
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

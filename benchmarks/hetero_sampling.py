@@ -31,7 +31,7 @@ from typing import Dict, Tuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_speedups, environment, print_table, pyplot, save_json  # noqa: E402
+from common import add_speedups, environment, print_table, pyplot, save_figure, save_json  # noqa: E402
 from sampling import time_batches  # noqa: E402
 
 from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample  # noqa: E402
@@ -130,8 +130,7 @@ def plot(rows, path: Path, title: str) -> None:
     ax.set(yscale='log', ylabel='ms per batch (median)', xlabel='fanout per edge type and hop')
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, print_table, pyplot, save_json  # noqa: E402
+from common import environment, print_table, pyplot, save_figure, save_json  # noqa: E402
 
 from pyg_accel.distributed import ShardedTensor, row_partition, setup  # noqa: E402
 from pyg_accel.ops import gather  # noqa: E402
@@ -103,8 +103,7 @@ def plot(rows: List[dict], path: Path, title: str) -> None:
     ax.set(yscale='log', ylabel='GB/s of gathered rows, per GPU')
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.16), ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -> List[dict]:

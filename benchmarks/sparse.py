@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (add_graph_arguments, copy_bandwidth, environment, median_time, print_table,  # noqa: E402
-                    pyplot, save_json)
+                    pyplot, save_figure, save_json)
 
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.ops import CooGraph, sddmm, spmm  # noqa: E402
@@ -97,10 +97,7 @@ def plot(rows, path: Path, title: str) -> None:
         ax.legend(fontsize=8)
     left.set_ylabel('ms (median)')
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f'wrote {path}')
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:
