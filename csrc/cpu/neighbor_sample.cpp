@@ -14,13 +14,13 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
-#include "../sampling_rng.h"
 #include "../hetero_inputs.h"
+#include "../sampling_rng.h"
 #include "../sampling_seed.h"
+#include "flat_map.h"
 
 namespace pyg_accel {
 namespace {
@@ -163,8 +163,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   const bool last = temporal_strategy == "last";
 
   std::vector<int64_t> node, batch, out_row, out_col, out_edge, nodes_per_hop, edges_per_hop;
-  std::unordered_map<int64_t, int64_t> local_of;  // (batch, global id) or global id -> local id
-  local_of.reserve(static_cast<size_t>(num_seeds) * 8);
+  FlatMap local_of(num_seeds);  // (batch, global id) or global id -> local id
   const int64_t key_stride = std::max<int64_t>(num_dst, 1);
   auto map_key = [&](int64_t b, int64_t v) { return disjoint ? b * key_stride + v : v; };
 
@@ -191,7 +190,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
       const int64_t v = node[frontier[i]];
       offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
     }
-    std::vector<int64_t> drawn(offset[m]);
+    std::vector<int64_t> drawn(offset[m]), nbr(offset[m]);  // CSC positions drawn, and their sources
     const uint64_t key_of_hop = hop_key(random_seed, static_cast<int64_t>(hop));
     at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -207,28 +206,32 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
           draw_neighbors(start, degree, fanout, replace, key, drawn.data() + offset[i]);
           count[i] = offset[i + 1] - offset[i];
         }
+        // the neighbours' ids too: these random reads run in parallel, not in the pass below
+        for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) nbr[p] = row[drawn[p]];
       }
     });
+    // One sequential pass numbers new nodes in first-seen order (thread-count independent).
     int64_t hop_edges = 0;
     std::vector<int64_t> next;
+    local_of.reserve_more(offset[m]);
+    for (std::vector<int64_t>* out : {&out_row, &out_col, &out_edge}) out->reserve(out->size() + offset[m]);
     for (int64_t i = 0; i < m; ++i) {
       const int64_t dst_local = frontier[i];
       const int64_t b = batch[dst_local];
       hop_edges += count[i];
       for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
-        const int64_t e = drawn[p];
-        const int64_t u = row[e];
+        const int64_t u = nbr[p];
         TORCH_CHECK(u >= 0 && u < num_dst, "neighbor_sample: row holds node ", std::to_string(u),
                     ", outside the ", std::to_string(num_dst), " nodes of colptr (homogeneous graphs only)");
-        auto [it, inserted] = local_of.emplace(map_key(b, u), static_cast<int64_t>(node.size()));
+        const auto [local, inserted] = local_of.emplace(map_key(b, u), static_cast<int64_t>(node.size()));
         if (inserted) {
-          next.push_back(it->second);
+          next.push_back(local);
           node.push_back(u);
           batch.push_back(b);
         }
-        out_row.push_back(it->second);
+        out_row.push_back(local);
         out_col.push_back(dst_local);
-        out_edge.push_back(e);
+        out_edge.push_back(drawn[p]);
       }
     }
     nodes_per_hop.push_back(static_cast<int64_t>(next.size()));
@@ -270,7 +273,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
   const int64_t random_seed = resolve_random_seed(random_seed_arg);
   const bool last = temporal_strategy == "last";
   std::vector<std::vector<int64_t>> node(T), batch(T), out_row(R), out_col(R), out_edge(R), frontier(T);
-  std::vector<std::unordered_map<int64_t, int64_t>> local_of(T);
+  std::vector<FlatMap> local_of(T);
   std::vector<int64_t> nodes_per_hop(T * (num_hops + 1), 0), edges_per_hop(R * std::max<int64_t>(num_hops, 1), 0);
   std::vector<int64_t> tree_time;  // temporal: the time of each tree's seed
   int64_t tree = 0;  // seed index across all types (disjoint trees)
@@ -310,7 +313,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
         const int64_t v = node[d_t][from[i]];
         offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
       }
-      std::vector<int64_t> drawn(offset[m]);
+      std::vector<int64_t> drawn(offset[m]), nbr(offset[m]);  // CSC positions drawn, and their sources
       const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
@@ -327,24 +330,26 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
             draw_neighbors(start, degree, fanout, replace, key, out);
             count[i] = offset[i + 1] - offset[i];
           }
+          for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) nbr[p] = row[drawn[p]];  // (in parallel)
         }
       });
       const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
+      local_of[s_t].reserve_more(offset[m]);
       for (int64_t i = 0; i < m; ++i) {
         const int64_t dst_local = from[i];
         const int64_t b = batch[d_t][dst_local];
         for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
-          const int64_t u = row[drawn[p]];
+          const int64_t u = nbr[p];
           TORCH_CHECK(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ", std::to_string(r),
                       " holds node ", std::to_string(u), ", out of range");
-          auto [it, inserted] = local_of[s_t].emplace(disjoint ? b * stride + u : u,
-                                                      static_cast<int64_t>(node[s_t].size()));
+          const auto [local, inserted] = local_of[s_t].emplace(disjoint ? b * stride + u : u,
+                                                               static_cast<int64_t>(node[s_t].size()));
           if (inserted) {
-            next[s_t].push_back(it->second);
+            next[s_t].push_back(local);
             node[s_t].push_back(u);
             batch[s_t].push_back(b);
           }
-          out_row[r].push_back(it->second);
+          out_row[r].push_back(local);
           out_col[r].push_back(dst_local);
           out_edge[r].push_back(drawn[p]);
         }
