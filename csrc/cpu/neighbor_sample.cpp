@@ -25,6 +25,9 @@
 namespace pyg_accel {
 namespace {
 
+// How many edges ahead the numbering pass prefetches its dedup-table slot.
+constexpr int64_t kPrefetch = 16;
+
 // Writes the CSC positions of the neighbours drawn for one frontier node.
 void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t* out) {
   const int64_t k = num_to_draw(fanout, degree, replace);
@@ -190,24 +193,28 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
       const int64_t v = node[frontier[i]];
       offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
     }
-    std::vector<int64_t> drawn(offset[m]), nbr(offset[m]);  // CSC positions drawn, and their sources
+    // CSC positions drawn, their sources, and those sources' dedup keys
+    std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), key(offset[m]);
     const uint64_t key_of_hop = hop_key(random_seed, static_cast<int64_t>(hop));
     at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t v = node[frontier[i]];
         const int64_t start = colptr[v], degree = colptr[v + 1] - start;
-        const uint64_t key = slot_key(key_of_hop, i);
+        const uint64_t rng = slot_key(key_of_hop, i);
         if (temporal) {
-          count[i] = draw_temporal(start, degree, fanout, replace, last, key, seed_time[batch[frontier[i]]], row,
+          count[i] = draw_temporal(start, degree, fanout, replace, last, rng, seed_time[batch[frontier[i]]], row,
                                    node_time, edge_time, drawn.data() + offset[i]);
         } else if (weight != nullptr) {
-          count[i] = draw_weighted(start, degree, fanout, replace, key, weight, drawn.data() + offset[i]);
+          count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, drawn.data() + offset[i]);
         } else {
-          draw_neighbors(start, degree, fanout, replace, key, drawn.data() + offset[i]);
+          draw_neighbors(start, degree, fanout, replace, rng, drawn.data() + offset[i]);
           count[i] = offset[i + 1] - offset[i];
         }
-        // the neighbours' ids too: these random reads run in parallel, not in the pass below
-        for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) nbr[p] = row[drawn[p]];
+        // the neighbours' ids and keys too: these random reads run in parallel, not in the pass below
+        for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
+          nbr[p] = row[drawn[p]];
+          key[p] = map_key(batch[frontier[i]], nbr[p]);
+        }
       }
     });
     // One sequential pass numbers new nodes in first-seen order (thread-count independent).
@@ -220,10 +227,12 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
       const int64_t b = batch[dst_local];
       hop_edges += count[i];
       for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
+        // (positions weighted or temporal draws left unused hold key 0: a harmless prefetch)
+        if (p + kPrefetch < offset[m]) local_of.prefetch(key[p + kPrefetch]);
         const int64_t u = nbr[p];
         TORCH_CHECK(u >= 0 && u < num_dst, "neighbor_sample: row holds node ", std::to_string(u),
                     ", outside the ", std::to_string(num_dst), " nodes of colptr (homogeneous graphs only)");
-        const auto [local, inserted] = local_of.emplace(map_key(b, u), static_cast<int64_t>(node.size()));
+        const auto [local, inserted] = local_of.emplace(key[p], static_cast<int64_t>(node.size()));
         if (inserted) {
           next.push_back(local);
           node.push_back(u);
