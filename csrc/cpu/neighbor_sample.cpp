@@ -322,37 +322,41 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
         const int64_t v = node[d_t][from[i]];
         offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
       }
-      std::vector<int64_t> drawn(offset[m]), nbr(offset[m]);  // CSC positions drawn, and their sources
+      // CSC positions drawn, their sources, and those sources' dedup keys
+      std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), key(offset[m]);
+      const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
       const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           const int64_t v = node[d_t][from[i]];
           const int64_t start = colptr[v], degree = colptr[v + 1] - start;
-          const uint64_t key = slot_key(type_key, i);
+          const uint64_t rng = slot_key(type_key, i);
           int64_t* out = drawn.data() + offset[i];
           if (temporal && (node_time != nullptr || edge_time != nullptr)) {
-            count[i] = draw_temporal(start, degree, fanout, replace, last, key, tree_time[batch[d_t][from[i]]], row,
+            count[i] = draw_temporal(start, degree, fanout, replace, last, rng, tree_time[batch[d_t][from[i]]], row,
                                      node_time, edge_time, out);
           } else if (weight != nullptr) {
-            count[i] = draw_weighted(start, degree, fanout, replace, key, weight, out);
+            count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, out);
           } else {
-            draw_neighbors(start, degree, fanout, replace, key, out);
+            draw_neighbors(start, degree, fanout, replace, rng, out);
             count[i] = offset[i + 1] - offset[i];
           }
-          for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) nbr[p] = row[drawn[p]];  // (in parallel)
+          for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {  // (random reads, in parallel)
+            nbr[p] = row[drawn[p]];
+            key[p] = disjoint ? batch[d_t][from[i]] * stride + nbr[p] : nbr[p];
+          }
         }
       });
-      const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
       local_of[s_t].reserve_more(offset[m]);
       for (int64_t i = 0; i < m; ++i) {
         const int64_t dst_local = from[i];
         const int64_t b = batch[d_t][dst_local];
         for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
+          if (p + kPrefetch < offset[m]) local_of[s_t].prefetch(key[p + kPrefetch]);
           const int64_t u = nbr[p];
           TORCH_CHECK(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ", std::to_string(r),
                       " holds node ", std::to_string(u), ", out of range");
-          const auto [local, inserted] = local_of[s_t].emplace(disjoint ? b * stride + u : u,
-                                                               static_cast<int64_t>(node[s_t].size()));
+          const auto [local, inserted] = local_of[s_t].emplace(key[p], static_cast<int64_t>(node[s_t].size()));
           if (inserted) {
             next[s_t].push_back(local);
             node[s_t].push_back(u);
