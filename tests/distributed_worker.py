@@ -116,6 +116,10 @@ def check_host_copy(rank: int, device: torch.device) -> None:
         samples.append(sampler._sample(seeds))
     for key in ('node', 'row', 'col', 'edge'):
         assert torch.equal(getattr(samples[0], key), getattr(samples[1], key)), key
+    # another graph on rank 1: every rank raises (none is left waiting in a collective)
+    other = Data(edge_index=data.edge_index[:, :1000 if rank else 2000], num_nodes=400)
+    with pytest.raises(ValueError, match='ranks \\[1\\] hold another graph'):
+        share_graph_store(from_data(other, location, graph_location='pinned' if cuda else 'cpu')[1])
 
 
 if __name__ == '__main__':

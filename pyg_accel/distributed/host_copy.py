@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..data.graph_store import GraphStore
 from ..ops import host_register
-from .shards import _share_cpu, _world
+from .shards import _all_gather, _share_cpu, _world
 
 __all__ = ['share_host_tensor', 'share_graph_store']
 
@@ -52,4 +52,25 @@ def share_graph_store(graph_store: GraphStore, group=None) -> GraphStore:
     if kind not in ('pinned', 'cpu'):
         raise ValueError(f"share_graph_store: the graph must be in host memory ('pinned' or 'cpu'), not {kind!r}; "
                          "a 'cuda' graph lives in each GPU's own memory")
+    _check_same_graph(graph_store, group)
     return graph_store.replace_tensors_(lambda t: share_host_tensor(t, group, pin=kind == 'pinned'))
+
+
+def _check_same_graph(graph_store: GraphStore, group) -> None:
+    """Raises on every rank (so that none waits in a collective the others skip) unless
+    every rank's store holds the same edge types, sizes, edge counts and per-edge
+    tensors: the tensors are shared one by one, in one order, by one collective each."""
+    rank, world_size = _world(group)
+    if world_size == 1:
+        return
+    mine = [(repr(attr.edge_type), tuple(attr.size), graph_store.graph(attr.edge_type).num_edges,
+             graph_store.graph(attr.edge_type).perm is None,
+             [(name, str(graph_store.get_edge_feature(name, attr.edge_type).dtype))
+              for name in graph_store.edge_feature_names(attr.edge_type)])
+            for attr in sorted(graph_store.get_all_edge_attrs(), key=lambda a: repr(a.edge_type))]
+    everyone = _all_gather(mine, group, world_size)
+    differ = [r for r, theirs in enumerate(everyone) if theirs != everyone[0]]
+    if differ:
+        raise ValueError(f'share_graph_store: the stores of ranks {differ} hold another graph than rank 0 '
+                         f'(edge types, sizes, edge counts or per-edge tensors differ); every process must pass '
+                         f'the same graph')
