@@ -448,8 +448,8 @@ at::Tensor uva_view_cuda(const at::Tensor& host, int64_t device) {
               "(tensor.pin_memory()), got ", host.is_cpu() ? "pageable host memory" : host.device().str());
   TORCH_CHECK(device >= 0 && device < c10::cuda::device_count(), "uva_view: no CUDA device ", device);
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  void* dptr = nullptr;
-  if (host.numel() > 0) C10_CUDA_CHECK(cudaHostGetDevicePointer(&dptr, host.data_ptr(), 0));
+  // (the address the gather kernel reads a pinned table through)
+  void* dptr = host.numel() > 0 ? const_cast<char*>(device_pointer(host, static_cast<int>(device))) : nullptr;
   auto* keep = new at::Tensor(host);  // the host memory lives as long as the view
   return at::for_blob(dptr, host.sizes())
       .strides(host.strides())
