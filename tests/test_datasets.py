@@ -1,10 +1,12 @@
 """Synthetic graphs, the embedded default and OGB-format loading (offline)."""
+import importlib.util
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from pyg_accel.datasets import (PRESETS, SyntheticSpec, load_dataset, load_default, load_ogb_node_dataset,
-                                save_ogb_node_dataset, synthetic_dataset, synthetic_graph)
+                                save_ogb_node_dataset, synthetic_dataset, synthetic_graph, synthetic_topology)
 
 
 def degrees(data):
@@ -96,9 +98,11 @@ def test_load_dataset_names():
 
 # OGB format ##################################################################
 
-ogb = pytest.importorskip('ogb', reason="the 'ogb' extra is not installed")
+# (a marker, not a module-level importorskip: that would skip every test in this file)
+needs_ogb = pytest.mark.skipif(importlib.util.find_spec('ogb') is None, reason="the 'ogb' extra is not installed")
 
 
+@needs_ogb
 @pytest.mark.parametrize('name', ['ogbn-arxiv', 'ogbn-products', 'ogbn-papers100M'])
 def test_ogb_round_trip(tmp_path, name):
     d = synthetic_dataset('tiny', seed=2)
@@ -128,8 +132,54 @@ def test_ogb_round_trip(tmp_path, name):
     assert load_dataset(name, root=tmp_path).num_classes == again.num_classes
 
 
+@needs_ogb
 def test_ogb_missing_files_message(tmp_path):
     with pytest.raises(FileNotFoundError, match=r'never downloads.*products.zip.*--root'):
         load_ogb_node_dataset('ogbn-products', tmp_path)
     with pytest.raises(ValueError, match='unknown OGB node dataset'):
         load_ogb_node_dataset('ogbn-nothing', tmp_path)
+
+
+def _check_csc(topo):
+    colptr, row, n = topo.colptr, topo.row, topo.num_nodes
+    assert colptr.dtype == row.dtype == torch.long
+    assert int(colptr[0]) == 0 and int(colptr[-1]) == row.numel()
+    assert bool((colptr[1:] >= colptr[:-1]).all())
+    assert int(row.min()) >= 0 and int(row.max()) < n
+    col = torch.repeat_interleave(torch.arange(n), colptr.diff())
+    assert not bool((row == col).any())  # no self-loops
+    key = col * n + row
+    assert bool((key[1:] > key[:-1]).all())  # rows sorted within columns, no duplicates
+    return col
+
+
+def test_synthetic_topology_structure():
+    spec = PRESETS['small']
+    topo = synthetic_topology('small', seed=1)
+    assert topo.num_nodes == spec.num_nodes and topo.name == 'synthetic-small-topology'
+    col = _check_csc(topo)
+    assert abs(topo.num_edges - spec.num_edges) <= 0.03 * spec.num_edges  # (self-loops, duplicates dropped)
+    in_deg = torch.bincount(col, minlength=topo.num_nodes).float()
+    out_deg = torch.bincount(topo.row, minlength=topo.num_nodes).float()
+    assert in_deg.max() > 20 * in_deg.mean() and out_deg.max() > 20 * out_deg.mean()  # heavy tails both ways
+    assert topo.train.numel() == round(spec.split[0] * spec.num_nodes)
+    assert bool((topo.train[1:] > topo.train[:-1]).all()) and int(topo.train.max()) < topo.num_nodes
+    assert 'synthetic-small-topology' in repr(topo)
+
+
+def test_synthetic_topology_chunks_seed_and_errors():
+    a, b = synthetic_topology('small', seed=2), synthetic_topology('small', seed=2)
+    assert torch.equal(a.row, b.row) and torch.equal(a.colptr, b.colptr) and torch.equal(a.train, b.train)
+    assert not torch.equal(synthetic_topology('small', seed=3).colptr, a.colptr)
+    chunked = synthetic_topology('small', scale=0.5, chunk_edges=10_000, progress=True)  # ~20 chunks
+    assert chunked.name == 'synthetic-small@0.5-topology'
+    _check_csc(chunked)
+    assert abs(chunked.num_edges - PRESETS['small'].num_edges / 2) <= 0.03 * PRESETS['small'].num_edges / 2
+    tiny = synthetic_topology('tiny', scale=1e-6)  # 2 nodes: only self-loops possible, so no edges
+    assert tiny.num_nodes == 2 and tiny.num_edges == 0
+    with pytest.raises(KeyError, match='unknown synthetic preset'):
+        synthetic_topology('huge')
+    with pytest.raises(ValueError, match='scale must be a number > 0'):
+        synthetic_topology('small', scale=0)
+    with pytest.raises(ValueError, match='chunk_edges must be a positive int'):
+        synthetic_topology('small', chunk_edges=0)

@@ -7,6 +7,9 @@ and the embedded default graph.
     load_dataset('synthetic-products')        # 2.45 M nodes, 61.9 M edges (see PRESETS)
     load_dataset('synthetic-papers100M', scale=0.1, device='cuda')
     load_dataset('ogbn-products', root='data/ogb')
+
+:func:`synthetic_topology` generates only a preset's graph, straight into CSC, for
+sampling at sizes (papers100M's 3.2 G edges) whose full dataset would not fit.
 """
 from __future__ import annotations
 
@@ -19,9 +22,11 @@ from .base import NodeDataset
 from .default import load_default
 from .ogb import load_ogb_node_dataset, save_ogb_node_dataset
 from .synthetic import PRESETS, SyntheticSpec, synthetic_dataset, synthetic_graph
+from .topology import SyntheticTopology, synthetic_topology
 
 __all__ = ['NodeDataset', 'load_dataset', 'load_default', 'load_ogb_node_dataset', 'save_ogb_node_dataset',
-           'synthetic_graph', 'synthetic_dataset', 'SyntheticSpec', 'PRESETS']
+           'synthetic_graph', 'synthetic_dataset', 'SyntheticSpec', 'PRESETS', 'SyntheticTopology',
+           'synthetic_topology']
 
 
 def load_dataset(name: str = 'default', root: Union[str, Path] = 'data/ogb', scale: float = 1.0, seed: int = 0,

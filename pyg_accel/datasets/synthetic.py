@@ -59,7 +59,14 @@ PRESETS: Dict[str, SyntheticSpec] = {
 }
 
 
-def _sample_by_weight(cdf: Tensor, n: int, gen: torch.Generator) -> Tensor:
+def degree_propensity(n: int, exponent: float, gen: torch.Generator, device: torch.device) -> Tensor:
+    """``[n]`` float32 Chung-Lu weights: Pareto with tail ``exponent`` (degrees follow a
+    power law of that exponent), capped at ``4 sqrt(n)``."""
+    u = torch.rand(n, generator=gen, device=device)
+    return (1.0 - u).pow(-1.0 / (exponent - 1.0)).clamp_(max=math.sqrt(n) * 4)
+
+
+def sample_by_weight(cdf: Tensor, n: int, gen: torch.Generator) -> Tensor:
     """``n`` ids drawn with probability proportional to the weights whose running sum is ``cdf``."""
     u = torch.rand(n, generator=gen, device=cdf.device, dtype=cdf.dtype) * cdf[-1]
     return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.numel() - 1)
@@ -79,8 +86,8 @@ class _EdgeSampler:
         self.start = self.end - counts
 
     def pairs(self, n: int) -> Tuple[Tensor, Tensor]:
-        src = _sample_by_weight(self.cdf, n, self.gen)
-        dst = _sample_by_weight(self.cdf, n, self.gen)
+        src = sample_by_weight(self.cdf, n, self.gen)
+        dst = sample_by_weight(self.cdf, n, self.gen)
         local = torch.rand(n, generator=self.gen, device=src.device) < self.homophily
         c = self.community[src[local]]
         lo, hi = self.start[c], self.end[c]
@@ -121,9 +128,8 @@ def synthetic_graph(spec: SyntheticSpec, seed: int = 0, device: Union[str, torch
     num_comm = max(num_classes * spec.communities_per_class, 1)
 
     comm_weight = torch.exp(0.7 * torch.randn(num_comm, generator=gen, device=device))
-    community = _sample_by_weight(comm_weight.double().cumsum(0), n, gen)
-    u = torch.rand(n, generator=gen, device=device)
-    weight = (1.0 - u).pow(-1.0 / (spec.degree_exponent - 1.0)).clamp_(max=math.sqrt(n) * 4)
+    community = sample_by_weight(comm_weight.double().cumsum(0), n, gen)
+    weight = degree_propensity(n, spec.degree_exponent, gen, device)
 
     sampler = _EdgeSampler(weight, community, num_comm, spec.homophily, gen)
     wanted = spec.num_edges // 2
