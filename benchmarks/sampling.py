@@ -24,6 +24,10 @@ same host graph ("ours, CPU kernel") and stock PyG; the per-hop baseline is left
     python benchmarks/sampling.py --preset products --device cuda --out bench-out
     python benchmarks/sampling.py --preset small --device cpu          # quick, CPU only
     python benchmarks/sampling.py --preset products --device cuda --graph-location pinned
+    python benchmarks/sampling.py --preset papers100M --device cuda     # 111 M nodes, 3.2 G edges (27 GB)
+
+The papers100M preset is generated as a topology only (``synthetic_topology``: straight
+into CSC, ~1.3x the graph's memory at its peak); its full dataset would not fit a GPU.
 """
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import add_graph_arguments, add_speedups, environment, print_table, save_json  # noqa: E402
 
 from pyg_accel.data import GraphStore  # noqa: E402
-from pyg_accel.datasets import synthetic_dataset  # noqa: E402
+from pyg_accel.datasets import synthetic_dataset, synthetic_topology  # noqa: E402
 from pyg_accel.ops import cuda_sampling_available, last_sample_wait_us, neighbor_sample, uva_view  # noqa: E402
 from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
 
@@ -104,16 +108,45 @@ def time_loop(fn, batches, device, warmup=2):
     return (time.perf_counter() - t0) / max(1, len(batches) - warmup)
 
 
-def stock_pyg_sampler(data, fanouts):
+def stock_pyg_graph(colptr, row):
+    """Host copies of the CSC as the ``Data(adj_t=SparseTensor)`` stock PyG's sampler
+    reads without sorting; ``None`` without torch-sparse (the only sampling backend PyG
+    has here)."""
     import torch_geometric.typing as pyg_typing
-    if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
+    if not pyg_typing.WITH_TORCH_SPARSE:
         return None
+    from torch_geometric.data import Data
+    from torch_sparse import SparseTensor
+    n = colptr.numel() - 1
+    adj_t = SparseTensor(rowptr=colptr.cpu(), col=row.cpu(), sparse_sizes=(n, n), is_sorted=True, trust_data=True)
+    return Data(adj_t=adj_t, num_nodes=n)
+
+
+def stock_pyg_sampler(data, fanouts):
+    """Stock PyG's ``NeighborSampler`` on ``data``, timed through ``sample_from_nodes``."""
     import warnings
     from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        sampler = NeighborSampler(data.cpu(), num_neighbors=fanouts)
+        sampler = NeighborSampler(data, num_neighbors=fanouts)
     return lambda seeds: sampler.sample_from_nodes(NodeSamplerInput(None, seeds.cpu())).row.numel()
+
+
+def load_graph(args, device):
+    """``(description, name, put_edge_index arguments, training nodes)`` of the
+    benchmark's graph on ``device``: the topology of ``synthetic_topology``
+    (``--generator topology``, the default for papers100M, whose full dataset does not
+    fit a GPU) or the graph of ``synthetic_dataset``."""
+    generator = args.generator
+    if generator == 'auto':
+        generator = 'topology' if args.preset == 'papers100M' else 'dataset'
+    if generator == 'topology':
+        topo = synthetic_topology(args.preset, scale=args.scale, device=device, progress=True)
+        put = dict(edge_index=(topo.row, topo.colptr), layout='csc', size=(topo.num_nodes,) * 2)
+        return repr(topo), topo.name, put, topo.train
+    dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
+    put = dict(edge_index=dataset.data.edge_index, layout='coo', size=(dataset.data.num_nodes,) * 2)
+    return repr(dataset), dataset.name, put, dataset.split['train']
 
 
 def main(argv=None) -> dict:
@@ -122,7 +155,10 @@ def main(argv=None) -> dict:
     p.add_argument('--batch-sizes', type=int, nargs='*', default=[1024, 4096, 8192])
     p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
     p.add_argument('--batches', type=int, default=20, help='timed batches per setting (CPU baselines: fewer)')
-    p.add_argument('--baseline-batches', type=int, default=5)
+    p.add_argument('--baseline-batches', type=int, default=5, help='timed batches of the CPU baselines (0: skip them)')
+    p.add_argument('--generator', choices=['auto', 'dataset', 'topology'], default='auto',
+                   help="'topology': graph only, generated straight into CSC (synthetic_topology); 'auto' uses it "
+                        'for papers100M')
     p.add_argument('--graph-location', choices=['device', 'pinned'], default='device',
                    help="'pinned': the graph in pinned host memory, read by the GPU over the bus")
     p.add_argument('--out', default='bench-out')
@@ -133,22 +169,22 @@ def main(argv=None) -> dict:
         p.error('--graph-location pinned needs --device cuda')
 
     t0 = time.perf_counter()
-    dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
+    graph_repr, graph_name, put, train = load_graph(args, device)
     store = GraphStore('pinned' if pinned else device.type)
-    store.put_edge_index(dataset.data.edge_index, edge_type=None, layout='coo',
-                         size=(dataset.data.num_nodes,) * 2)
+    store.put_edge_index(**put, edge_type=None)
+    del put
     host_row, host_colptr, _ = store.csc()
     row, colptr = (uva_view(host_row), uva_view(host_colptr)) if pinned else (host_row, host_colptr)
-    print(f'{dataset} on {device} ({args.graph_location}): generated and converted in '
+    print(f'{graph_repr} on {device} ({args.graph_location}): generated and converted in '
           f'{time.perf_counter() - t0:.1f} s', flush=True)
     cuda_sampler = cuda_sampling_available()
-    train = dataset.split['train']
     gen = torch.Generator().manual_seed(0)
+    stock_graph = stock_pyg_graph(host_colptr, host_row) if args.baseline_batches > 0 else None
 
     rows = []
     for name in args.fanouts:
         fanouts = FANOUTS[name]
-        stock = stock_pyg_sampler(dataset.data, fanouts)
+        stock = stock_pyg_sampler(stock_graph, fanouts) if stock_graph is not None else None
         for batch_size in args.batch_sizes:
             def seed_batches(count):
                 return [train[torch.randperm(train.numel(), generator=gen)[:batch_size].to(train.device)]
@@ -159,7 +195,7 @@ def main(argv=None) -> dict:
                                             args.batches)
             if device.type == 'cpu' or cuda_sampler:
                 methods['ours'] = (lambda s: neighbor_sample(colptr, row, s, fanouts).row.numel(), args.batches)
-            if pinned:  # the alternative for a graph in host memory: our multi-threaded CPU kernel
+            if pinned and args.baseline_batches > 0:  # the alternative for a graph in host memory: our CPU kernel
                 methods['ours, CPU kernel'] = (
                     lambda s: neighbor_sample(host_colptr, host_row, s, fanouts).row.numel(), args.baseline_batches)
             if stock is not None:
@@ -193,11 +229,12 @@ def main(argv=None) -> dict:
 
     columns = ['fanout', 'batch'] + [c for c in rows[0] if c not in ('fanout', 'batch')]
     payload = {'env': environment(), 'args': vars(args), 'device': f'{device} ({args.graph_location} graph)',
-               'graph': repr(dataset),
+               'graph': graph_repr,
                'cuda_sampler_built': bool(cuda_sampler), 'rows': rows}
-    payload['table'] = print_table(rows, columns, f"neighbour sampling on {dataset.name} ({payload['device']}), "
+    payload['table'] = print_table(rows, columns, f"neighbour sampling on {graph_name} ({payload['device']}), "
                                                   'median ms per batch')
-    save_json(Path(args.out) / ('sampling_pinned.json' if pinned else 'sampling.json'), payload)
+    stem = 'sampling_topology' if 'topology' in graph_name else 'sampling'
+    save_json(Path(args.out) / (f'{stem}_pinned.json' if pinned else f'{stem}.json'), payload)
     return payload
 
 

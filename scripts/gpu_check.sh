@@ -3,7 +3,8 @@
 #
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
-#   sampling_pinned = the sampler reading a graph in pinned host memory, hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs,
+#   sampling_pinned = the sampler reading a graph in pinned host memory, sampling_papers = both on a
+#   papers100M-size topology, hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs,
 #   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
 #   e2e_pinned: features in pinned host memory, e2e_pinned_graph: the graph there too),
@@ -52,6 +53,11 @@ for stage in $STAGES; do
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sampling_pinned) run sampling_pinned python3 benchmarks/sampling.py --preset products --device cuda \
       --graph-location pinned --batch-sizes 1024 4096 --out "$OUT_DIR" ;;
+    sampling_papers)  # papers100M's size (111 M nodes, 3.2 G edges, 27 GB of CSC): on the GPU, then in pinned memory
+      run sampling_papers python3 benchmarks/sampling.py --preset papers100M --device cuda --batch-sizes 1024 4096 \
+        --baseline-batches 2 --out "$OUT_DIR"
+      run sampling_papers_pinned python3 benchmarks/sampling.py --preset papers100M --device cuda \
+        --graph-location pinned --batch-sizes 1024 4096 --baseline-batches 2 --out "$OUT_DIR" ;;
     hetero) run hetero python3 benchmarks/hetero_sampling.py --out "$OUT_DIR" ;;
     multigpu)  # two or more GPUs: sharded features read peer-to-peer (tests, example, benchmark)
       run multigpu_tests python3 -m pytest tests/test_distributed.py tests/test_example.py -k "process or sharded" \

@@ -181,3 +181,7 @@ def test_pinned_tier_gathers_on_gpu_from_host_memory():
     index = torch.randint(0, 1000, (500,), device='cuda')
     out = store[None, 'x', index]
     assert out.is_cuda and torch.equal(out.cpu(), x[index.cpu()])
+    on_gpu = torch.randn(300, 7, device='cuda')[:, 1:5]  # a GPU tensor goes into pinned memory in one copy
+    store[None, 'z', None] = on_gpu
+    held = store.get_tensor(None, 'z', None)
+    assert held.is_pinned() and held.device.type == 'cpu' and torch.equal(held, on_gpu.cpu())

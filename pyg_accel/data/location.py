@@ -45,6 +45,9 @@ class Location:
         if self.kind == 'cuda':
             return tensor.to(self.device)
         if self.kind == 'pinned':
+            if tensor.is_cuda:  # one DMA copy into pinned memory (not pageable, then pinned: 2x the host memory)
+                pinned = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+                return pinned.copy_(tensor)
             tensor = tensor.cpu()
             return tensor if tensor.is_pinned() else tensor.pin_memory()
         return tensor.cpu()
