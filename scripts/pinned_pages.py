@@ -12,6 +12,9 @@ memory three ways:
   ``GraphStore('pinned')`` uses;
 * ``thp``: anonymous memory with ``madvise(MADV_HUGEPAGE)`` (transparent huge pages),
   then ``cudaHostRegister`` (``pyg_accel.ops.host_register``);
+* ``colptr_device``: the column pointers on the GPU, the rows in pinned memory;
+* ``vmm``: host memory from the driver's virtual-memory API (``cuMemCreate`` with a
+  host location), mapped for the GPU at the allocation's granularity;
 * ``device``: the graph in GPU memory (the reference).
 
     python scripts/pinned_pages.py --scales 0.02 0.25 1.0 --out OUT
@@ -19,6 +22,7 @@ memory three ways:
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import mmap
 import statistics
@@ -53,6 +57,59 @@ def huge_page_copy(t: torch.Tensor) -> torch.Tensor:
     host = torch.frombuffer(buf, dtype=t.dtype, count=t.numel())  # (keeps buf alive)
     host.copy_(t)
     return host_register(host)
+
+
+class _Location(ctypes.Structure):
+    _fields_ = [('type', ctypes.c_int), ('id', ctypes.c_int)]
+
+
+class _AllocProp(ctypes.Structure):  # CUmemAllocationProp (cuda.h)
+    _fields_ = [('type', ctypes.c_int), ('handle_types', ctypes.c_int), ('location', _Location),
+                ('win32', ctypes.c_void_p), ('compression', ctypes.c_ubyte), ('rdma', ctypes.c_ubyte),
+                ('usage', ctypes.c_ushort), ('reserved', ctypes.c_ubyte * 4)]
+
+
+class _AccessDesc(ctypes.Structure):  # CUmemAccessDesc
+    _fields_ = [('location', _Location), ('flags', ctypes.c_int)]
+
+
+class _CudaArray:
+    def __init__(self, ptr, numel, typestr):
+        self.__cuda_array_interface__ = {'shape': (numel,), 'typestr': typestr, 'data': (ptr, False), 'version': 3}
+
+
+def _check(name: str, rc: int) -> None:
+    if rc != 0:
+        raise RuntimeError(f'{name}: CUresult {rc}')
+
+
+def vmm_host_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` in host memory allocated by the driver's virtual-memory API
+    (``cuMemCreate`` with a host location, mapped at the allocation granularity) and
+    readable by GPU 0: a CUDA tensor over it. (Leaks the mapping: a diagnosis.)"""
+    cu = ctypes.CDLL('libcuda.so.1')
+    prop = _AllocProp(type=1, handle_types=0, location=_Location(3, 0))  # pinned, host NUMA node 0
+    gran = ctypes.c_size_t()
+    rc = cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 1)
+    if rc != 0:
+        prop.location = _Location(2, 0)  # host, any node
+        rc = cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 1)
+    assert rc == 0, f'cuMemGetAllocationGranularity: {rc}'
+    nbytes = t.numel() * t.element_size()
+    size = -(-nbytes // gran.value) * gran.value
+    handle, ptr = ctypes.c_ulonglong(), ctypes.c_ulonglong()
+    size_t, u64 = ctypes.c_size_t, ctypes.c_ulonglong
+    _check('cuMemCreate', cu.cuMemCreate(ctypes.byref(handle), size_t(size), ctypes.byref(prop), u64(0)))
+    _check('cuMemAddressReserve', cu.cuMemAddressReserve(ctypes.byref(ptr), size_t(size), size_t(gran.value),
+                                                         u64(0), u64(0)))
+    _check('cuMemMap', cu.cuMemMap(ptr, size_t(size), size_t(0), handle, u64(0)))
+    access = _AccessDesc(_Location(1, 0), 3)  # GPU 0, read-write
+    _check('cuMemSetAccess', cu.cuMemSetAccess(ptr, size_t(size), ctypes.byref(access), size_t(1)))
+    typestr = {torch.int64: '<i8', torch.int32: '<i4'}[t.dtype]
+    out = torch.as_tensor(_CudaArray(ptr.value, t.numel(), typestr), device='cuda')
+    out.copy_(t)
+    print(f'  vmm host allocation: granularity {gran.value} B, location type {prop.location.type}', flush=True)
+    return out
 
 
 def time_sampler(colptr, row, train, fanouts, batch, batches=20, warmup=3):
@@ -93,11 +150,16 @@ def main(argv=None):
             elif mode == 'pin_memory':
                 colptr, row = (torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t)
                                for t in (topo.colptr, topo.row))
+            elif mode == 'colptr_device':  # the pointers on the GPU, the rows in pinned memory
+                colptr, row = topo.colptr, torch.empty(topo.row.shape, dtype=torch.long, pin_memory=True)
+                row.copy_(topo.row)
+            elif mode == 'vmm':
+                colptr, row = vmm_host_copy(topo.colptr), vmm_host_copy(topo.row)
             else:
                 colptr, row = huge_page_copy(topo.colptr), huge_page_copy(topo.row)
             placed_s = time.perf_counter() - t0
             huge_gb = (meminfo_kb('AnonHugePages') - before) / 1e6
-            views = (colptr, row) if mode == 'device' else (uva_view(colptr), uva_view(row))
+            views = tuple(t if t.is_cuda else uva_view(t) for t in (colptr, row))
             ms, medges = time_sampler(*views, topo.train, fanouts, args.batch)
             rows.append({'scale': scale, 'graph GB': round(gb, 2), 'mode': mode, 'ms': round(ms, 3),
                          'M edges/s': round(medges), 'placed s': round(placed_s, 1),
