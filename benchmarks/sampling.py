@@ -18,8 +18,9 @@ call while waiting asleep (block / sleep), which adds what the wait itself costs
 
 With ``--graph-location pinned`` the graph lives in pinned host memory (a graph larger
 than the GPU's memory, as a ``GraphStore('pinned')`` holds it): "ours" is the CUDA
-sampler reading it over the bus (``uva_view``, zero-copy), against our CPU kernel on the
-same host graph ("ours, CPU kernel") and stock PyG; the per-hop baseline is left out.
+sampler reading its rows over the bus (``uva_view``, zero-copy) with the column pointers
+copied to the GPU, as ``NeighborSampler`` reads such a store, against our CPU kernel on
+the same host graph ("ours, CPU kernel") and stock PyG; the per-hop baseline is left out.
 
     python benchmarks/sampling.py --preset products --device cuda --out bench-out
     python benchmarks/sampling.py --preset small --device cpu          # quick, CPU only
@@ -174,7 +175,8 @@ def main(argv=None) -> dict:
     store.put_edge_index(**put, edge_type=None)
     del put
     host_row, host_colptr, _ = store.csc()
-    row, colptr = (uva_view(host_row), uva_view(host_colptr)) if pinned else (host_row, host_colptr)
+    # (as pyg_accel's NeighborSampler reads a pinned graph: the rows in place, the column pointers copied to the GPU)
+    row, colptr = (uva_view(host_row), host_colptr.to(device)) if pinned else (host_row, host_colptr)
     print(f'{graph_repr} on {device} ({args.graph_location}): generated and converted in '
           f'{time.perf_counter() - t0:.1f} s', flush=True)
     cuda_sampler = cuda_sampling_available()
