@@ -28,7 +28,7 @@ the same host graph ("ours, CPU kernel") and stock PyG; the per-hop baseline is 
     python benchmarks/sampling.py --preset papers100M --device cuda     # 111 M nodes, 3.2 G edges (27 GB)
 
 The papers100M preset is generated as a topology only (``synthetic_topology``: straight
-into CSC, ~1.3x the graph's memory at its peak); its full dataset would not fit a GPU.
+into CSC, ~1.2x the graph's memory at its peak); its full dataset would not fit a GPU.
 """
 from __future__ import annotations
 
