@@ -10,6 +10,9 @@ builds it from PyG's own).
     python examples/node_classification.py --dataset synthetic-products --epochs 20
     python examples/node_classification.py --dataset ogbn-products --root /data/ogb
     python examples/node_classification.py --mode full                # whole-graph training
+    python examples/node_classification.py --dataset synthetic-papers100M --large --cache-fraction 0.2
+        # papers100M's size (111 M nodes, 3.2 G edges): graph on the GPU, 57 GB of features in
+        # pinned host memory behind a GPU cache of a fifth of the rows
 
 --mode neighbor (default) trains on mini-batches from pyg_accel.loader.NeighborLoader
 (PyG's NeighborLoader driving pyg_accel's sampler over the stores, the next batch
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +34,7 @@ from tqdm import tqdm
 import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data, presample_node_ids, rows_by_access, rows_by_degree
 from pyg_accel.loader import NeighborLoader, StageTimer
-from pyg_accel.datasets import load_dataset
+from pyg_accel.datasets import load_dataset, synthetic_stores
 from results import add_dataset_arguments, accuracy_summary, format_stages, report_accuracy, stage_columns
 
 MODELS = {'sage': 'GraphSAGE', 'gcn': 'GCN', 'gat': 'GAT'}
@@ -67,9 +70,23 @@ def parse_args(argv=None) -> argparse.Namespace:
                         '(graphs larger than the GPU); the hit rate is reported per epoch')
     p.add_argument('--cache-policy', choices=['degree', 'access'], default='degree',
                    help="rows to cache: highest degree first, or most often read by 16 pre-sampled batches")
+    p.add_argument('--large', action='store_true',
+                   help="generate the synthetic dataset straight into the stores (the graph as CSC, the features "
+                        "written in blocks into their tier): for sizes whose edge list does not fit, such as "
+                        "synthetic-papers100M at --scale 1; evaluation then samples mini-batches")
+    p.add_argument('--eval', choices=['auto', 'full', 'sampled'], default='auto',
+                   help="--mode neighbor: accuracy from whole-graph inference ('full'; the default) or from "
+                        "sampled mini-batches of the evaluated nodes ('sampled'; the default with --large)")
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/node_classification', help='folder for the metrics JSON and plot')
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.large and not args.dataset.startswith('synthetic-'):
+        p.error('--large generates a synthetic preset: use --dataset synthetic-<preset>')
+    if args.large and (args.mode == 'full' or args.baseline == 'pyg' or args.eval == 'full'):
+        p.error('--large holds no edge_index: it trains with --mode neighbor on pyg_accel, evaluated on samples')
+    if args.eval == 'auto':
+        args.eval = 'sampled' if args.large else 'full'
+    return args
 
 
 def default_locations(device: torch.device):
@@ -93,12 +110,57 @@ def accuracy(logits: torch.Tensor, y: torch.Tensor, split: Dict[str, torch.Tenso
             for k, idx in split.items()}
 
 
-def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
-    """Whole-graph training with x, y and edge_index read from the stores."""
+def full_graph_evaluator(fs, gs, split, device) -> Callable[[torch.nn.Module], Dict[str, float]]:
+    """Accuracy on every split from one whole-graph forward pass (x and the graph read
+    from the stores onto ``device``)."""
+    x_all, y_all, edge_index = whole_graph(fs, gs, device)
+    split = {k: v.to(device) for k, v in split.items()}
+
+    @torch.no_grad()
+    def evaluate(model):
+        return accuracy(model(x_all, edge_index), y_all, split)
+    return evaluate
+
+
+def whole_graph(fs, gs, device):
+    """``(x, y, edge_index)`` of the whole graph, read from the stores onto ``device``."""
     x = fs.get_tensor(group_name=None, attr_name='x', index=None).to(device)
     y = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
     row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
-    edge_index = torch.stack([row, col]).to(device)
+    return x, y, torch.stack([row, col]).to(device)
+
+
+def sampled_evaluator(fs, gs, split, device, fanout: List[int], batch_size: int = 4096,
+                      max_train: int = 1 << 16) -> Callable[[torch.nn.Module], Dict[str, float]]:
+    """Accuracy from sampled mini-batches of each split's nodes (as the model trains:
+    same fanouts), for graphs too large for a whole-graph pass; the training accuracy
+    on a fixed random subset of at most ``max_train`` training nodes."""
+    train = split['train']
+    if train.numel() > max_train:
+        pick = torch.randperm(train.numel(), generator=torch.Generator().manual_seed(0))[:max_train]
+        train = train[pick.to(train.device)].sort().values
+    parts = {'train': train, 'valid': split['valid'], 'test': split['test']}
+    loaders = {k: NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=idx, batch_size=batch_size)
+               for k, idx in parts.items() if idx.numel()}
+
+    @torch.no_grad()
+    def evaluate(model):
+        acc = {k: float('nan') for k in parts}
+        for k, loader in loaders.items():
+            correct, total = torch.zeros((), device=device), 0
+            for batch in loader:
+                batch = batch.to(device)
+                out = model(batch.x, batch.edge_index)[:batch.batch_size]
+                correct += (out.argmax(-1) == batch.y[:batch.batch_size]).sum()
+                total += batch.batch_size
+            acc[k] = float(correct) / total
+        return acc
+    return evaluate
+
+
+def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
+    """Whole-graph training with x, y and edge_index read from the stores."""
+    x, y, edge_index = whole_graph(fs, gs, device)
     split = {k: v.to(device) for k, v in split.items()}
     history, timer = [], StageTimer(device)
     for epoch in bar:
@@ -118,7 +180,8 @@ def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
 
 def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=None) -> List[dict]:
     """Mini-batches from pyg_accel.loader.NeighborLoader (PyG's loader, our sampler), or
-    with ``--baseline pyg`` from stock PyG's NeighborLoader on the CPU ``data``."""
+    with ``--baseline pyg`` from stock PyG's NeighborLoader on the CPU ``data``;
+    evaluated as ``--eval`` says."""
     fanout = [int(v) for v in args.num_neighbors.split(',')]
     if args.baseline == 'pyg':
         import torch_geometric.loader
@@ -132,10 +195,8 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
                                 batch_size=args.batch_size, shuffle=True, pipeline=not args.no_pipeline)
     timer = StageTimer(device)
     timer.instrument(loader)  # sampling and gathering; compute below
-    x_all = fs.get_tensor(group_name=None, attr_name='x', index=None)
-    y_all = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
-    row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
-    edge_index = torch.stack([row, col]).to(device)
+    evaluate = sampled_evaluator(fs, gs, split, device, fanout) if args.eval == 'sampled' else \
+        full_graph_evaluator(fs, gs, split, device)
     history = []
     for epoch in bar:
         start = time.perf_counter()
@@ -153,9 +214,7 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
                 total += loss.detach() * batch.batch_size
         stages = timer.summary()
         model.eval()
-        with torch.no_grad():  # full-graph inference for evaluation
-            logits = model(x_all.to(device), edge_index)
-        acc = accuracy(logits, y_all, {k: v.to(device) for k, v in split.items()})
+        acc = evaluate(model)
         row = _record(epoch, float(total) / split['train'].numel(), acc, start, device, bar, stages)
         cache = fs.row_cache('x')
         if cache is not None:  # share of the epoch's feature reads served from the GPU cache
@@ -191,20 +250,26 @@ def main(argv=None) -> dict:
     device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto' else args.device)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
-    load_s = time.perf_counter() - start
     feature_location, graph_location = default_locations(device)
     if args.cache_fraction is not None and device.type == 'cuda':
         feature_location = 'pinned'  # the cache's home: host memory read by the GPU
-    fs, gs = from_data(dataset.data, location=args.location or feature_location,
-                       graph_location=args.location or graph_location)
+    feature_location, graph_location = args.location or feature_location, args.location or graph_location
+    if args.large:  # generated into the stores: no Data, no edge_index
+        dataset = synthetic_stores(args.dataset[len('synthetic-'):], scale=args.scale, seed=args.seed, device=device,
+                                   feature_location=feature_location, graph_location=graph_location, progress=True)
+        fs, gs, data, num_nodes = dataset.feature_store, dataset.graph_store, None, dataset.num_nodes
+    else:
+        dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
+        fs, gs = from_data(dataset.data, location=feature_location, graph_location=graph_location)
+        data, num_nodes = dataset.data, dataset.data.num_nodes
+    load_s = time.perf_counter() - start
     cache = None
     if args.cache_fraction is not None:
-        num_rows = int(args.cache_fraction * dataset.data.num_nodes)
+        num_rows = int(args.cache_fraction * num_nodes)
         if args.cache_policy == 'access':  # measured: what the sampler reads, from training seeds
             presampler = NeighborLoader((fs, gs), num_neighbors=[int(k) for k in args.num_neighbors.split(',')],
                                         input_nodes=dataset.split['train'], batch_size=args.batch_size)
-            ranked = rows_by_access(presample_node_ids(presampler, num_batches=16), dataset.data.num_nodes)
+            ranked = rows_by_access(presample_node_ids(presampler, num_batches=16), num_nodes)
         else:
             ranked = rows_by_degree(gs)
         cache = fs.cache_rows('x', rows=ranked, num_rows=num_rows)
@@ -215,7 +280,7 @@ def main(argv=None) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
     train = train_full if args.mode == 'full' else \
-        lambda *a: train_neighbor(*a, args, data=dataset.data.cpu())  # noqa: E731
+        lambda *a: train_neighbor(*a, args, data=None if data is None else data.cpu())  # noqa: E731
     history = train(model, opt, fs, gs, dataset.split, device, args.epochs, bar)
 
     summary = accuracy_summary(history, dataset=dataset.name, device=str(device))

@@ -8,7 +8,8 @@
 #   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
 #   e2e_pinned: features in pinned host memory, e2e_pinned_graph: the graph there too),
-#   cache = pinned features behind a GPU row cache)
+#   cache = pinned features behind a GPU row cache, example_papers_full = the main example at papers100M's
+#   full size, generated into the stores)
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage;
 # PYG_ACCEL_FULLGRAPH_ARGS (e.g. '--orders none cluster') is passed to benchmarks/full_graph.py.
@@ -49,6 +50,9 @@ for stage in $STAGES; do
       run example_link python3 examples/link_prediction.py --epochs 5 --out "$OUT_DIR/example_link"
       run example_papers python3 examples/node_classification.py --dataset synthetic-papers100M --scale 0.02 \
         --cache-fraction 0.2 --epochs 3 --out "$OUT_DIR/example_papers" ;;
+    example_papers_full)  # papers100M's size generated into the stores: graph on the GPU, 57 GB of features pinned
+      run example_papers_full python3 examples/node_classification.py --dataset synthetic-papers100M --large \
+        --cache-fraction 0.2 --epochs 3 --out "$OUT_DIR/example_papers_full" ;;
     bench) run bench python3 benchmarks/gather.py --out "$OUT_DIR" ;;
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sampling_pinned) run sampling_pinned python3 benchmarks/sampling.py --preset products --device cuda \

@@ -6,7 +6,10 @@ import torch
 import torch.nn.functional as F
 
 from pyg_accel.datasets import (PRESETS, SyntheticSpec, load_dataset, load_default, load_ogb_node_dataset,
-                                save_ogb_node_dataset, synthetic_dataset, synthetic_graph, synthetic_topology)
+                                save_ogb_node_dataset, synthetic_dataset, synthetic_graph, synthetic_stores,
+                                synthetic_topology, SyntheticTopology)
+
+from conftest import requires_cuda
 
 
 def degrees(data):
@@ -183,3 +186,39 @@ def test_synthetic_topology_chunks_seed_and_errors():
         synthetic_topology('small', scale=0)
     with pytest.raises(ValueError, match='chunk_edges must be a positive int'):
         synthetic_topology('small', chunk_edges=0)
+
+
+def test_synthetic_stores_holds_a_learnable_task():
+    from pyg_accel.loader import NeighborLoader
+    spec = PRESETS['small']
+    d = synthetic_stores('small', seed=1)
+    assert d.num_nodes == spec.num_nodes and d.num_features == spec.num_features and d.name == 'synthetic-small-stored'
+    assert abs(d.num_edges - spec.num_edges) <= 0.06 * spec.num_edges
+    row, colptr, _ = d.graph_store.csc()
+    col = _check_csc(SyntheticTopology('t', colptr, row, d.split['train']))
+    y = d.feature_store.get_tensor(group_name=None, attr_name='y', index=None)
+    x = d.feature_store.get_tensor(group_name=None, attr_name='x', index=None)
+    assert x.shape == (spec.num_nodes, spec.num_features) and x.dtype == torch.float32
+    assert 0.5 < float((y[row] == y[col]).float().mean()) < 0.95  # homophilous, as synthetic_graph
+    in_deg = torch.bincount(col, minlength=d.num_nodes).float()
+    assert in_deg.max() > 20 * in_deg.mean()
+    ids = torch.cat(list(d.split.values()))
+    assert ids.unique().numel() == ids.numel() and d.split['train'].numel() == round(spec.split[0] * spec.num_nodes)
+    again = synthetic_stores('small', seed=1)
+    assert torch.equal(again.graph_store.csc()[0], row)
+    assert torch.equal(again.feature_store.get_tensor(group_name=None, attr_name='x', index=None), x)
+    batch = next(iter(NeighborLoader((d.feature_store, d.graph_store), [5, 5], input_nodes=d.split['train'],
+                                     batch_size=64)))
+    assert batch.x.shape[1] == spec.num_features and batch.y.numel() == batch.num_nodes
+    assert 'synthetic-small-stored' in repr(d)
+    with pytest.raises(KeyError, match='unknown synthetic preset'):
+        synthetic_stores('huge')
+
+
+@requires_cuda
+def test_synthetic_stores_writes_features_into_pinned_memory():
+    d = synthetic_stores('small', scale=0.5, device='cuda', feature_location='pinned', graph_location='cuda')
+    x = d.feature_store.get_tensor(group_name=None, attr_name='x', index=None)
+    assert x.is_pinned() and not x.is_cuda and d.graph_store.csc()[0].is_cuda
+    cpu = synthetic_stores('small', scale=0.5, device='cuda')  # same generator, stores on the CPU
+    assert torch.equal(cpu.feature_store.get_tensor(group_name=None, attr_name='x', index=None), x)

@@ -9,7 +9,9 @@ and the embedded default graph.
     load_dataset('ogbn-products', root='data/ogb')
 
 :func:`synthetic_topology` generates only a preset's graph, straight into CSC, for
-sampling at sizes (papers100M's 3.2 G edges) whose full dataset would not fit.
+sampling at sizes (papers100M's 3.2 G edges) whose full dataset would not fit;
+:func:`synthetic_stores` generates the whole task at such sizes straight into
+pyg_accel's stores (features in pinned host memory if need be).
 """
 from __future__ import annotations
 
@@ -22,11 +24,12 @@ from .base import NodeDataset
 from .default import load_default
 from .ogb import load_ogb_node_dataset, save_ogb_node_dataset
 from .synthetic import PRESETS, SyntheticSpec, synthetic_dataset, synthetic_graph
+from .stored import StoredNodeDataset, synthetic_stores
 from .topology import SyntheticTopology, synthetic_topology
 
 __all__ = ['NodeDataset', 'load_dataset', 'load_default', 'load_ogb_node_dataset', 'save_ogb_node_dataset',
            'synthetic_graph', 'synthetic_dataset', 'SyntheticSpec', 'PRESETS', 'SyntheticTopology',
-           'synthetic_topology']
+           'synthetic_topology', 'StoredNodeDataset', 'synthetic_stores']
 
 
 def load_dataset(name: str = 'default', root: Union[str, Path] = 'data/ogb', scale: float = 1.0, seed: int = 0,

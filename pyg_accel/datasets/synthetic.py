@@ -86,17 +86,24 @@ class _EdgeSampler:
         self.start = self.end - counts
 
     def pairs(self, n: int) -> Tuple[Tensor, Tensor]:
+        """``n`` pairs: the first end drawn ``∝ w``, the second by :meth:`partners`."""
         src = sample_by_weight(self.cdf, n, self.gen)
-        dst = sample_by_weight(self.cdf, n, self.gen)
-        local = torch.rand(n, generator=self.gen, device=src.device) < self.homophily
-        c = self.community[src[local]]
+        return src, self.partners(src)
+
+    def partners(self, nodes: Tensor) -> Tensor:
+        """One partner per node, drawn ``∝ w``: with probability ``homophily`` inside the
+        node's community, else from the whole graph."""
+        n = nodes.numel()
+        out = sample_by_weight(self.cdf, n, self.gen)
+        local = torch.rand(n, generator=self.gen, device=nodes.device) < self.homophily
+        c = self.community[nodes[local]]
         lo, hi = self.start[c], self.end[c]
         base = torch.where(lo > 0, self.sorted_cdf[(lo - 1).clamp(min=0)], torch.zeros_like(lo, dtype=torch.double))
         span = self.sorted_cdf[hi - 1] - base
-        u = base + torch.rand(c.numel(), generator=self.gen, device=src.device, dtype=torch.double) * span
+        u = base + torch.rand(c.numel(), generator=self.gen, device=nodes.device, dtype=torch.double) * span
         pos = torch.searchsorted(self.sorted_cdf, u, right=True)
-        dst[local] = self.order[torch.minimum(torch.maximum(pos, lo), hi - 1)]
-        return src, dst
+        out[local] = self.order[torch.minimum(torch.maximum(pos, lo), hi - 1)]
+        return out
 
 
 def _unique_undirected(src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
@@ -169,14 +176,23 @@ def synthetic_dataset(preset: str = 'small', scale: float = 1.0, seed: int = 0,
     """A preset graph (``'tiny'``, ``'small'``, ``'arxiv'``, ``'products'``,
     ``'papers100M'``), optionally scaled: ``scale=0.1`` keeps a tenth of the nodes and
     edges (same average degree)."""
-    if preset not in PRESETS:
-        raise KeyError(f"unknown synthetic preset '{preset}'; choose one of {sorted(PRESETS)}")
-    if not isinstance(scale, (int, float)) or not scale > 0:
-        raise ValueError(f'synthetic_dataset: scale must be a number > 0, got {scale!r}')
+    check_preset(preset, scale, 'synthetic_dataset')
     base = PRESETS[preset]
     spec = SyntheticSpec(**{**base.__dict__,
                             'num_nodes': max(int(base.num_nodes * scale), 2),
                             'num_edges': int(base.num_edges * scale),
                             'num_features': num_features or base.num_features})
-    suffix = '' if scale == 1.0 else f'@{scale:g}'
-    return synthetic_graph(spec, seed=seed, device=device, name=f'synthetic-{preset}{suffix}')
+    return synthetic_graph(spec, seed=seed, device=device, name=f'synthetic-{preset}{scale_suffix(scale)}')
+
+
+def check_preset(preset: str, scale: float, caller: str) -> None:
+    """Raises unless ``preset`` is in :data:`PRESETS` and ``scale`` is a number > 0."""
+    if preset not in PRESETS:
+        raise KeyError(f"unknown synthetic preset '{preset}'; choose one of {sorted(PRESETS)}")
+    if not isinstance(scale, (int, float)) or not scale > 0:
+        raise ValueError(f'{caller}: scale must be a number > 0, got {scale!r}')
+
+
+def scale_suffix(scale: float) -> str:
+    """``''`` at scale 1, else ``'@<scale>'`` (a dataset name's suffix)."""
+    return '' if scale == 1.0 else f'@{scale:g}'

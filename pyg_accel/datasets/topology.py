@@ -22,13 +22,13 @@ Model (directed Chung-Lu, seeded, vectorised on any device):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Tuple, Union
 
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .synthetic import PRESETS, degree_propensity, sample_by_weight
+from .synthetic import PRESETS, check_preset, degree_propensity, sample_by_weight, scale_suffix
 
 __all__ = ['SyntheticTopology', 'synthetic_topology']
 
@@ -66,7 +66,7 @@ class SyntheticTopology:
                 f'{self.train.numel()} training nodes, on {self.row.device})')
 
 
-def _in_degrees(weight: Tensor, num_edges: int, gen: torch.Generator) -> Tensor:
+def in_degrees(weight: Tensor, num_edges: int, gen: torch.Generator) -> Tensor:
     """``[N]`` int64 in-degrees ``∝ weight`` summing to ``num_edges`` in expectation."""
     expected = weight.double() * (num_edges / weight.double().sum())
     degree = expected.floor()
@@ -86,24 +86,49 @@ def _chunk_bounds(planned_ptr: Tensor, chunk_edges: int) -> list:
     return sorted({0, n, *cuts.clamp_(1, max(n - 1, 1)).tolist()})
 
 
-def _column_keys(planned: Tensor, lo: int, cdf: Tensor, gen: torch.Generator, rounds: int = _TOP_UP_ROUNDS
-                 ) -> Tensor:
-    """Sorted unique keys ``col * N + row`` of the in-edges of columns ``lo, lo + 1, ...``
-    (``planned[i]`` for column ``lo + i``): sources drawn ``∝ w``, self-loops and
-    duplicates dropped and drawn again, up to ``rounds`` times."""
-    n, device = cdf.numel(), cdf.device
-    cols = torch.arange(lo, lo + planned.numel(), device=device)
-    key, missing = torch.empty(0, dtype=torch.long, device=device), planned
+def _column_keys(planned: Tensor, lo: int, n: int, draw_sources: Callable[[Tensor], Tensor],
+                 rounds: int = _TOP_UP_ROUNDS) -> Tensor:
+    """Sorted unique keys ``col * n + row`` of the in-edges of columns ``lo, lo + 1, ...``
+    (``planned[i]`` for column ``lo + i``): one source per edge from ``draw_sources``
+    (given each edge's column), self-loops and duplicates dropped and drawn again, up
+    to ``rounds`` times."""
+    cols = torch.arange(lo, lo + planned.numel(), device=planned.device)
+    key, missing = torch.empty(0, dtype=torch.long, device=planned.device), planned
     for _ in range(rounds):
         dst = torch.repeat_interleave(cols, missing)
         if dst.numel() == 0:
             break
-        src = sample_by_weight(cdf, dst.numel(), gen)
+        src = draw_sources(dst)
         keep = src != dst
         key = torch.unique(torch.cat([key, dst[keep] * n + src[keep]]))  # sorted by column, then row
         del dst, src, keep
         missing = planned - torch.bincount(key // n - lo, minlength=planned.numel())
     return key
+
+
+def generate_csc(in_degree: Tensor, draw_sources: Callable[[Tensor], Tensor], chunk_edges: int = _DEFAULT_CHUNK_EDGES,
+                 progress: bool = False, desc: str = 'generating') -> Tuple[Tensor, Tensor]:
+    """``(colptr, row)`` int64 of a graph whose node ``v`` gets ``in_degree[v]`` in-edges
+    (fewer where drawing again left duplicates), each source drawn by ``draw_sources``
+    (``[k]`` columns -> ``[k]`` sources), generated ``chunk_edges`` at a time on
+    ``in_degree``'s device; rows sorted within each column, no self-loops or duplicates."""
+    if not isinstance(chunk_edges, int) or chunk_edges < 1:
+        raise ValueError(f'generate_csc: chunk_edges must be a positive int, got {chunk_edges!r}')
+    n, device = in_degree.numel(), in_degree.device
+    planned_ptr = torch.cat([in_degree.new_zeros(1), in_degree.cumsum(0)])
+    row = torch.empty(int(planned_ptr[-1]), dtype=torch.long, device=device)
+    colptr = torch.zeros(n + 1, dtype=torch.long, device=device)
+    written = 0
+    bounds = _chunk_bounds(planned_ptr, chunk_edges)
+    del planned_ptr
+    for lo, hi in tqdm(list(zip(bounds[:-1], bounds[1:])), desc=desc, unit='chunk', disable=not progress):
+        key = _column_keys(in_degree[lo:hi], lo, n, draw_sources)
+        col = key // n
+        row[written:written + key.numel()] = key - col * n
+        kept = torch.bincount(col - lo, minlength=hi - lo)
+        colptr[lo + 1:hi + 1] = written + kept.cumsum(0)
+        written += key.numel()
+    return colptr, row[:written]
 
 
 def synthetic_topology(preset: str = 'papers100M', scale: float = 1.0, seed: int = 0,
@@ -121,12 +146,7 @@ def synthetic_topology(preset: str = 'papers100M', scale: float = 1.0, seed: int
         chunk_edges: edges drawn at once (bounds the scratch memory).
         progress: a progress bar over the chunks.
     """
-    if preset not in PRESETS:
-        raise KeyError(f"unknown synthetic preset '{preset}'; choose one of {sorted(PRESETS)}")
-    if not isinstance(scale, (int, float)) or not scale > 0:
-        raise ValueError(f'synthetic_topology: scale must be a number > 0, got {scale!r}')
-    if not isinstance(chunk_edges, int) or chunk_edges < 1:
-        raise ValueError(f'synthetic_topology: chunk_edges must be a positive int, got {chunk_edges!r}')
+    check_preset(preset, scale, 'synthetic_topology')
     spec = PRESETS[preset]
     n, num_edges = max(int(spec.num_nodes * scale), 2), int(spec.num_edges * scale)
     device = torch.device(device)
@@ -134,22 +154,10 @@ def synthetic_topology(preset: str = 'papers100M', scale: float = 1.0, seed: int
 
     weight = degree_propensity(n, spec.degree_exponent, gen, device)
     cdf = weight.double().cumsum(0)
-    degree = _in_degrees(weight, num_edges, gen)
+    degree = in_degrees(weight, num_edges, gen)
     del weight
-    planned_ptr = torch.cat([degree.new_zeros(1), degree.cumsum(0)])
-    row = torch.empty(int(planned_ptr[-1]), dtype=torch.long, device=device)
-    colptr = torch.zeros(n + 1, dtype=torch.long, device=device)
-    written = 0
-    bounds = _chunk_bounds(planned_ptr, chunk_edges)
-    spans = list(zip(bounds[:-1], bounds[1:]))
-    for lo, hi in tqdm(spans, desc=f'generating {preset}', unit='chunk', disable=not progress):
-        key = _column_keys(degree[lo:hi], lo, cdf, gen)
-        col = key // n
-        row[written:written + key.numel()] = key - col * n
-        kept = torch.bincount(col - lo, minlength=hi - lo)
-        colptr[lo + 1:hi + 1] = written + kept.cumsum(0)
-        written += key.numel()
+    colptr, row = generate_csc(degree, lambda dst: sample_by_weight(cdf, dst.numel(), gen), chunk_edges, progress,
+                               f'generating {preset}')
     order = torch.randperm(n, generator=gen, device=device)
     train = order[:int(round(spec.split[0] * n))].sort().values
-    suffix = '' if scale == 1.0 else f'@{scale:g}'
-    return SyntheticTopology(f'synthetic-{preset}{suffix}-topology', colptr, row[:written], train)
+    return SyntheticTopology(f'synthetic-{preset}{scale_suffix(scale)}-topology', colptr, row, train)

@@ -1,0 +1,144 @@
+"""Synthetic OGB-like datasets generated straight into pyg_accel's stores.
+
+:func:`~pyg_accel.datasets.synthetic_dataset` returns a ``Data`` with an ``edge_index``,
+which the stores then convert. At ogbn-papers100M's size that edge list (52 GB), its
+sort and the features (57 GB) do not fit one GPU together. :func:`synthetic_stores`
+generates the same kind of task there without them:
+
+* the graph column by column into CSC (:func:`~pyg_accel.datasets.topology.generate_csc`),
+  with :func:`synthetic_graph`'s communities, homophily and power-law degrees: node
+  ``v`` gets ``E * w_v / sum(w)`` in-edges, each source drawn ``∝ w``, inside ``v``'s
+  community with probability ``homophily``. The edges are directed; in- and
+  out-degrees follow the same law.
+* labels and features as in :func:`synthetic_graph` (``x = signal * centroid[y] +
+  N(0, 1)``), features written a block of rows at a time into their tier (pinned host
+  memory for graphs larger than the GPU), so the full matrix never exists twice.
+
+The result is a :class:`StoredNodeDataset`: a ``FeatureStore`` with ``x`` and ``y``, a
+``GraphStore`` with the CSC, the split and the sizes, ready for
+``NeighborLoader((feature_store, graph_store), ...)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Union
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..data import FeatureStore, GraphStore
+from ..data.location import LocationLike, resolve_location
+from .synthetic import (PRESETS, _EdgeSampler, check_preset, degree_propensity, sample_by_weight,
+                        scale_suffix)
+from .topology import generate_csc, in_degrees
+
+__all__ = ['StoredNodeDataset', 'synthetic_stores']
+
+_FEATURE_ROWS_PER_BLOCK = 1 << 22  # rows generated at once (2 GB of fp32 at 128 features)
+
+
+@dataclass
+class StoredNodeDataset:
+    """A node-classification task held in pyg_accel's stores, with no ``edge_index``.
+
+    Attributes:
+        name: e.g. ``'synthetic-papers100M-stored'``.
+        feature_store: ``x`` ``[N, F]`` float32 and ``y`` ``[N]`` int64 (group ``None``).
+        graph_store: the graph as CSC (edge type ``None``), ``N`` nodes both ways.
+        split: ``{'train', 'valid', 'test'}`` -> int64 node ids, on the generating device.
+        num_classes: number of label classes.
+    """
+    name: str
+    feature_store: FeatureStore
+    graph_store: GraphStore
+    split: Dict[str, Tensor]
+    num_classes: int
+
+    @property
+    def num_nodes(self) -> int:
+        """N."""
+        return self.graph_store.graph(None).size[1]
+
+    @property
+    def num_edges(self) -> int:
+        """E."""
+        return self.graph_store.graph(None).num_edges
+
+    @property
+    def num_features(self) -> int:
+        """F, the width of ``x``."""
+        return int(self.feature_store.get_tensor_size(group_name=None, attr_name='x')[1])
+
+    def __repr__(self) -> str:
+        sizes = ', '.join(f'{k}={v.numel()}' for k, v in self.split.items())
+        return (f'StoredNodeDataset({self.name}: {self.num_nodes} nodes, {self.num_edges} edges, '
+                f'{self.num_features} features, {self.num_classes} classes; {sizes}; '
+                f'features {self.feature_store.location}, graph {self.graph_store.location})')
+
+
+def _empty_rows(num_rows: int, width: int, location: LocationLike) -> Tensor:
+    """An uninitialised ``[num_rows, width]`` float32 tensor in ``location``'s memory."""
+    loc = resolve_location(location)
+    if loc.kind == 'pinned':
+        return torch.empty(num_rows, width, pin_memory=True)
+    return torch.empty(num_rows, width, device=loc.device if loc.kind == 'cuda' else 'cpu')
+
+
+def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int = 0,
+                     device: Union[str, torch.device] = 'cpu', feature_location: LocationLike = 'cpu',
+                     graph_location: LocationLike = 'cpu', progress: bool = False) -> StoredNodeDataset:
+    """A preset's task (see :data:`~pyg_accel.datasets.PRESETS`) at ``scale`` times its
+    size, generated on ``device`` by the model in this module's docstring into a
+    ``FeatureStore(feature_location)`` and a ``GraphStore(graph_location)``.
+
+    Args:
+        preset, scale: size; the average degree is the preset's at any scale.
+        seed: the same seed and device give the same dataset.
+        device: where to generate (a GPU makes papers100M's size in about a minute).
+        feature_location: where ``x`` and ``y`` live: ``'pinned'`` writes the features
+            straight into page-locked host memory (57 GB at papers100M's size).
+        graph_location: where the CSC lives (no copy when it is ``device``).
+        progress: progress bars over the graph's and the features' blocks.
+    """
+    check_preset(preset, scale, 'synthetic_stores')
+    spec = PRESETS[preset]
+    n, num_edges, width = max(int(spec.num_nodes * scale), 2), int(spec.num_edges * scale), spec.num_features
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    num_comm = max(spec.num_classes * spec.communities_per_class, 1)
+
+    comm_weight = torch.exp(0.7 * torch.randn(num_comm, generator=gen, device=device))
+    community = sample_by_weight(comm_weight.double().cumsum(0), n, gen)
+    weight = degree_propensity(n, spec.degree_exponent, gen, device)
+    sources = _EdgeSampler(weight, community, num_comm, spec.homophily, gen)
+    colptr, row = generate_csc(in_degrees(weight, num_edges, gen), sources.partners, progress=progress,
+                               desc=f'graph of {preset}')
+    del sources, weight
+    graph_store = GraphStore(graph_location)
+    graph_store.put_edge_index((row, colptr), edge_type=None, layout='csc', size=(n, n))
+    del row, colptr
+
+    class_of_comm = torch.randperm(num_comm, generator=gen, device=device) % spec.num_classes
+    y = class_of_comm[community]
+    relabel = torch.rand(n, generator=gen, device=device) < spec.label_noise
+    y[relabel] = torch.randint(spec.num_classes, (int(relabel.sum()),), generator=gen, device=device)
+    del community, relabel
+    centroids = torch.randn(spec.num_classes, width, generator=gen, device=device)
+    x = _empty_rows(n, width, feature_location)
+    for lo in tqdm(range(0, n, _FEATURE_ROWS_PER_BLOCK), desc=f'features of {preset}', unit='block',
+                   disable=not progress):
+        hi = min(lo + _FEATURE_ROWS_PER_BLOCK, n)
+        block = torch.randn(hi - lo, width, generator=gen, device=device)
+        x[lo:hi] = block.add_(centroids[y[lo:hi]], alpha=spec.feature_signal)
+    feature_store = FeatureStore(feature_location)
+    feature_store.put_tensor(x, group_name=None, attr_name='x', index=None)
+    feature_store.put_tensor(y, group_name=None, attr_name='y', index=None)
+
+    order = torch.randperm(n, generator=gen, device=device)
+    n_train, n_valid, n_test = (int(round(f * n)) for f in spec.split)
+    split = {'train': order[:n_train].sort().values,
+             'valid': order[n_train:n_train + n_valid].sort().values,
+             'test': order[n_train + n_valid:n_train + n_valid + n_test].sort().values}
+    return StoredNodeDataset(f'synthetic-{preset}{scale_suffix(scale)}-stored', feature_store, graph_store, split,
+                             spec.num_classes)
