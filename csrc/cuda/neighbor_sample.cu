@@ -397,7 +397,7 @@ class SamplePlan {
       seed_number_kernel<<<1, kSeedBlock, 0, stream>>>(seed_args_, level0_args_);
     } else {
       seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_args_);
-      number_kernel<<<static_cast<unsigned>(number_tiles(0)), kBlock, 0, stream>>>(level0_args_);
+      launch_after(number_kernel, static_cast<unsigned>(number_tiles(0)), kBlock, stream, level0_args_);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     RowsArgs rows{slots(0), 0, 0, c, table_};
@@ -406,19 +406,20 @@ class SamplePlan {
       const HopArgs a = hop_args(h);
       const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slots(h + 1)};
       if (!launch_draw_expand(a, x, fl, rows, stream)) {  // (with the previous hop's rows)
-        expand_kernel<<<capped_grid(expand_kernel, el), kBlock, 0, stream>>>(a, x);
+        launch_after(expand_kernel, capped_grid(expand_kernel, el), kBlock, stream, a, x);
       }
-      number_kernel<<<static_cast<unsigned>(number_tiles(h + 1)), kBlock, 0, stream>>>(
-          number_args(c.edges + h, 0, h + 1));
+      launch_after(number_kernel, static_cast<unsigned>(number_tiles(h + 1)), kBlock, stream,
+                   number_args(c.edges + h, 0, h + 1));
       rows = RowsArgs{slots(h + 1), el, h, c, table_};
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
     const PublishArgs publish{counters_.data_ptr<int64_t>(), host_counts_.data_ptr<int64_t>(), counters_.numel(),
                               reinterpret_cast<unsigned int*>(blocks_done_.data_ptr<int>())};
     if (rows.len > 0) {  // the last hop's rows, and the counters out
-      rows_publish_kernel<<<capped_grid(rows_publish_kernel, rows.len), kBlock, 0, stream>>>(rows, out, publish);
+      launch_after(rows_publish_kernel, capped_grid(rows_publish_kernel, rows.len), kBlock, stream, rows, out,
+                   publish);
     } else {
-      publish_kernel<<<1, 32, 0, stream>>>(publish);
+      launch_after(publish_kernel, 1, 32, stream, publish);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
@@ -432,13 +433,13 @@ class SamplePlan {
                           cudaStream_t stream) {
     const int64_t f = a.fanout;
     if (!group_draws(f)) {
-      draw_kernel<<<capped_grid(draw_kernel, std::max(fl, rows.len)), kBlock, 0, stream>>>(a, fl, rows);
+      launch_after(draw_kernel, capped_grid(draw_kernel, std::max(fl, rows.len)), kBlock, stream, a, fl, rows);
       return false;
     }
     const int width = static_cast<int>(std::max<int64_t>(f, 1));
     const int64_t threads = std::max(group_threads(fl, width), rows.len);
     constexpr auto kernel = draw_group_kernel<kFusedExpand>;
-    kernel<<<capped_grid(kernel, threads), kBlock, 0, stream>>>(a, x, fl, rows, width);
+    launch_after(kernel, capped_grid(kernel, threads), kBlock, stream, a, x, fl, rows, width);
     return kFusedExpand;
   }
 

@@ -80,6 +80,24 @@ struct Counters {
   }
 };
 
+// Programmatic dependent launch (sm_90+; PYG_ACCEL_SAMPLER_PDL=0 at compile time turns
+// it off, a variant for comparison). Each kernel of a sample after the first is
+// launched while the one before it still runs (neighbor_sample.cu's launch()): its
+// blocks become resident early and wait here, before doing anything, for the previous
+// grid to finish and its writes to be visible; then each lets the next kernel launch.
+// Since nothing runs before the wait, the order of every read and write is as without
+// it; what it saves is the next kernel's launch and block ramp-up at each of the
+// sample's dependent steps.
+#ifndef PYG_ACCEL_SAMPLER_PDL
+#define PYG_ACCEL_SAMPLER_PDL 1
+#endif
+__device__ __forceinline__ void after_previous_kernel() {
+#if PYG_ACCEL_SAMPLER_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ int64_t global_thread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
@@ -161,7 +179,10 @@ __device__ __forceinline__ void insert_seed(const SeedArgs& a, int64_t first, in
 }
 
 
-__global__ void seed_kernel(SeedArgs a) { insert_seed(a, global_thread(), static_cast<int64_t>(gridDim.x) * blockDim.x); }
+__global__ void seed_kernel(SeedArgs a) {
+  after_previous_kernel();
+  insert_seed(a, global_thread(), static_cast<int64_t>(gridDim.x) * blockDim.x);
+}
 
 // Where the last kernel puts the sample's counters: pinned host memory (the call's
 // one read, zero-copy); the device counters are zeroed for the next sample.
@@ -180,7 +201,10 @@ __device__ __forceinline__ void publish_counts(const PublishArgs& p) {
 }
 
 // The last step of a sample with no hops. One block.
-__global__ void publish_kernel(PublishArgs p) { publish_counts(p); }
+__global__ void publish_kernel(PublishArgs p) {
+  after_previous_kernel();
+  publish_counts(p);
+}
 
 // Numbering a level, one kernel: positions p < count (the seeds, or the hop's edges)
 // whose edge is the first to reach a node without a local id get consecutive ids in
@@ -305,12 +329,14 @@ __device__ __forceinline__ void number_tile(const NumberArgs& a, int64_t count, 
 }
 
 __global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
+  after_previous_kernel();
   const int64_t count = a.count_ptr != nullptr ? *a.count_ptr : a.static_count;
   number_tile<kBlock, kNumberItems>(a, count, static_cast<uint64_t>(*a.next.c.epoch));
 }
 
 // Level 0 in one block of up to kSeedTile seeds: insert them, then number them.
 __global__ void __launch_bounds__(kSeedBlock) seed_number_kernel(SeedArgs s, NumberArgs n) {
+  after_previous_kernel();
   insert_seed(s, threadIdx.x, blockDim.x);
   __syncthreads();  // every seed's claim is made (number_tile reads the table through L2)
   number_tile<kSeedBlock, kSeedItems>(n, s.num_seeds, static_cast<uint64_t>(s.call.epoch));
@@ -378,6 +404,7 @@ __device__ __forceinline__ int64_t frontier_count(const HopArgs& a, int64_t fron
 }
 
 __global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
+  after_previous_kernel();
   const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
   const int64_t n = m > num_rows ? m : num_rows;
   PYG_ACCEL_FOR_BLOCK_STRIDE(i, n) {
@@ -528,6 +555,7 @@ __device__ __forceinline__ void expand_one(const HopArgs& a, const ExpandArgs& x
 }
 
 __global__ void __launch_bounds__(kBlock, PYG_ACCEL_EXPAND_MIN_BLOCKS) expand_kernel(HopArgs a, ExpandArgs x) {
+  after_previous_kernel();
   const int64_t count = x.len < a.c.edges[a.hop] ? x.len : a.c.edges[a.hop];
   PYG_ACCEL_FOR_BLOCK_STRIDE(p, count) expand_one(a, x, count, p);
 }
@@ -543,6 +571,7 @@ __global__ void __launch_bounds__(kBlock, PYG_ACCEL_EXPAND_MIN_BLOCKS) expand_ke
 template <bool kExpand>
 __global__ void __launch_bounds__(kBlock) draw_group_kernel(HopArgs a, ExpandArgs x, int64_t frontier_len,
                                                             RowsArgs rows, int width) {
+  after_previous_kernel();
   const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
   const int64_t n = std::max(group_threads(m, width), num_rows);
   PYG_ACCEL_FOR_BLOCK_STRIDE(t, n) {
@@ -562,6 +591,7 @@ __global__ void __launch_bounds__(kBlock) draw_group_kernel(HopArgs a, ExpandArg
 // then the last block to finish publishes the counters, which every other block has
 // read by then.
 __global__ void rows_publish_kernel(RowsArgs r, const Outputs* out, PublishArgs p) {
+  after_previous_kernel();
   const int64_t num_rows = rows_count(r);
   PYG_ACCEL_FOR_BLOCK_STRIDE(e, num_rows) write_row(r, out, e, num_rows);
   __shared__ bool last;
@@ -603,6 +633,44 @@ unsigned capped_grid(Kernel kernel, int64_t n) {
     it = resident.emplace(key, static_cast<unsigned>(std::max(1, sms * per_sm))).first;
   }
   return std::min(blocks, it->second);
+}
+
+// Whether the current GPU takes programmatic dependent launches (sm_90+), per device.
+inline bool dependent_launch_supported() {
+  if (!PYG_ACCEL_SAMPLER_PDL) return false;
+  static std::mutex mutex;
+  static std::map<int, bool> supported;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = supported.find(device);
+  if (it == supported.end()) {
+    int major = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    it = supported.emplace(device, major >= 9).first;
+  }
+  return it->second;
+}
+
+// Launches one of a sample's kernels after the first: as a programmatic dependent
+// launch where supported (see after_previous_kernel), else plainly.
+template <typename... Params, typename... Args>
+void launch_after(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t stream, Args... args) {
+  if (!dependent_launch_supported()) {
+    kernel<<<grid, block, 0, stream>>>(args...);
+    return;
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
 }  // namespace
