@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from ..data import FeatureStore, GraphStore
 from ..data.location import LocationLike, resolve_location
-from .synthetic import (PRESETS, _EdgeSampler, check_preset, degree_propensity, sample_by_weight,
+from .synthetic import (PRESETS, EdgeSampler, check_preset, degree_propensity, sample_by_weight,
                         scale_suffix)
 from .topology import generate_csc, in_degrees
 
@@ -111,7 +111,7 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
     comm_weight = torch.exp(0.7 * torch.randn(num_comm, generator=gen, device=device))
     community = sample_by_weight(comm_weight.double().cumsum(0), n, gen)
     weight = degree_propensity(n, spec.degree_exponent, gen, device)
-    sources = _EdgeSampler(weight, community, num_comm, spec.homophily, gen)
+    sources = EdgeSampler(weight, community, num_comm, spec.homophily, gen)
     colptr, row = generate_csc(in_degrees(weight, num_edges, gen), sources.partners, progress=progress,
                                desc=f'graph of {preset}')
     del sources, weight

@@ -72,8 +72,10 @@ def sample_by_weight(cdf: Tensor, n: int, gen: torch.Generator) -> Tensor:
     return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.numel() - 1)
 
 
-class _EdgeSampler:
-    """Draws undirected node pairs by the Chung-Lu-with-communities model above."""
+class EdgeSampler:
+    """Draws edges by the Chung-Lu-with-communities model above: node pairs
+    (:meth:`pairs`, for :func:`synthetic_graph`) or one partner per given node
+    (:meth:`partners`, the sources of :func:`~pyg_accel.datasets.synthetic_stores`)."""
 
     def __init__(self, weight: Tensor, community: Tensor, num_communities: int, homophily: float,
                  gen: torch.Generator) -> None:
@@ -138,7 +140,7 @@ def synthetic_graph(spec: SyntheticSpec, seed: int = 0, device: Union[str, torch
     community = sample_by_weight(comm_weight.double().cumsum(0), n, gen)
     weight = degree_propensity(n, spec.degree_exponent, gen, device)
 
-    sampler = _EdgeSampler(weight, community, num_comm, spec.homophily, gen)
+    sampler = EdgeSampler(weight, community, num_comm, spec.homophily, gen)
     wanted = spec.num_edges // 2
     keys = torch.empty(0, dtype=torch.long, device=device)
     for _ in range(8):  # top up what duplicates and self-loops took away
