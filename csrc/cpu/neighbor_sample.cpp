@@ -193,8 +193,10 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
       const int64_t v = node[frontier[i]];
       offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
     }
-    // CSC positions drawn, their sources, and those sources' dedup keys
-    std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), key(offset[m]);
+    // CSC positions drawn, their sources, and (disjoint: a node's key is tree and id)
+    // those sources' dedup keys; otherwise a node's key is its id, nbr itself
+    std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), tree_key(disjoint ? offset[m] : 0);
+    const std::vector<int64_t>& key = disjoint ? tree_key : nbr;
     const uint64_t key_of_hop = hop_key(random_seed, static_cast<int64_t>(hop));
     at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -213,7 +215,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         // the neighbours' ids and keys too: these random reads run in parallel, not in the pass below
         for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
           nbr[p] = row[drawn[p]];
-          key[p] = map_key(batch[frontier[i]], nbr[p]);
+          if (disjoint) tree_key[p] = map_key(batch[frontier[i]], nbr[p]);
         }
       }
     });
@@ -322,8 +324,9 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
         const int64_t v = node[d_t][from[i]];
         offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
       }
-      // CSC positions drawn, their sources, and those sources' dedup keys
-      std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), key(offset[m]);
+      // CSC positions drawn, their sources, and (disjoint) their dedup keys; else nbr is the key
+      std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), tree_key(disjoint ? offset[m] : 0);
+      const std::vector<int64_t>& key = disjoint ? tree_key : nbr;
       const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
       const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
@@ -343,7 +346,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
           }
           for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {  // (random reads, in parallel)
             nbr[p] = row[drawn[p]];
-            key[p] = disjoint ? batch[d_t][from[i]] * stride + nbr[p] : nbr[p];
+            if (disjoint) tree_key[p] = batch[d_t][from[i]] * stride + nbr[p];
           }
         }
       });
