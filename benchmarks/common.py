@@ -7,7 +7,7 @@ import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -130,11 +130,32 @@ def pyplot():
 
 
 def save_figure(fig, path) -> None:
-    """Lays out ``fig``, writes it to ``path`` (PNG, 120 dpi), closes it and says so."""
+    """Lays out ``fig``, writes it to ``path`` (PNG, 120 dpi; its folder made if need be),
+    closes it and says so."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     pyplot().close(fig)
     print(f'wrote {path}')
+
+
+def plot_times(rows, methods, path, title: str, ticks, xlabel: str, labels: Optional[Dict[str, str]] = None) -> None:
+    """Bars of ``row['<method> ms']`` per row (log scale), one colour per method timed in
+    the first row, ``ticks`` under the rows; nothing without matplotlib."""
+    plt = pyplot()
+    methods = [m for m in methods if f'{m} ms' in rows[0]]
+    if plt is None or not methods:
+        return
+    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(rows) + 3), 4))
+    width = 0.8 / len(methods)
+    for i, method in enumerate(methods):
+        ax.bar([k + i * width for k in range(len(rows))], [r.get(f'{method} ms', float('nan')) for r in rows], width,
+               label=(labels or {}).get(method, method))
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(rows))], ticks)
+    ax.set(yscale='log', ylabel='ms per batch (median)', xlabel=xlabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.0, 1.0))  # (beside the axes: bars span decades)
+    save_figure(fig, path)
 
 
 def add_speedups(row: Dict[str, object], methods, ours: str = 'ours') -> None:

@@ -31,7 +31,7 @@ from typing import Dict, Tuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_speedups, environment, print_table, pyplot, save_figure, save_json  # noqa: E402
+from common import add_speedups, environment, plot_times, print_table, save_json  # noqa: E402
 from sampling import time_batches  # noqa: E402
 
 from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample  # noqa: E402
@@ -117,20 +117,8 @@ def profile_calls(fn, batches, device) -> Dict[str, float]:
 
 def plot(rows, path: Path, title: str) -> None:
     """Time per batch of each sampler (log scale), per fanout list."""
-    plt = pyplot()
-    if plt is None:
-        return
-    methods = [m for m in ('ours', 'ours (CPU kernel) + copy', 'stock PyG (CPU)') if f'{m} ms' in rows[0]]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    width = 0.8 / len(methods)
-    for i, method in enumerate(methods):
-        label = 'ours (CUDA)' if method == 'ours' else method
-        ax.bar([k + i * width for k in range(len(rows))], [r[f'{method} ms'] for r in rows], width, label=label)
-    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(rows))], [f"[{r['fanout']}]" for r in rows])
-    ax.set(yscale='log', ylabel='ms per batch (median)', xlabel='fanout per edge type and hop')
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    save_figure(fig, path)
+    plot_times(rows, ('ours', 'ours (CPU kernel) + copy', 'stock PyG (CPU)'), path, title,
+               [f"[{r['fanout']}]" for r in rows], 'fanout per edge type and hop', {'ours': 'ours (CUDA)'})
 
 
 def main(argv=None) -> dict:

@@ -33,6 +33,7 @@ into CSC, ~1.2x the graph's memory at its peak); its full dataset would not fit 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -42,7 +43,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_graph_arguments, add_speedups, environment, print_table, save_json  # noqa: E402
+from common import add_graph_arguments, add_speedups, environment, plot_times, print_table, save_json  # noqa: E402
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset, synthetic_topology  # noqa: E402
@@ -163,7 +164,12 @@ def main(argv=None) -> dict:
     p.add_argument('--graph-location', choices=['device', 'pinned'], default='device',
                    help="'pinned': the graph in pinned host memory, read by the GPU over the bus")
     p.add_argument('--out', default='bench-out')
+    p.add_argument('--replot', default=None, help='only redraw the plot of a saved JSON (into --out)')
     args = p.parse_args(argv)
+    if args.replot:
+        saved = json.loads(Path(args.replot).read_text())
+        plot(saved, Path(args.out) / Path(args.replot).with_suffix('.png').name)
+        return saved
     device = torch.device(args.device)
     pinned = args.graph_location == 'pinned'
     if pinned and device.type != 'cuda':
@@ -236,8 +242,18 @@ def main(argv=None) -> dict:
     payload['table'] = print_table(rows, columns, f"neighbour sampling on {graph_name} ({payload['device']}), "
                                                   'median ms per batch')
     stem = 'sampling_topology' if 'topology' in graph_name else 'sampling'
-    save_json(Path(args.out) / (f'{stem}_pinned.json' if pinned else f'{stem}.json'), payload)
+    stem = f'{stem}_pinned' if pinned else stem
+    save_json(Path(args.out) / f'{stem}.json', payload)
+    plot(payload, Path(args.out) / f'{stem}.png')
     return payload
+
+
+def plot(payload: dict, path: Path) -> None:
+    """Time per batch of each sampler (log scale) per fanout and batch size."""
+    rows = payload['rows']
+    plot_times(rows, ('ours', 'ours, CPU kernel', 'per-hop torch', 'stock PyG (CPU)'), path,
+               payload['table'].splitlines()[0], [f"{r['fanout']}\n{r['batch']}" for r in rows],
+               'fanout, batch size', {'ours': f"ours ({payload['args']['device']})"})
 
 
 if __name__ == '__main__':

@@ -7,6 +7,7 @@ import torch
 from conftest import requires_cuda
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
+import common as bench_common  # noqa: E402
 import gather as gather_bench  # noqa: E402
 
 
@@ -40,6 +41,10 @@ def test_sampling_benchmark_on_a_generated_topology(tmp_path):
     import torch_geometric.typing as pyg_typing
     assert ('stock PyG (CPU) ms' in row) == pyg_typing.WITH_TORCH_SPARSE  # (on the same CSC, given as adj_t)
     assert (tmp_path / 'sampling_topology.json').is_file()
+    assert (tmp_path / 'sampling_topology.png').is_file() or bench_common.pyplot() is None
+    again = sampling_bench.main(['--replot', str(tmp_path / 'sampling_topology.json'), '--out', str(tmp_path / 're')])
+    assert again['rows'] == result['rows']
+    assert (tmp_path / 're' / 'sampling_topology.png').is_file() or bench_common.pyplot() is None
 
 
 @requires_cuda
