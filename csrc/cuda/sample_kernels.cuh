@@ -82,7 +82,7 @@ struct Counters {
 
 // Programmatic dependent launch (sm_90+; PYG_ACCEL_SAMPLER_PDL=0 at compile time turns
 // it off, a variant for comparison). Each kernel of a sample after the first is
-// launched while the one before it still runs (neighbor_sample.cu's launch()): its
+// launched while the one before it still runs (launch_after, below): its
 // blocks become resident early and wait here, before doing anything, for the previous
 // grid to finish and its writes to be visible; then each lets the next kernel launch.
 // Since nothing runs before the wait, the order of every read and write is as without
@@ -635,19 +635,25 @@ unsigned capped_grid(Kernel kernel, int64_t n) {
   return std::min(blocks, it->second);
 }
 
-// Whether the current GPU takes programmatic dependent launches (sm_90+), per device.
-inline bool dependent_launch_supported() {
+// Whether `kernel` can be a programmatic dependent launch on the current GPU: an sm_90+
+// device, and the kernel compiled for compute_90+ (where after_previous_kernel() holds
+// the wait; a compute_80 build JIT-compiled for an H100 has none and must launch
+// plainly). Cached per kernel and device.
+inline bool dependent_launch_supported(const void* kernel) {
   if (!PYG_ACCEL_SAMPLER_PDL) return false;
   static std::mutex mutex;
-  static std::map<int, bool> supported;
+  static std::map<std::pair<const void*, int>, bool> supported;
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = supported.find(device);
+  const auto key = std::make_pair(kernel, device);
+  auto it = supported.find(key);
   if (it == supported.end()) {
     int major = 0;
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    it = supported.emplace(device, major >= 9).first;
+    cudaFuncAttributes attributes{};
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    it = supported.emplace(key, major >= 9 && attributes.ptxVersion >= 90).first;
   }
   return it->second;
 }
@@ -656,7 +662,7 @@ inline bool dependent_launch_supported() {
 // launch where supported (see after_previous_kernel), else plainly.
 template <typename... Params, typename... Args>
 void launch_after(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t stream, Args... args) {
-  if (!dependent_launch_supported()) {
+  if (!dependent_launch_supported(reinterpret_cast<const void*>(kernel))) {
     kernel<<<grid, block, 0, stream>>>(args...);
     return;
   }
