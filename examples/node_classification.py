@@ -113,21 +113,22 @@ def accuracy(logits: torch.Tensor, y: torch.Tensor, split: Dict[str, torch.Tenso
 def full_graph_evaluator(fs, gs, split, device) -> Callable[[torch.nn.Module], Dict[str, float]]:
     """Accuracy on every split from one whole-graph forward pass (x and the graph read
     from the stores onto ``device``)."""
-    x_all, y_all, edge_index = whole_graph(fs, gs, device)
+    x_all, y_all, edge_index = whole_graph(fs, gs, device, x_to_device=False)
     split = {k: v.to(device) for k, v in split.items()}
 
     @torch.no_grad()
-    def evaluate(model):
-        return accuracy(model(x_all, edge_index), y_all, split)
+    def evaluate(model):  # (x copied to the device only while evaluating: it may live in host memory)
+        return accuracy(model(x_all.to(device), edge_index), y_all, split)
     return evaluate
 
 
-def whole_graph(fs, gs, device):
-    """``(x, y, edge_index)`` of the whole graph, read from the stores onto ``device``."""
-    x = fs.get_tensor(group_name=None, attr_name='x', index=None).to(device)
+def whole_graph(fs, gs, device, x_to_device: bool = True):
+    """``(x, y, edge_index)`` of the whole graph read from the stores, on ``device`` (``x``
+    where its store holds it unless ``x_to_device``)."""
+    x = fs.get_tensor(group_name=None, attr_name='x', index=None)
     y = fs.get_tensor(group_name=None, attr_name='y', index=None).to(device)
     row, col = gs.get_edge_index(edge_type=None, layout='coo', is_sorted=True)
-    return x, y, torch.stack([row, col]).to(device)
+    return x.to(device) if x_to_device else x, y, torch.stack([row, col]).to(device)
 
 
 def sampled_evaluator(fs, gs, split, device, fanout: List[int], batch_size: int = 4096,
