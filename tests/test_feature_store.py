@@ -169,6 +169,11 @@ def test_location_errors():
             with pytest.raises(RuntimeError, match='needs a CUDA GPU'):
                 FeatureStore(loc)
     assert FeatureStore('auto').location.kind == ('cuda' if HAS_CUDA else 'cpu')
+    for kind in locations():  # an empty tensor in each tier, to be filled in place
+        loc = FeatureStore(kind).location
+        block = loc.empty((5, 3), torch.float16)
+        assert block.shape == (5, 3) and block.dtype == torch.float16
+        assert block.device.type == loc.storage_device.type and block.is_pinned() == (loc.kind == 'pinned')
 
 
 @requires_cuda

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -36,6 +36,14 @@ class Location:
         """Where the stored bytes live ('pinned' memory is host memory)."""
         return self.device if self.kind in ('cuda', 'sharded') else torch.device('cpu')
 
+    def empty(self, shape: Tuple[int, ...], dtype: torch.dtype) -> Tensor:
+        """An uninitialised tensor in this tier's memory (page-locked for 'pinned'), to be
+        filled in place, e.g. block by block from a GPU, without a second copy."""
+        if self.kind == 'sharded':
+            raise ValueError("pyg_accel: a 'sharded' tensor is built collectively by every process "
+                             '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
+        return torch.empty(shape, dtype=dtype, device=self.storage_device, pin_memory=self.kind == 'pinned')
+
     def place(self, tensor: Tensor) -> Tensor:
         """``tensor`` moved into this tier (no copy when it is there already).
         ('sharded' tensors are built collectively: :class:`pyg_accel.distributed.ShardedTensor`.)"""
@@ -46,8 +54,7 @@ class Location:
             return tensor.to(self.device)
         if self.kind == 'pinned':
             if tensor.is_cuda:  # one DMA copy into pinned memory (not pageable, then pinned: 2x the host memory)
-                pinned = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-                return pinned.copy_(tensor)
+                return self.empty(tuple(tensor.shape), tensor.dtype).copy_(tensor)
             tensor = tensor.cpu()
             return tensor if tensor.is_pinned() else tensor.pin_memory()
         return tensor.cpu()

@@ -77,14 +77,6 @@ class StoredNodeDataset:
                 f'features {self.feature_store.location}, graph {self.graph_store.location})')
 
 
-def _empty_rows(num_rows: int, width: int, location: LocationLike) -> Tensor:
-    """An uninitialised ``[num_rows, width]`` float32 tensor in ``location``'s memory."""
-    loc = resolve_location(location)
-    if loc.kind == 'pinned':
-        return torch.empty(num_rows, width, pin_memory=True)
-    return torch.empty(num_rows, width, device=loc.device if loc.kind == 'cuda' else 'cpu')
-
-
 def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int = 0,
                      device: Union[str, torch.device] = 'cpu', feature_location: LocationLike = 'cpu',
                      graph_location: LocationLike = 'cpu', progress: bool = False) -> StoredNodeDataset:
@@ -125,7 +117,7 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
     y[relabel] = torch.randint(spec.num_classes, (int(relabel.sum()),), generator=gen, device=device)
     del community, relabel
     centroids = torch.randn(spec.num_classes, width, generator=gen, device=device)
-    x = _empty_rows(n, width, feature_location)
+    x = resolve_location(feature_location).empty((n, width), torch.float32)
     for lo in tqdm(range(0, n, _FEATURE_ROWS_PER_BLOCK), desc=f'features of {preset}', unit='block',
                    disable=not progress):
         hi = min(lo + _FEATURE_ROWS_PER_BLOCK, n)
