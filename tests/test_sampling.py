@@ -652,6 +652,52 @@ def test_hetero_cuda_degenerate_inputs_and_errors():
     assert good.node['paper'][:2].tolist() == [1, 2]
 
 
+def _sync_count(fn) -> int:
+    """How many host synchronisations `fn()` makes (PyTorch's sync debug mode)."""
+    import warnings
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        torch.cuda.set_sync_debug_mode('warn')
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode('default')
+    return sum('synchronizing' in str(w.message) for w in caught)
+
+
+@requires_cuda
+def test_hetero_cuda_fanout_all_reads_the_max_degree_once_per_graph():
+    """Fanout -1 bounds its draws by the edge type's largest in-degree. It is read from
+    the device the first time a colptr is seen (a host sync) and remembered while that
+    tensor is unmodified: an in-place edit that raises the largest degree must be seen,
+    or the buffers would be too small."""
+    colptrs, rows, num_nodes = random_hetero_graph()
+    et = ('paper', 'cites', 'paper')
+    colptrs = {k: v.cuda() for k, v in colptrs.items()}
+    rows = {k: v.cuda() for k, v in rows.items()}
+    seeds = {'paper': torch.arange(0, 60, device='cuda')}
+    bounded = {k: [2, 2] for k in colptrs}
+    every = dict(bounded, **{et: [-1, 2]})
+
+    def sample(fanouts):
+        return hetero_neighbor_sample(colptrs, rows, seeds, fanouts, num_nodes, random_seed=3)
+
+    plain = _sync_count(lambda: sample(bounded))
+    assert _sync_count(lambda: sample(every)) == plain + 1  # first sight of this colptr
+    assert _sync_count(lambda: sample(every)) == plain  # remembered
+    # every 'cites' edge now enters paper 0: its in-degree becomes the whole edge count
+    num_edges = rows[et].numel()
+    colptrs[et].copy_(torch.cat([torch.zeros(1, dtype=torch.long, device='cuda'),
+                                 torch.full((num_nodes['paper'],), num_edges, device='cuda')]))
+    gpu = sample(every)
+    cpu = hetero_neighbor_sample({k: v.cpu() for k, v in colptrs.items()}, {k: v.cpu() for k, v in rows.items()},
+                                 {'paper': seeds['paper'].cpu()}, every, num_nodes, random_seed=3)
+    assert gpu.num_sampled_edges[et][0] == num_edges == cpu.num_sampled_edges[et][0]
+    for k in colptrs:
+        assert torch.equal(gpu.row[k].cpu(), cpu.row[k]) and torch.equal(gpu.col[k].cpu(), cpu.col[k])
+
+
 @pytest.mark.parametrize('disjoint', [False, True])
 def test_hetero_opcheck(sample_device, disjoint):
     """Schema, fake kernel (per-type outputs of dynamic sizes) and dispatch of the raw

@@ -29,6 +29,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -41,6 +43,7 @@
 #include "../sampling_seed.h"
 #include "sample_draws.cuh"
 #include "sample_table.cuh"
+#include "tensor_id.h"
 #include "tile_scan.cuh"
 
 namespace pyg_accel {
@@ -425,6 +428,33 @@ void launch(Kernel kernel, int64_t n, cudaStream_t stream, Args... args) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// The largest in-degree of an edge type (fanout -1's bound on its draws): read from
+// the device (a host sync) the first time a colptr tensor is seen, then remembered
+// while the caller passes that same, unmodified tensor. `given` is the caller's
+// tensor (the cache's key), `colptr` its int64 contiguous form.
+int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
+  if (colptr.numel() <= 1) return 0;
+  constexpr size_t kCapacity = 64;
+  static std::mutex mutex;
+  static std::list<std::pair<TensorId, int64_t>> known;  // most recently used first
+  const TensorId id = TensorId::of(&given);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    known.remove_if([](const std::pair<TensorId, int64_t>& k) { return !k.first.alive(); });
+    for (auto it = known.begin(); it != known.end(); ++it) {
+      if (it->first.same(id)) {
+        known.splice(known.begin(), known, it);
+        return known.front().second;
+      }
+    }
+  }
+  const int64_t degree = (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>();
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace_front(id, degree);
+  if (known.size() > kCapacity) known.pop_back();
+  return degree;
+}
+
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
 
 using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
@@ -491,10 +521,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   auto fan_bound = [&](int64_t r, int64_t h) {
     const int64_t f = num_neighbors[r * H + h];
     if (f >= 0) return f;
-    if (max_degree[r] < 0) {  // (a host read, only for fanout -1)
-      const at::Tensor& cp = colptrs[r];
-      max_degree[r] = cp.numel() > 1 ? (cp.slice(0, 1) - cp.slice(0, 0, -1)).max().item<int64_t>() : 0;
-    }
+    if (max_degree[r] < 0) max_degree[r] = max_in_degree(colptr_list[r], colptrs[r]);
     return max_degree[r];
   };
   std::vector<std::vector<int64_t>> level_bound(T, std::vector<int64_t>(H + 1, 0));

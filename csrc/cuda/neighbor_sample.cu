@@ -57,33 +57,13 @@
 #include "sample_kernels.cuh"
 #include "sample_table.cuh"
 #include "sample_wait.h"
+#include "tensor_id.h"
 
 namespace pyg_accel {
 namespace {
 
 // Wall-clock microseconds this thread waited for the GPU in its last sample.
 thread_local double last_wait_us = 0.0;
-
-// Identity of an input tensor: its storage (weakly held), data pointer, size and
-// version, so a plan is reused only while its inputs are the same, unmodified tensors.
-struct TensorId {
-  const void* ptr = nullptr;
-  int64_t numel = 0;
-  int64_t version = 0;
-  std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;
-
-  static TensorId of(const at::Tensor* t) {
-    TensorId id;
-    if (t == nullptr || !t->defined()) return id;
-    id.ptr = t->data_ptr();
-    id.numel = t->numel();
-    id.version = t->is_inference() ? 0 : static_cast<int64_t>(t->_version());
-    id.storage = t->storage().getWeakStorageImpl();
-    return id;
-  }
-  bool alive() const { return !storage.has_value() || !storage->expired(); }
-  bool same(const TensorId& o) const { return ptr == o.ptr && numel == o.numel && version == o.version; }
-};
 
 struct PlanKey {
   int device;

@@ -609,9 +609,41 @@ __global__ void rows_publish_kernel(RowsArgs r, const Outputs* out, PublishArgs 
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, (n + kBlock - 1) / kBlock)); }
 
+// What the launches need to know of one kernel on one GPU, looked up once per kernel
+// and device: how many of its blocks the GPU runs at once (its occupancy), and whether
+// it can be a programmatic dependent launch (an sm_90+ device and the kernel compiled
+// for compute_90+, where after_previous_kernel() holds the wait; a compute_80 build
+// JIT-compiled for an H100 has none and must launch plainly; `ptxVersion` as CUB reads it).
+struct KernelFacts {
+  unsigned resident_blocks;
+  bool dependent_launch;
+};
+
+inline KernelFacts kernel_facts(const void* kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, KernelFacts> known;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(kernel, device);
+  auto it = known.find(key);
+  if (it == known.end()) {
+    int sms = 0, per_sm = 0, major = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0));
+    cudaFuncAttributes attributes{};
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    const KernelFacts facts{static_cast<unsigned>(std::max(1, sms * per_sm)),
+                            major >= 9 && attributes.ptxVersion >= 90};
+    it = known.emplace(key, facts).first;
+  }
+  return it->second;
+}
+
 // The grid of a grid-stride kernel for n threads: at most the blocks of `kernel` that
-// the current GPU runs at once (its occupancy, computed once per kernel and device).
-// PYG_ACCEL_SAMPLER_CAP_GRIDS=0 launches one thread per item instead (a variant).
+// the current GPU runs at once. PYG_ACCEL_SAMPLER_CAP_GRIDS=0 launches one thread per
+// item instead (a variant).
 #ifndef PYG_ACCEL_SAMPLER_CAP_GRIDS
 #define PYG_ACCEL_SAMPLER_CAP_GRIDS 1
 #endif
@@ -619,50 +651,14 @@ template <typename Kernel>
 unsigned capped_grid(Kernel kernel, int64_t n) {
   const unsigned blocks = grid_for(n);
   if (!PYG_ACCEL_SAMPLER_CAP_GRIDS) return blocks;
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, unsigned> resident;
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
-  auto it = resident.find(key);
-  if (it == resident.end()) {
-    int sms = 0, per_sm = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0));
-    it = resident.emplace(key, static_cast<unsigned>(std::max(1, sms * per_sm))).first;
-  }
-  return std::min(blocks, it->second);
-}
-
-// Whether `kernel` can be a programmatic dependent launch on the current GPU: an sm_90+
-// device, and the kernel compiled for compute_90+ (where after_previous_kernel() holds
-// the wait; a compute_80 build JIT-compiled for an H100 has none and must launch
-// plainly). Cached per kernel and device.
-inline bool dependent_launch_supported(const void* kernel) {
-  if (!PYG_ACCEL_SAMPLER_PDL) return false;
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, bool> supported;
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(kernel, device);
-  auto it = supported.find(key);
-  if (it == supported.end()) {
-    int major = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    cudaFuncAttributes attributes{};
-    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-    it = supported.emplace(key, major >= 9 && attributes.ptxVersion >= 90).first;
-  }
-  return it->second;
+  return std::min(blocks, kernel_facts(reinterpret_cast<const void*>(kernel)).resident_blocks);
 }
 
 // Launches one of a sample's kernels after the first: as a programmatic dependent
 // launch where supported (see after_previous_kernel), else plainly.
 template <typename... Params, typename... Args>
 void launch_after(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t stream, Args... args) {
-  if (!dependent_launch_supported(reinterpret_cast<const void*>(kernel))) {
+  if (!PYG_ACCEL_SAMPLER_PDL || !kernel_facts(reinterpret_cast<const void*>(kernel)).dependent_launch) {
     kernel<<<grid, block, 0, stream>>>(args...);
     return;
   }
