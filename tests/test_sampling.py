@@ -652,10 +652,12 @@ def test_hetero_cuda_degenerate_inputs_and_errors():
     assert good.node['paper'][:2].tolist() == [1, 2]
 
 
-def _sync_count(fn) -> int:
-    """How many host synchronisations `fn()` makes (PyTorch's sync debug mode)."""
+def _sync_count(fn, capfd) -> int:
+    """How many host synchronisations `fn()` makes (PyTorch's sync debug mode; a sync in
+    a C++ op is reported on stderr, one in Python as a warning)."""
     import warnings
     torch.cuda.synchronize()
+    capfd.readouterr()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         torch.cuda.set_sync_debug_mode('warn')
@@ -663,11 +665,12 @@ def _sync_count(fn) -> int:
             fn()
         finally:
             torch.cuda.set_sync_debug_mode('default')
-    return sum('synchronizing' in str(w.message) for w in caught)
+    message = 'called a synchronizing CUDA operation'
+    return capfd.readouterr().err.count(message) + sum(message in str(w.message) for w in caught)
 
 
 @requires_cuda
-def test_hetero_cuda_fanout_all_reads_the_max_degree_once_per_graph():
+def test_hetero_cuda_fanout_all_reads_the_max_degree_once_per_graph(capfd):
     """Fanout -1 bounds its draws by the edge type's largest in-degree. It is read from
     the device the first time a colptr is seen (a host sync) and remembered while that
     tensor is unmodified: an in-place edit that raises the largest degree must be seen,
@@ -678,14 +681,15 @@ def test_hetero_cuda_fanout_all_reads_the_max_degree_once_per_graph():
     rows = {k: v.cuda() for k, v in rows.items()}
     seeds = {'paper': torch.arange(0, 60, device='cuda')}
     bounded = {k: [2, 2] for k in colptrs}
-    every = dict(bounded, **{et: [-1, 2]})
+    every = {**bounded, et: [-1, 2]}
 
     def sample(fanouts):
         return hetero_neighbor_sample(colptrs, rows, seeds, fanouts, num_nodes, random_seed=3)
 
-    plain = _sync_count(lambda: sample(bounded))
-    assert _sync_count(lambda: sample(every)) == plain + 1  # first sight of this colptr
-    assert _sync_count(lambda: sample(every)) == plain  # remembered
+    plain = _sync_count(lambda: sample(bounded), capfd)
+    assert plain >= 1  # (the one read of the counts: the count works)
+    assert _sync_count(lambda: sample(every), capfd) == plain + 1  # first sight of this colptr
+    assert _sync_count(lambda: sample(every), capfd) == plain  # remembered
     # every 'cites' edge now enters paper 0: its in-degree becomes the whole edge count
     num_edges = rows[et].numel()
     colptrs[et].copy_(torch.cat([torch.zeros(1, dtype=torch.long, device='cuda'),
