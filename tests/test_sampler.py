@@ -1,4 +1,6 @@
 """pyg_accel.sampler.NeighborSampler through PyG's loaders and pyg_accel.loader."""
+import gc
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -395,6 +397,7 @@ def test_pinned_graph_is_sampled_on_the_gpu_in_place(dataset, mode):
     outs = []
     for graph_location in ('cuda', 'pinned'):
         fs, gs = from_data(data, 'cuda', graph_location=graph_location)
+        gc.collect()  # (the previous iteration's stores, freed now rather than while measuring)
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         sampler = NeighborSampler((fs, gs), [5, 3], seed=0, **kwargs)

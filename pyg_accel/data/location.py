@@ -18,6 +18,8 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .host_memory import pinned_copy, pinned_empty
+
 __all__ = ['Location', 'resolve_location']
 
 LocationLike = Union[str, torch.device, 'Location']
@@ -42,7 +44,9 @@ class Location:
         if self.kind == 'sharded':
             raise ValueError("pyg_accel: a 'sharded' tensor is built collectively by every process "
                              '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
-        return torch.empty(shape, dtype=dtype, device=self.storage_device, pin_memory=self.kind == 'pinned')
+        if self.kind == 'pinned':
+            return pinned_empty(shape, dtype)
+        return torch.empty(shape, dtype=dtype, device=self.storage_device)
 
     def place(self, tensor: Tensor) -> Tensor:
         """``tensor`` moved into this tier (no copy when it is there already).
@@ -52,11 +56,8 @@ class Location:
                              '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
         if self.kind == 'cuda':
             return tensor.to(self.device)
-        if self.kind == 'pinned':
-            if tensor.is_cuda:  # one DMA copy into pinned memory (not pageable, then pinned: 2x the host memory)
-                return self.empty(tuple(tensor.shape), tensor.dtype).copy_(tensor)
-            tensor = tensor.cpu()
-            return tensor if tensor.is_pinned() else tensor.pin_memory()
+        if self.kind == 'pinned':  # (from a GPU: one DMA copy, not pageable then pinned)
+            return pinned_copy(tensor)
         return tensor.cpu()
 
     def __str__(self) -> str:

@@ -17,6 +17,7 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
 from ..data import GraphStore
+from ..data.host_memory import pinned_copy
 from ..ops.gather import gather, uva_view
 from ..ops.sparse import take_rows
 
@@ -77,7 +78,7 @@ def csc_positions(batch: Union[Data, HeteroData], graph_store: GraphStore,
             inverse = torch.empty_like(perm)
             inverse[perm] = torch.arange(perm.numel(), device=perm.device, dtype=perm.dtype)
             if perm.is_cpu and perm.is_pinned() and store.e_id.is_cuda:  # a pinned graph sampled on the GPU
-                inverse = uva_view(inverse.pin_memory(), store.e_id.device)
+                inverse = uva_view(pinned_copy(inverse), store.e_id.device)
             inverse_perms[edge_type] = inverse
         inverse = inverse_perms[edge_type]
         positions[edge_type] = inverse[store.e_id.to(inverse.device)]

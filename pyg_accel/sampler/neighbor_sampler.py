@@ -26,6 +26,7 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from ..data.graph_store import GraphStore
+from ..data.host_memory import pinned_copy
 from ..ops.gather import trust_index, uva_view
 from ..ops.sampling import cuda_sampling_available, hetero_neighbor_sample, neighbor_sample
 from .induced import hetero_induced_edges, induced_edges
@@ -68,7 +69,7 @@ def _readable_on(t: Optional[Tensor], device: torch.device, host_resident: bool,
         return None
     if host_resident and device.type == 'cuda' and t.is_cpu and not copy:
         t = t if dtype is None else t.to(dtype)
-        return uva_view(t if t.is_pinned() else t.pin_memory(), device)
+        return uva_view(pinned_copy(t), device)
     return t.to(device, dtype)
 
 
