@@ -75,8 +75,14 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
         return x_dst is x_src and x_src.dim() == 2 and num_dst == x_src.size(0)
 
     def _lazy(self) -> bool:
-        """Whether some weight still waits for its input size (``in_channels=-1``)."""
-        return any(isinstance(p, UninitializedParameter) for p in self.parameters())
+        """Whether some weight still waits for its input size (``in_channels=-1``). Once
+        every weight is sized this is remembered (walking the parameters cost ~4 us per
+        call, on the host path of every step)."""
+        if self.__dict__.get('_sized', False):
+            return False
+        lazy = any(isinstance(p, UninitializedParameter) for p in self.parameters())
+        self.__dict__['_sized'] = not lazy  # (not a module attribute: no state_dict or repr entry)
+        return lazy
 
 
 class _SAGEWithRoot(torch.autograd.Function):
