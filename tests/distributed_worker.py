@@ -105,21 +105,28 @@ def check_host_copy(rank: int, device: torch.device) -> None:
     location = 'cuda' if cuda else 'cpu'
     seeds = torch.arange(40)
     samples = []
-    for share in (False, True):
+    for share in ('no', 'every rank loads', 'rank 0 loads'):
         fs, gs = from_data(data, location, graph_location='pinned' if cuda else 'cpu')
-        if share:
-            share_graph_store(gs)
+        if share == 'rank 0 loads':  # the other ranks pass None and get a new store
+            gs = share_graph_store(gs if rank == 0 else None)
+            assert gs.location.kind == ('pinned' if cuda else 'cpu') and gs.device.type == device.type
+        elif share == 'every rank loads':
+            assert share_graph_store(gs) is gs
+        if share != 'no':
             row, colptr, perm = gs.csc()
             assert row.is_pinned() == cuda and gs.get_edge_feature('w').is_pinned() == cuda
         sampler = NeighborSampler((fs, gs), [4, 3], seed=0, weight_attr='w')
         assert sampler.device.type == device.type
         samples.append(sampler._sample(seeds))
     for key in ('node', 'row', 'col', 'edge'):
-        assert torch.equal(getattr(samples[0], key), getattr(samples[1], key)), key
+        assert all(torch.equal(getattr(samples[0], key), getattr(s, key)) for s in samples[1:]), key
     # another graph on rank 1: every rank raises (none is left waiting in a collective)
     other = Data(edge_index=data.edge_index[:, :1000 if rank else 2000], num_nodes=400)
     with pytest.raises(ValueError, match='ranks \\[1\\] hold another graph'):
         share_graph_store(from_data(other, location, graph_location='pinned' if cuda else 'cpu')[1])
+    # rank 0 without a store: every rank raises
+    with pytest.raises(ValueError, match='rank 0 must pass its GraphStore'):
+        share_graph_store(None if rank == 0 else gs)
 
 
 if __name__ == '__main__':

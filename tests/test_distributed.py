@@ -86,6 +86,8 @@ def test_host_copy_in_one_process():
     assert all(torch.equal(a, b) for a, b in zip(before, after) if a is not None)
     with pytest.raises(TypeError, match="pyg_accel's GraphStore"):
         share_graph_store(object())
+    with pytest.raises(ValueError, match='rank 0 must pass its GraphStore'):
+        share_graph_store(None)
     with pytest.raises(TypeError, match='torch.Tensor'):
         share_host_tensor([1, 2])
     if torch.cuda.is_available():

@@ -9,7 +9,7 @@ permutation back to the input edge order, and always records ``EdgeAttr.size``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -259,18 +259,11 @@ class GraphStore(torch_geometric.data.GraphStore):
         """Names of the per-edge tensors stored for ``edge_type``."""
         return sorted(self.graph(edge_type).features)
 
-    def replace_tensors_(self, fn: Callable[[Tensor], Tensor]) -> 'GraphStore':
-        """Replaces every held tensor ``t`` (each edge type's ``row``, ``colptr``,
-        ``perm`` and per-edge tensors, edge types and names in a fixed order, the same in
-        every process holding the same graph) by ``fn(t)``, which must hold the same
-        values where this store's location puts them (e.g.
-        :func:`pyg_accel.distributed.share_graph_store`'s shared copies). Returns self."""
-        for edge_type in sorted(self._graphs, key=repr):
-            csc = self._graphs[edge_type]
-            csc.row, csc.colptr = fn(csc.row), fn(csc.colptr)
-            csc.perm = None if csc.perm is None else fn(csc.perm)
-            csc.features = {name: fn(csc.features[name]) for name in sorted(csc.features)}
-        return self
+    def _set_graph(self, edge_type: EdgeType, csc: CSCGraph) -> None:
+        """Holds ``csc`` as ``edge_type``'s graph as it is: its tensors must already be
+        valid CSC in this store's location (for
+        :func:`pyg_accel.distributed.share_graph_store`)."""
+        self._graphs[edge_type] = csc
 
     def __repr__(self) -> str:
         items = ', '.join(f'{et!r}: {g.num_edges} edges, size={g.size}' for et, g in self._graphs.items())

@@ -11,10 +11,12 @@ and the CPU sampler of every process reads it.
 """
 from __future__ import annotations
 
+from typing import List, Optional, Tuple
+
 import torch
 from torch import Tensor
 
-from ..data.graph_store import GraphStore
+from ..data.graph_store import CSCGraph, GraphStore
 from ..ops import host_register
 from .shards import _all_gather, _share_cpu, _world
 
@@ -40,37 +42,70 @@ def share_host_tensor(tensor: Tensor, group=None, pin: bool = True) -> Tensor:
     return shared
 
 
-def share_graph_store(graph_store: GraphStore, group=None) -> GraphStore:
-    """Collective over ``group``: every process passes its :class:`GraphStore` holding
-    the same graph in ``'pinned'`` (or ``'cpu'``) memory; afterwards every store holds
-    views of one copy of rank 0's tensors in shared host memory (page-locked for
-    ``'pinned'``), and the processes' own copies are freed once nothing else holds
-    them. Returns ``graph_store``."""
-    if not isinstance(graph_store, GraphStore):
-        raise TypeError(f"share_graph_store: expected pyg_accel's GraphStore, got {type(graph_store).__name__}")
-    kind = graph_store.location.kind
+def share_graph_store(graph_store: Optional[GraphStore], group=None) -> GraphStore:
+    """Collective over ``group``: afterwards every process holds views of one copy of
+    rank 0's graph in shared host memory (page-locked for ``'pinned'``).
+
+    Rank 0 passes its :class:`GraphStore` in ``'pinned'`` (or ``'cpu'``) memory. Every
+    other rank passes either a store holding the same graph (checked; its own copy is
+    freed once nothing else holds it) or ``None``, so that only rank 0 loads the graph:
+    ``share_graph_store(gs if rank == 0 else None)``. Returns the store: the one passed,
+    or a new one in rank 0's location (on this process's GPU) where ``None`` was passed.
+    Every rank raises the same error if the stores cannot be shared, so none is left
+    waiting in a collective."""
+    if graph_store is not None and not isinstance(graph_store, GraphStore):
+        raise TypeError(f"share_graph_store: expected pyg_accel's GraphStore (or None on ranks other than 0), got "
+                        f"{type(graph_store).__name__}")
+    rank, world_size = _world(group)
+    mine = _describe(graph_store)
+    everyone = [mine] if world_size == 1 else _all_gather(mine, group, world_size)
+    layout = _check_shareable(everyone)
+    kind = layout[0]
+    store = graph_store if graph_store is not None else GraphStore(kind)
+
+    def share(t: Optional[Tensor], dtype: torch.dtype) -> Tensor:
+        return share_host_tensor(t if t is not None else torch.empty(0, dtype=dtype), group, pin=kind == 'pinned')
+
+    for edge_type, size, has_perm, features in layout[1]:  # (one order on every rank)
+        held = graph_store.graph(edge_type) if graph_store is not None else None
+        row = share(held.row if held else None, torch.long)
+        colptr = share(held.colptr if held else None, torch.long)
+        perm = share(held.perm if held else None, torch.long) if has_perm else None
+        shared = {name: share(held.features[name] if held else None, getattr(torch, dtype))
+                  for name, dtype in features}
+        store._set_graph(edge_type, CSCGraph(row, colptr, perm, size, shared))
+    return store
+
+
+def _describe(graph_store: Optional[GraphStore]) -> Optional[tuple]:
+    """What every rank must agree on to share ``graph_store`` (``None`` for none): its
+    location kind, and per edge type (in a fixed order) the size, edge count, whether
+    it has a permutation, and its per-edge tensors' names and dtypes."""
+    if graph_store is None:
+        return None
+    edge_types = sorted((attr.edge_type for attr in graph_store.get_all_edge_attrs()), key=repr)
+    described = []
+    for edge_type in edge_types:
+        csc = graph_store.graph(edge_type)
+        features = tuple((name, str(csc.features[name].dtype).replace('torch.', ''))
+                         for name in sorted(csc.features))
+        described.append((edge_type, tuple(csc.size), csc.num_edges, csc.perm is not None, features))
+    return graph_store.location.kind, tuple(described)
+
+
+def _check_shareable(everyone: List[Optional[tuple]]) -> Tuple[str, List[tuple]]:
+    """Rank 0's (location kind, [(edge type, size, has perm, features)]), after checking
+    every rank's description (raised on every rank alike)."""
+    first = everyone[0]
+    if first is None:
+        raise ValueError('share_graph_store: rank 0 must pass its GraphStore (the other ranks may pass None)')
+    kind = first[0]
     if kind not in ('pinned', 'cpu'):
         raise ValueError(f"share_graph_store: the graph must be in host memory ('pinned' or 'cpu'), not {kind!r}; "
                          "a 'cuda' graph lives in each GPU's own memory")
-    _check_same_graph(graph_store, group)
-    return graph_store.replace_tensors_(lambda t: share_host_tensor(t, group, pin=kind == 'pinned'))
-
-
-def _check_same_graph(graph_store: GraphStore, group) -> None:
-    """Raises on every rank (so that none waits in a collective the others skip) unless
-    every rank's store holds the same edge types, sizes, edge counts and per-edge
-    tensors: the tensors are shared one by one, in one order, by one collective each."""
-    rank, world_size = _world(group)
-    if world_size == 1:
-        return
-    mine = [(repr(attr.edge_type), tuple(attr.size), graph_store.graph(attr.edge_type).num_edges,
-             graph_store.graph(attr.edge_type).perm is None,
-             [(name, str(graph_store.get_edge_feature(name, attr.edge_type).dtype))
-              for name in graph_store.edge_feature_names(attr.edge_type)])
-            for attr in sorted(graph_store.get_all_edge_attrs(), key=lambda a: repr(a.edge_type))]
-    everyone = _all_gather(mine, group, world_size)
-    differ = [r for r, theirs in enumerate(everyone) if theirs != everyone[0]]
+    differ = [r for r, theirs in enumerate(everyone) if theirs is not None and theirs != first]
     if differ:
         raise ValueError(f'share_graph_store: the stores of ranks {differ} hold another graph than rank 0 '
-                         f'(edge types, sizes, edge counts or per-edge tensors differ); every process must pass '
-                         f'the same graph')
+                         f'(location, edge types, sizes, edge counts or per-edge tensors differ); every process '
+                         f'must pass the same graph, or None')
+    return kind, [(edge_type, size, has_perm, features) for edge_type, size, _, has_perm, features in first[1]]
