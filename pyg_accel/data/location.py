@@ -39,8 +39,9 @@ class Location:
         return self.device if self.kind in ('cuda', 'sharded') else torch.device('cpu')
 
     def empty(self, shape: Tuple[int, ...], dtype: torch.dtype) -> Tensor:
-        """An uninitialised tensor in this tier's memory (page-locked for 'pinned'), to be
-        filled in place, e.g. block by block from a GPU, without a second copy."""
+        """An uninitialised tensor in this tier's memory (page-locked for 'pinned', where
+        tables of 64 MiB or more come zero-filled: :func:`pyg_accel.data.pinned_empty`),
+        to be filled in place, e.g. block by block from a GPU, without a second copy."""
         if self.kind == 'sharded':
             raise ValueError("pyg_accel: a 'sharded' tensor is built collectively by every process "
                              '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
