@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import warnings
 from typing import Tuple
 
 import torch
@@ -33,10 +34,11 @@ LARGE_BYTES = 64 << 20
 def pinned_empty(shape: Tuple[int, ...], dtype: torch.dtype) -> Tensor:
     """A page-locked host tensor of ``shape`` and ``dtype`` that the GPU reads directly.
     Large ones are zero-filled (faulting their pages), small ones uninitialised.
-    Needs a visible GPU."""
+    Needs a visible GPU. Where the driver refuses to lock the mapping, this warns once
+    and uses PyTorch's allocator."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     if nbytes < LARGE_BYTES:
-        return torch.empty(shape, dtype=dtype, pin_memory=True)
+        return _pytorch_pinned(shape, dtype)
     from ..ops import host_register
     span = -(-nbytes // _PAGE) * _PAGE
     buf = mmap.mmap(-1, span + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -48,8 +50,24 @@ def pinned_empty(shape: Tuple[int, ...], dtype: torch.dtype) -> Tensor:
     start = -raw.data_ptr() % HUGE_PAGE  # huge-page aligned
     pages = raw[start:start + span]
     pages.zero_()  # fault every page, in parallel over torch's threads
-    locked = host_register(pages)  # (unlocks before the mapping goes)
+    try:
+        locked = host_register(pages)  # (unlocks before the mapping goes)
+    except RuntimeError as error:
+        global _WARNED
+        if not _WARNED:
+            _WARNED = True
+            warnings.warn(f"pyg_accel: page-locking a mapped table failed ({error}); using PyTorch's pinned "
+                          'allocator instead (slower for large tables)', RuntimeWarning, stacklevel=2)
+        del raw, pages, buf
+        return _pytorch_pinned(shape, dtype)
     return locked[:nbytes].view(dtype).view(shape)
+
+
+_WARNED = False
+
+
+def _pytorch_pinned(shape: Tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    return torch.empty(shape, dtype=dtype, pin_memory=True)
 
 
 def pinned_copy(tensor: Tensor) -> Tensor:
