@@ -29,8 +29,8 @@ from tqdm.auto import tqdm
 
 from ..data import FeatureStore, GraphStore
 from ..data.location import LocationLike, resolve_location
-from .synthetic import (PRESETS, EdgeSampler, check_preset, degree_propensity, sample_by_weight,
-                        scale_suffix)
+from .synthetic import (PRESETS, EdgeSampler, check_preset, communities, degree_propensity, noisy_labels,
+                        random_split, scale_suffix)
 from .topology import generate_csc, in_degrees
 
 __all__ = ['StoredNodeDataset', 'synthetic_stores']
@@ -98,10 +98,7 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
     n, num_edges, width = max(int(spec.num_nodes * scale), 2), int(spec.num_edges * scale), spec.num_features
     device = torch.device(device)
     gen = torch.Generator(device=device).manual_seed(seed)
-    num_comm = max(spec.num_classes * spec.communities_per_class, 1)
-
-    comm_weight = torch.exp(0.7 * torch.randn(num_comm, generator=gen, device=device))
-    community = sample_by_weight(comm_weight.double().cumsum(0), n, gen)
+    num_comm, community = communities(spec, n, gen)
     weight = degree_propensity(n, spec.degree_exponent, gen, device)
     sources = EdgeSampler(weight, community, num_comm, spec.homophily, gen)
     colptr, row = generate_csc(in_degrees(weight, num_edges, gen), sources.partners, progress=progress,
@@ -111,11 +108,8 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
     graph_store.put_edge_index((row, colptr), edge_type=None, layout='csc', size=(n, n))
     del row, colptr
 
-    class_of_comm = torch.randperm(num_comm, generator=gen, device=device) % spec.num_classes
-    y = class_of_comm[community]
-    relabel = torch.rand(n, generator=gen, device=device) < spec.label_noise
-    y[relabel] = torch.randint(spec.num_classes, (int(relabel.sum()),), generator=gen, device=device)
-    del community, relabel
+    y = noisy_labels(spec, community, num_comm, gen)
+    del community
     centroids = torch.randn(spec.num_classes, width, generator=gen, device=device)
     x = resolve_location(feature_location).empty((n, width), torch.float32)
     for lo in tqdm(range(0, n, _FEATURE_ROWS_PER_BLOCK), desc=f'features of {preset}', unit='block',
@@ -127,10 +121,5 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
     feature_store.put_tensor(x, group_name=None, attr_name='x', index=None)
     feature_store.put_tensor(y, group_name=None, attr_name='y', index=None)
 
-    order = torch.randperm(n, generator=gen, device=device)
-    n_train, n_valid, n_test = (int(round(f * n)) for f in spec.split)
-    split = {'train': order[:n_train].sort().values,
-             'valid': order[n_train:n_train + n_valid].sort().values,
-             'test': order[n_train + n_valid:n_train + n_valid + n_test].sort().values}
-    return StoredNodeDataset(f'synthetic-{preset}{scale_suffix(scale)}-stored', feature_store, graph_store, split,
-                             spec.num_classes)
+    return StoredNodeDataset(f'synthetic-{preset}{scale_suffix(scale)}-stored', feature_store, graph_store,
+                             random_split(spec, n, gen), spec.num_classes)

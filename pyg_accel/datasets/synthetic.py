@@ -108,6 +108,35 @@ class EdgeSampler:
         return out
 
 
+def communities(spec: SyntheticSpec, n: int, gen: torch.Generator) -> Tuple[int, Tensor]:
+    """``(C, community)``: the number of communities and ``[n]`` int64 the community of
+    each node, drawn ``∝`` log-normal community sizes."""
+    num_comm = max(spec.num_classes * spec.communities_per_class, 1)
+    comm_weight = torch.exp(0.7 * torch.randn(num_comm, generator=gen, device=gen.device))
+    return num_comm, sample_by_weight(comm_weight.double().cumsum(0), n, gen)
+
+
+def noisy_labels(spec: SyntheticSpec, community: Tensor, num_comm: int, gen: torch.Generator) -> Tensor:
+    """``[n]`` int64 labels: each community's class, redrawn at random for a
+    ``spec.label_noise`` share of the nodes."""
+    device = community.device
+    class_of_comm = torch.randperm(num_comm, generator=gen, device=device) % spec.num_classes
+    y = class_of_comm[community]
+    relabel = torch.rand(y.numel(), generator=gen, device=device) < spec.label_noise
+    y[relabel] = torch.randint(spec.num_classes, (int(relabel.sum()),), generator=gen, device=device)
+    return y
+
+
+def random_split(spec: SyntheticSpec, n: int, gen: torch.Generator) -> Dict[str, Tensor]:
+    """``{'train', 'valid', 'test'}`` -> sorted int64 node ids, disjoint random shares of
+    the ``n`` nodes by ``spec.split``."""
+    order = torch.randperm(n, generator=gen, device=gen.device)
+    n_train, n_valid, n_test = (int(round(f * n)) for f in spec.split)
+    return {'train': order[:n_train].sort().values,
+            'valid': order[n_train:n_train + n_valid].sort().values,
+            'test': order[n_train + n_valid:n_train + n_valid + n_test].sort().values}
+
+
 def _unique_undirected(src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
     """Sorted unique keys ``lo * N + hi`` of the undirected pairs, self-loops dropped."""
     keep = src != dst
@@ -134,10 +163,7 @@ def synthetic_graph(spec: SyntheticSpec, seed: int = 0, device: Union[str, torch
     if n < 2 or num_classes < 1 or spec.num_edges < 0 or spec.num_features < 1:
         raise ValueError(f'synthetic_graph: invalid spec {spec}')
     gen = torch.Generator(device=device).manual_seed(seed)
-    num_comm = max(num_classes * spec.communities_per_class, 1)
-
-    comm_weight = torch.exp(0.7 * torch.randn(num_comm, generator=gen, device=device))
-    community = sample_by_weight(comm_weight.double().cumsum(0), n, gen)
+    num_comm, community = communities(spec, n, gen)
     weight = degree_propensity(n, spec.degree_exponent, gen, device)
 
     sampler = EdgeSampler(weight, community, num_comm, spec.homophily, gen)
@@ -156,19 +182,12 @@ def synthetic_graph(spec: SyntheticSpec, seed: int = 0, device: Union[str, torch
     perm = torch.argsort(edge_index[1] * n + edge_index[0])  # coalesced: sorted by (dst, src)
     edge_index = edge_index[:, perm]
 
-    class_of_comm = torch.randperm(num_comm, generator=gen, device=device) % num_classes
-    y = class_of_comm[community]
-    relabel = torch.rand(n, generator=gen, device=device) < spec.label_noise
-    y[relabel] = torch.randint(num_classes, (int(relabel.sum()),), generator=gen, device=device)
+    y = noisy_labels(spec, community, num_comm, gen)
     centroids = torch.randn(num_classes, spec.num_features, generator=gen, device=device)
     x = torch.randn(n, spec.num_features, generator=gen, device=device)
     x.add_(centroids[y], alpha=spec.feature_signal)
 
-    order = torch.randperm(n, generator=gen, device=device)
-    n_train, n_valid, n_test = (int(round(f * n)) for f in spec.split)
-    split = {'train': order[:n_train].sort().values,
-             'valid': order[n_train:n_train + n_valid].sort().values,
-             'test': order[n_train + n_valid:n_train + n_valid + n_test].sort().values}
+    split = random_split(spec, n, gen)
     data = Data(x=x, y=y, edge_index=edge_index, num_nodes=n)
     return NodeDataset(name, data, split, num_classes)
 

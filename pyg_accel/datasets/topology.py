@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .synthetic import PRESETS, check_preset, degree_propensity, sample_by_weight, scale_suffix
+from .synthetic import PRESETS, check_preset, degree_propensity, random_split, sample_by_weight, scale_suffix
 
 __all__ = ['SyntheticTopology', 'synthetic_topology']
 
@@ -158,6 +158,5 @@ def synthetic_topology(preset: str = 'papers100M', scale: float = 1.0, seed: int
     del weight
     colptr, row = generate_csc(degree, lambda dst: sample_by_weight(cdf, dst.numel(), gen), chunk_edges, progress,
                                f'generating {preset}')
-    order = torch.randperm(n, generator=gen, device=device)
-    train = order[:int(round(spec.split[0] * n))].sort().values
+    train = random_split(spec, n, gen)['train']
     return SyntheticTopology(f'synthetic-{preset}{scale_suffix(scale)}-topology', colptr, row, train)
