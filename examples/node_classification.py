@@ -281,7 +281,7 @@ def main(argv=None) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
     train = train_full if args.mode == 'full' else \
-        lambda *a: train_neighbor(*a, args, data=None if data is None else data.cpu())  # noqa: E731
+        lambda *a: train_neighbor(*a, args, data=data.cpu() if args.baseline == 'pyg' else None)  # noqa: E731
     history = train(model, opt, fs, gs, dataset.split, device, args.epochs, bar)
 
     summary = accuracy_summary(history, dataset=dataset.name, device=str(device))
