@@ -53,13 +53,17 @@ TORCH_LIBRARY(pyg_accel, m) {
   // in neighbor_sample: edge_weight[r] (weighted draws for that edge type), node_time[t],
   // edge_time[r] and seed_time[t] (temporal; needs disjoint; a type without times is
   // always eligible); each list is empty or has one entry (maybe None) per type.
-  // Outputs are per node type (node, batch) and per edge type (row, col, edge), with
-  // counts num_sampled_nodes [T, num_hops + 1] and num_sampled_edges [R, num_hops].
+  // Outputs: node ids per node type (node) and, in disjoint mode, their trees (batch;
+  // an empty list otherwise); the sampled edges of all edge types in one tensor each
+  // (row, col, edge: edge type 0's edges, hop by hop, then edge type 1's, ...; the
+  // caller splits them by num_sampled_edges' row sums: one output each instead of three
+  // per edge type, which is most of a small sample's host time); counts
+  // num_sampled_nodes [T, num_hops + 1] and num_sampled_edges [R, num_hops] (CPU).
   m.def("hetero_neighbor_sample(int[] num_nodes, int[] src_type, int[] dst_type, Tensor[] colptr, Tensor[] row, "
         "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int? random_seed, "
         "Tensor?[] edge_weight, Tensor?[] node_time, Tensor?[] edge_time, Tensor?[] seed_time, "
         "str temporal_strategy) -> "
-        "(Tensor[] node, Tensor[] batch, Tensor[] row, Tensor[] col, Tensor[] edge, Tensor num_sampled_nodes, "
+        "(Tensor[] node, Tensor[] batch, Tensor row, Tensor col, Tensor edge, Tensor num_sampled_nodes, "
         "Tensor num_sampled_edges)",
         {at::Tag::nondeterministic_seeded});
   // Sparse-dense ops over a graph whose edges are sorted by destination: the edges of

@@ -257,8 +257,18 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
           disjoint ? to_tensor(batch) : at::empty({0}, at::kLong), to_tensor(nodes_per_hop), to_tensor(edges_per_hop)};
 }
 
-using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
-                                std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor>;
+using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor, at::Tensor,
+                                at::Tensor, at::Tensor>;
+
+// The per-edge-type vectors, one after another, in one tensor.
+at::Tensor concatenated(const std::vector<std::vector<int64_t>>& parts) {
+  int64_t total = 0;
+  for (const auto& part : parts) total += static_cast<int64_t>(part.size());
+  at::Tensor out = at::empty({total}, at::TensorOptions().dtype(at::kLong));
+  int64_t* at_ = out.data_ptr<int64_t>();
+  for (const auto& part : parts) at_ = std::copy(part.begin(), part.end(), at_);
+  return out;
+}
 
 template <typename T>
 const T* data_or_null(const at::Tensor& t) {
@@ -378,17 +388,13 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
   auto to_tensor = [](const std::vector<int64_t>& v) {
     return at::tensor(at::ArrayRef<int64_t>(v), at::TensorOptions().dtype(at::kLong));
   };
-  std::vector<at::Tensor> node_t, batch_t, row_t, col_t, edge_t;
+  std::vector<at::Tensor> node_t, batch_t;
   for (int64_t t = 0; t < T; ++t) {
     node_t.push_back(to_tensor(node[t]));
-    batch_t.push_back(disjoint ? to_tensor(batch[t]) : at::empty({0}, at::kLong));
+    if (disjoint) batch_t.push_back(to_tensor(batch[t]));
   }
-  for (int64_t r = 0; r < R; ++r) {
-    row_t.push_back(to_tensor(out_row[r]));
-    col_t.push_back(to_tensor(out_col[r]));
-    edge_t.push_back(to_tensor(out_edge[r]));
-  }
-  return {node_t, batch_t, row_t, col_t, edge_t, to_tensor(nodes_per_hop).view({T, num_hops + 1}),
+  return {node_t, batch_t, concatenated(out_row), concatenated(out_col), concatenated(out_edge),
+          to_tensor(nodes_per_hop).view({T, num_hops + 1}),
           to_tensor(edges_per_hop).slice(0, 0, R * num_hops).view({R, num_hops})};
 }
 

@@ -19,7 +19,10 @@
 // look-back, tile_scan.cuh), computing its items on the fly. No host synchronisation
 // until the counters are read at the end; buffers are sized by host-side upper bounds
 // and the kernels read the live sizes from the counters. The output edges, grouped per
-// hop in the position buffers, are then written per edge type in one pass per hop.
+// hop in the position buffers, are then written edge type by edge type into one tensor
+// each (row, col, edge) in one pass per hop. The per-type tables reach the device in
+// one copy from host memory, without a pinned staging buffer (a copy of pageable memory
+// returns once the driver has staged it).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -391,17 +394,25 @@ __global__ void insert_kernel(Meta m, Counters c, Table table, Segments seg, con
   }
 }
 
-// A hop's edges into the per-edge-type outputs. out: [R] row, [R] col, [R] edge
-// pointers, then [R] where this hop's edges of each type start in its outputs.
-__global__ void emit_kernel(Table table, Segments seg, const int64_t* slot, const int64_t* col, const int64_t* edge,
-                            const int64_t* out, int64_t count) {
+// A hop's edges into the outputs, which hold edge type 0's edges (hop by hop), then
+// edge type 1's, ...: edge type r's edges of this hop start after every edge of the
+// types before r and r's edges of the earlier hops (from the counters).
+__global__ void emit_kernel(Table table, Counters c, Segments seg, int64_t hop, int64_t num_hops, const int64_t* slot,
+                            const int64_t* col, const int64_t* edge, int64_t* row_out, int64_t* col_out,
+                            int64_t* edge_out, int64_t count) {
+  __shared__ int64_t shift[kMaxTypes];  // output index of position q of edge type r: shift[r] + q
   const int64_t R = seg.count;
+  for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
+    int64_t before = -seg.start[r];
+    for (int64_t i = 0; i < r * num_hops + hop; ++i) before += c.edge_count[i];
+    shift[r] = before;
+  }
+  __syncthreads();
   for (int64_t q = thread_index(); q < count; q += thread_count()) {
-    const int64_t r = seg.find(q);
-    const int64_t j = out[3 * R + r] + q - seg.start[r];
-    ptr<int64_t>(out, r)[j] = table_local_id(table, slot[q]);
-    ptr<int64_t>(out, R + r)[j] = col[q];
-    ptr<int64_t>(out, 2 * R + r)[j] = edge[q];
+    const int64_t j = shift[seg.find(q)] + q;
+    row_out[j] = table_local_id(table, slot[q]);
+    col_out[j] = col[q];
+    edge_out[j] = edge[q];
   }
 }
 
@@ -457,8 +468,8 @@ int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
 
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
 
-using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
-                                std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor>;
+using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor, at::Tensor,
+                                at::Tensor, at::Tensor>;
 
 HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
                                          at::TensorList colptr_list, at::TensorList row_list,
@@ -492,7 +503,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   for (int64_t t = 0; t < T; ++t) {
     TORCH_CHECK(seed_list[t].numel() == 0 || num_nodes[t] > 0, "hetero_neighbor_sample: seeds of node type ",
                 std::to_string(t), " are out of range (the type has no nodes)");
-    seed_parts.push_back(seed_list[t].to(at::kLong).reshape({-1}));
+    const at::Tensor s = seed_list[t].to(at::kLong);
+    seed_parts.push_back(s.dim() == 1 ? s : s.reshape({-1}));
     seed_start[t + 1] = seed_start[t] + seed_list[t].numel();
     type_offset[t] = total_nodes;
     total_nodes = sat_add(total_nodes, std::max<int64_t>(num_nodes[t], 0));
@@ -560,44 +572,26 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   // Buffers: zeroed state (table, counters, scan status words) and scratch in two
   // allocations; the node outputs, one per type.
   const auto long_opts = seeds.options().dtype(at::kLong);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   int64_t capacity = 1024;
   while (capacity < 2 * all_nodes) capacity *= 2;
   const int64_t counter_words = Counters::size(T, R, H);
   const int64_t tiles = std::max({max_positions, max_tasks, int64_t{1}}) / kScanTile + 1;
-  const at::Tensor state = at::zeros({2 * capacity + counter_words + tiles}, long_opts);
+  const at::Tensor state = at::empty({2 * capacity + counter_words + tiles}, long_opts);
+  C10_CUDA_CHECK(cudaMemsetAsync(state.data_ptr(), 0, state.nbytes(), stream));
   const Table table{reinterpret_cast<TableSlot*>(state.data_ptr<int64_t>()), capacity - 1};
   const Counters c = Counters::at(state.data_ptr<int64_t>() + 2 * capacity, T, R, H);
   auto* status = reinterpret_cast<unsigned long long*>(state.data_ptr<int64_t>() + 2 * capacity + counter_words);
 
   // One allocation per output (outputs of an op must not share storage), sized by the bound.
-  std::vector<at::Tensor> node_buffer(T), batch_buffer(T);
+  std::vector<at::Tensor> node_buffer(T), batch_buffer(disjoint ? T : 0);
   for (int64_t t = 0; t < T; ++t) {
     node_buffer[t] = at::empty({node_bound[t]}, long_opts);
-    batch_buffer[t] = at::empty({disjoint ? node_bound[t] : 0}, long_opts);
+    if (disjoint) batch_buffer[t] = at::empty({node_bound[t]}, long_opts);
   }
-  int64_t scratch_words = 0;
-  auto carve = [&](int64_t n) {
-    const int64_t at_ = scratch_words;
-    scratch_words += n;
-    return at_;
-  };
-  const int64_t o_scan = carve(max_positions), o_node = carve(max_positions),
-                o_tree = carve(disjoint ? max_positions : 0), o_seed_slot = carve(num_seeds),
-                o_task_scan = carve(max_tasks), o_keys = carve(weighted ? max_positions : 0);
-  std::vector<int64_t> o_hop_slot(H), o_hop_edge(H), o_hop_col(H);
-  for (int64_t h = 0; h < H; ++h) {
-    o_hop_slot[h] = carve(edge_bound[h]);
-    o_hop_edge[h] = carve(edge_bound[h]);
-    o_hop_col[h] = carve(edge_bound[h]);
-  }
-  const at::Tensor scratch = at::empty({scratch_words}, long_opts);
-  int64_t* const base = scratch.data_ptr<int64_t>();
-  int64_t* const scan = base + o_scan;
-  int64_t* const task_scan = base + o_task_scan;
-  int64_t* const tree_ptr = disjoint ? base + o_tree : nullptr;
-  double* const keys = weighted ? reinterpret_cast<double*>(base + o_keys) : nullptr;
 
-  // The per-type tables, in one host-to-device copy.
+  // The per-type tables (colptr, row, ... pointers per edge type; output pointers,
+  // offsets, sizes per node type; fanouts per hop), copied to the scratch buffer below.
   std::vector<int64_t> meta_host;
   auto append = [&](const std::vector<int64_t>& values) {
     const int64_t at_ = static_cast<int64_t>(meta_host.size());
@@ -624,13 +618,37 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
                 o_node_time = append(node_time_a), o_node_out = append(node_out_a),
                 o_batch_out = append(batch_out_a), o_offset = append(type_offset), o_num_nodes = append(num_nodes_a),
                 o_seed_start = append(seed_start), o_fanout = append(fanout_by_hop);
-  const at::Tensor meta_cpu = at::tensor(meta_host, at::TensorOptions().dtype(at::kLong)).pin_memory();
-  const at::Tensor meta_dev = meta_cpu.to(device, /*non_blocking=*/true);
-  const int64_t* md = meta_dev.data_ptr<int64_t>();
+
+  int64_t scratch_words = 0;
+  auto carve = [&](int64_t n) {
+    const int64_t at_ = scratch_words;
+    scratch_words += n;
+    return at_;
+  };
+  const int64_t o_scan = carve(max_positions), o_node = carve(max_positions),
+                o_tree = carve(disjoint ? max_positions : 0), o_seed_slot = carve(num_seeds),
+                o_task_scan = carve(max_tasks), o_keys = carve(weighted ? max_positions : 0),
+                o_meta = carve(static_cast<int64_t>(meta_host.size()));
+  std::vector<int64_t> o_hop_slot(H), o_hop_edge(H), o_hop_col(H);
+  for (int64_t h = 0; h < H; ++h) {
+    o_hop_slot[h] = carve(edge_bound[h]);
+    o_hop_edge[h] = carve(edge_bound[h]);
+    o_hop_col[h] = carve(edge_bound[h]);
+  }
+  const at::Tensor scratch = at::empty({scratch_words}, long_opts);
+  int64_t* const base = scratch.data_ptr<int64_t>();
+  int64_t* const scan = base + o_scan;
+  int64_t* const task_scan = base + o_task_scan;
+  int64_t* const tree_ptr = disjoint ? base + o_tree : nullptr;
+  double* const keys = weighted ? reinterpret_cast<double*>(base + o_keys) : nullptr;
+
+  // (From pageable memory: the call returns once the driver has staged the bytes.)
+  int64_t* const md = base + o_meta;
+  C10_CUDA_CHECK(cudaMemcpyAsync(md, meta_host.data(), meta_host.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                 stream));
   const Meta m{md + o_colptr, md + o_row, md + o_weight, md + o_edge_time, md + o_src, md + o_dst,
                md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
                md + o_seed_start};
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
 
   // Inclusive sums of item over the live positions (at most `bound`), one kernel.
   uint64_t scan_epoch = 0;
@@ -681,46 +699,28 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   TORCH_CHECK(hc.bad[1] == 0, "hetero_neighbor_sample: row of edge type ", std::to_string(hc.bad[1] - 1),
               " holds a node out of range");
 
-  // Outputs: nodes per type (prefixes of their bound-sized buffers); row, col and edge ids
-  // per edge type, sized by the counts and written per hop.
-  std::vector<at::Tensor> node_t(T), batch_t(T), row_t(R), col_t(R), edge_t(R);
+  // Outputs: nodes per type (prefixes of their bound-sized buffers); the edges of all
+  // edge types in one tensor each (row, col, edge ids), sized by the counts.
+  std::vector<at::Tensor> node_t(T), batch_t(disjoint ? T : 0);
   for (int64_t t = 0; t < T; ++t) {
     int64_t n = 0;
     for (int64_t l = 0; l <= H; ++l) n += hc.level_count[t * (H + 1) + l];
     node_t[t] = node_buffer[t].narrow(0, 0, n);
-    batch_t[t] = batch_buffer[t].narrow(0, 0, disjoint ? n : 0);
+    if (disjoint) batch_t[t] = batch_buffer[t].narrow(0, 0, n);
   }
   int64_t total_edges = 0;
   for (int64_t i = 0; i < R * H; ++i) total_edges += hc.edge_count[i];
-  std::vector<int64_t> emit_host(static_cast<size_t>(4 * R * std::max<int64_t>(H, 1)), 0);
-  for (int64_t r = 0; r < R; ++r) {
-    int64_t n = 0;
-    for (int64_t h = 0; h < H; ++h) n += hc.edge_count[r * H + h];
-    row_t[r] = at::empty({n}, long_opts);
-    col_t[r] = at::empty({n}, long_opts);
-    edge_t[r] = at::empty({n}, long_opts);
-    for (int64_t h = 0, done = 0; h < H; ++h) {
-      int64_t* e = emit_host.data() + 4 * R * h;
-      e[r] = address(row_t[r]);
-      e[R + r] = address(col_t[r]);
-      e[2 * R + r] = address(edge_t[r]);
-      e[3 * R + r] = done;
-      done += hc.edge_count[r * H + h];
-    }
-  }
-  if (total_edges > 0) {
-    const at::Tensor emit_dev = at::tensor(emit_host, at::TensorOptions().dtype(at::kLong)).pin_memory()
-                                    .to(device, /*non_blocking=*/true);
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t edges = hc.rel_start[h * (R + 1) + R];
-      launch(emit_kernel, edges, stream, table, Segments{c.rel_start + h * (R + 1), nullptr, R},
-             base + o_hop_slot[h], base + o_hop_col[h], base + o_hop_edge[h],
-             emit_dev.data_ptr<int64_t>() + 4 * R * h, edges);
-    }
+  const at::Tensor row_out = at::empty({total_edges}, long_opts), col_out = at::empty({total_edges}, long_opts),
+                   edge_out = at::empty({total_edges}, long_opts);
+  for (int64_t h = 0; h < H && total_edges > 0; ++h) {
+    const int64_t edges = hc.rel_start[h * (R + 1) + R];
+    launch(emit_kernel, edges, stream, table, c, Segments{c.rel_start + h * (R + 1), nullptr, R}, h, H,
+           base + o_hop_slot[h], base + o_hop_col[h], base + o_hop_edge[h], row_out.data_ptr<int64_t>(),
+           col_out.data_ptr<int64_t>(), edge_out.data_ptr<int64_t>(), edges);
   }
   const at::Tensor nodes_per_hop = host.narrow(0, 0, T * (H + 1)).clone().view({T, H + 1});
   const at::Tensor edges_per_hop = host.narrow(0, 2 * T * (H + 1), R * H).clone().view({R, H});
-  return {node_t, batch_t, row_t, col_t, edge_t, nodes_per_hop, edges_per_hop};
+  return {node_t, batch_t, row_out, col_out, edge_out, nodes_per_hop, edges_per_hop};
 }
 
 }  // namespace

@@ -246,9 +246,9 @@ def _fake_hetero_neighbor_sample(num_nodes, src_type, dst_type, colptr, row, see
     like = colptr[0] if colptr else seed[0]
     new = lambda n: like.new_empty((n,), dtype=torch.long)  # noqa: E731
     node_sizes = [ctx.new_dynamic_size() for _ in num_nodes]
-    edge_sizes = [ctx.new_dynamic_size() for _ in src_type]
-    return ([new(n) for n in node_sizes], [new(n if disjoint else 0) for n in node_sizes],
-            [new(n) for n in edge_sizes], [new(n) for n in edge_sizes], [new(n) for n in edge_sizes],
+    num_edges = ctx.new_dynamic_size()  # (all edge types' edges in one tensor)
+    return ([new(n) for n in node_sizes], [new(n) for n in node_sizes] if disjoint else [],
+            new(num_edges), new(num_edges), new(num_edges),
             torch.empty((len(num_nodes), num_hops + 1), dtype=torch.long, device='cpu'),  # (host-side counts)
             torch.empty((len(src_type), num_hops), dtype=torch.long, device='cpu'))
 
@@ -275,7 +275,8 @@ def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str, devic
     """``values[type]`` for each type as a validated tensor of ``[sizes[type]]`` on
     ``device`` (``None`` where absent): float weights (finite, non-negative) or integer
     times."""
-    values = values or {}
+    if not values:
+        return [None] * len(types)
     unknown = [key for key in values if key not in sizes]
     if unknown:
         raise ValueError(f'hetero_neighbor_sample: {name} has unknown types {unknown}')
@@ -296,6 +297,18 @@ def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str, devic
             _check_nonnegative(t, f'hetero_neighbor_sample: {name} of {key}')
         out.append(t)
     return out
+
+
+_NO_SEEDS: Dict[torch.device, Tensor] = {}
+
+
+def _no_seeds(device: torch.device) -> Tensor:
+    """An empty int64 seed tensor on ``device``, made once (a node type without seeds
+    would otherwise cost an allocation and a copy per call)."""
+    empty = _NO_SEEDS.get(device)
+    if empty is None:
+        empty = _NO_SEEDS[device] = torch.empty(0, dtype=torch.long, device=device)
+    return empty
 
 
 class HeteroSampledSubgraph(NamedTuple):
@@ -370,7 +383,10 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         check_cuda_built(device)
     seeds = []
     for t in node_types:
-        s = seed_dict.get(t, torch.empty(0, dtype=torch.long))
+        s = seed_dict.get(t)
+        if s is None:
+            seeds.append(_no_seeds(device))
+            continue
         if not isinstance(s, Tensor) or s.dtype not in (torch.int32, torch.int64) or s.dim() != 1:
             raise TypeError(f'hetero_neighbor_sample: seeds of {t!r} must be a 1-D integer tensor')
         seeds.append(s.to(device, torch.long))
@@ -407,7 +423,10 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         node_times, edge_times, seed_times, temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
+    # (the op returns the edges of all edge types in one tensor each, type after type)
+    sizes = [sum(counts) for counts in edges_per_hop]
+    per_type = (lambda t: dict(zip(edge_types, t.split(sizes)))) if edge_types else (lambda t: {})  # noqa: E731
     return HeteroSampledSubgraph(
-        dict(zip(node_types, node)), dict(zip(edge_types, row)), dict(zip(edge_types, col)),
-        dict(zip(edge_types, edge)), dict(zip(node_types, batch)) if disjoint else None,
+        dict(zip(node_types, node)), per_type(row), per_type(col), per_type(edge),
+        dict(zip(node_types, batch)) if disjoint else None,
         dict(zip(node_types, nodes_per_hop)), dict(zip(edge_types, edges_per_hop)))
