@@ -128,7 +128,7 @@ def main(argv=None) -> dict:
     p.add_argument('--batch-size', type=int, default=1024)
     p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
     p.add_argument('--batches', type=int, default=30, help='timed batches per setting (CPU baselines: fewer)')
-    p.add_argument('--baseline-batches', type=int, default=5)
+    p.add_argument('--baseline-batches', type=int, default=5, help='timed batches of the CPU baselines (0: skip them)')
     p.add_argument('--profile', type=int, default=0,
                    help='also profile this many calls of ours per fanout list: GPU time per kernel')
     p.add_argument('--out', default='bench-out')
@@ -168,12 +168,12 @@ def main(argv=None) -> dict:
         if device.type == 'cpu' or cuda_sampling_available():
             methods['ours'] = (lambda s: edges_of(hetero_neighbor_sample(colptr, row, {'paper': s}, fanouts,
                                                                          num_nodes)), args.batches)
-        if device.type == 'cuda':
+        if device.type == 'cuda' and args.baseline_batches > 0:
             def cpu_then_copy(s):
                 out = hetero_neighbor_sample(host_colptr, host_row, {'paper': s.cpu()}, fanouts, num_nodes)
                 return sum(r.to(device, non_blocking=True).numel() for r in out.row.values())
             methods['ours (CPU kernel) + copy'] = (cpu_then_copy, args.baseline_batches)
-        stock = stock_pyg_sampler(num_nodes, edges, FANOUTS[name], device)
+        stock = stock_pyg_sampler(num_nodes, edges, FANOUTS[name], device) if args.baseline_batches > 0 else None
         if stock is not None:
             methods['stock PyG (CPU)'] = (stock, args.baseline_batches)
         result = {'fanout': name, 'batch': args.batch_size}
