@@ -424,9 +424,9 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
     # (the op returns the edges of all edge types in one tensor each, type after type)
-    sizes = [sum(counts) for counts in edges_per_hop]
-    per_type = (lambda t: dict(zip(edge_types, t.split(sizes)))) if edge_types else (lambda t: {})  # noqa: E731
+    edges_per_type = [sum(counts) for counts in edges_per_hop]
+    row, col, edge = (dict(zip(edge_types, t.split(edges_per_type))) for t in (row, col, edge))
     return HeteroSampledSubgraph(
-        dict(zip(node_types, node)), per_type(row), per_type(col), per_type(edge),
+        dict(zip(node_types, node)), row, col, edge,
         dict(zip(node_types, batch)) if disjoint else None,
         dict(zip(node_types, nodes_per_hop)), dict(zip(edge_types, edges_per_hop)))
