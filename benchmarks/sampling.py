@@ -22,9 +22,17 @@ sampler reading its rows over the bus (``uva_view``, zero-copy) with the column 
 copied to the GPU, as ``NeighborSampler`` reads such a store, against our CPU kernel on
 the same host graph ("ours, CPU kernel") and stock PyG; the per-hop baseline is left out.
 
+``--mode`` picks the kind of sample: ``uniform`` (the default), ``weighted`` (a random
+positive weight per edge, ``edge_weight``), or temporal sampling with node times
+(``temporal``: ``temporal_strategy='uniform'``, ``temporal-last``: ``'last'``; both need
+``disjoint=True``, so they are timed beside ``ours, uniform`` in disjoint mode). Stock
+PyG (torch-sparse) and the per-hop sampler do neither, so those modes are timed against
+our uniform sample on the same device and our CPU kernel on a host copy of the graph.
+
     python benchmarks/sampling.py --preset products --device cuda --out bench-out
     python benchmarks/sampling.py --preset small --device cpu          # quick, CPU only
     python benchmarks/sampling.py --preset products --device cuda --graph-location pinned
+    python benchmarks/sampling.py --preset products --device cuda --mode weighted
     python benchmarks/sampling.py --preset papers100M --device cuda     # 111 M nodes, 3.2 G edges (27 GB)
 
 The papers100M preset is generated as a topology only (``synthetic_topology``: straight
@@ -51,6 +59,20 @@ from pyg_accel.ops import cuda_sampling_available, last_sample_wait_us, neighbor
 from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
 
 FANOUTS = {'15-10-5': [15, 10, 5], '10-10-10': [10, 10, 10]}
+MODES = ('uniform', 'weighted', 'temporal', 'temporal-last')
+
+
+def mode_options(mode: str, num_nodes: int, num_edges: int, device: torch.device) -> dict:
+    """Keyword arguments of :func:`neighbor_sample` for ``mode`` (attributes drawn with
+    a fixed seed on ``device``): weights uniform in (0, 1], node times in [0, 1000)."""
+    gen = torch.Generator().manual_seed(1)
+    if mode == 'uniform':
+        return {}
+    if mode == 'weighted':
+        return {'edge_weight': (1.0 - torch.rand(num_edges, generator=gen)).to(device)}
+    node_time = torch.randint(0, 1000, (num_nodes,), generator=gen).to(device)
+    return {'node_time': node_time, 'disjoint': True,
+            'temporal_strategy': 'last' if mode == 'temporal-last' else 'uniform'}
 
 
 def sync(device):
@@ -163,6 +185,8 @@ def main(argv=None) -> dict:
                         'for papers100M')
     p.add_argument('--graph-location', choices=['device', 'pinned'], default='device',
                    help="'pinned': the graph in pinned host memory, read by the GPU over the bus")
+    p.add_argument('--mode', choices=MODES, default='uniform',
+                   help='uniform, weighted (edge weights) or temporal (node times, disjoint) sampling')
     p.add_argument('--out', default='bench-out')
     p.add_argument('--replot', default=None, help='only redraw the plot of a saved JSON (into --out)')
     args = p.parse_args(argv)
@@ -187,7 +211,14 @@ def main(argv=None) -> dict:
           f'{time.perf_counter() - t0:.1f} s', flush=True)
     cuda_sampler = cuda_sampling_available()
     gen = torch.Generator().manual_seed(0)
-    stock_graph = stock_pyg_graph(host_colptr, host_row) if args.baseline_batches > 0 else None
+    uniform = args.mode == 'uniform'
+    stock_graph = stock_pyg_graph(host_colptr, host_row) if args.baseline_batches > 0 and uniform else None
+    options = mode_options(args.mode, colptr.numel() - 1, row.numel(), device)
+    # our CPU kernel on a host copy: the baseline of a pinned graph and of the modes stock PyG lacks
+    cpu_kernel = args.baseline_batches > 0 and device.type == 'cuda' and (pinned or not uniform)
+    if cpu_kernel:
+        cpu_graph = (host_colptr, host_row) if pinned else (host_colptr.cpu(), host_row.cpu())
+        cpu_options = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in options.items()}
 
     rows = []
     for name in args.fanouts:
@@ -198,14 +229,21 @@ def main(argv=None) -> dict:
                 return [train[torch.randperm(train.numel(), generator=gen)[:batch_size].to(train.device)]
                         for _ in range(count + 2)]
             methods = {}
-            if not pinned:
+            if not pinned and uniform:
                 methods['per-hop torch'] = (lambda s: per_hop_neighbor_sample(colptr, row, s, fanouts).row.numel(),
                                             args.batches)
             if device.type == 'cpu' or cuda_sampler:
-                methods['ours'] = (lambda s: neighbor_sample(colptr, row, s, fanouts).row.numel(), args.batches)
-            if pinned and args.baseline_batches > 0:  # the alternative for a graph in host memory: our CPU kernel
+                methods['ours'] = (lambda s: neighbor_sample(colptr, row, s, fanouts, **options).row.numel(),
+                                   args.batches)
+                if not uniform:  # what the mode costs over a uniform sample (disjoint too for the temporal modes)
+                    disjoint = options.get('disjoint', False)
+                    methods['ours, uniform'] = (
+                        lambda s: neighbor_sample(colptr, row, s, fanouts, disjoint=disjoint).row.numel(),
+                        args.batches)
+            if cpu_kernel:
                 methods['ours, CPU kernel'] = (
-                    lambda s: neighbor_sample(host_colptr, host_row, s, fanouts).row.numel(), args.baseline_batches)
+                    lambda s: neighbor_sample(*cpu_graph, s.cpu(), fanouts, **cpu_options).row.numel(),
+                    args.baseline_batches)
             if stock is not None:
                 methods['stock PyG (CPU)'] = (stock, args.baseline_batches)
             result = {'fanout': name, 'batch': batch_size}
@@ -243,6 +281,7 @@ def main(argv=None) -> dict:
                                                   'median ms per batch')
     stem = 'sampling_topology' if 'topology' in graph_name else 'sampling'
     stem = f'{stem}_pinned' if pinned else stem
+    stem = stem if uniform else f"{stem}_{args.mode.replace('-', '_')}"
     save_json(Path(args.out) / f'{stem}.json', payload)
     plot(payload, Path(args.out) / f'{stem}.png')
     return payload
@@ -251,7 +290,7 @@ def main(argv=None) -> dict:
 def plot(payload: dict, path: Path) -> None:
     """Time per batch of each sampler (log scale) per fanout and batch size."""
     rows = payload['rows']
-    plot_times(rows, ('ours', 'ours, CPU kernel', 'per-hop torch', 'stock PyG (CPU)'), path,
+    plot_times(rows, ('ours', 'ours, uniform', 'ours, CPU kernel', 'per-hop torch', 'stock PyG (CPU)'), path,
                payload['table'].splitlines()[0], [f"{r['fanout']}\n{r['batch']}" for r in rows],
                'fanout, batch size', {'ours': f"ours ({payload['args']['device']})"})
 

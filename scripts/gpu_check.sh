@@ -3,7 +3,8 @@
 #
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
-#   sampling_pinned = the sampler reading a graph in pinned host memory, sampling_papers = both on a
+#   sampling_pinned = the sampler reading a graph in pinned host memory, sampling_modes = weighted and
+#   temporal sampling beside uniform, sampling_papers = both on a
 #   papers100M-size topology, hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs,
 #   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
@@ -57,6 +58,11 @@ for stage in $STAGES; do
     sampling) run sampling python3 benchmarks/sampling.py --preset products --device cuda --out "$OUT_DIR" ;;
     sampling_pinned) run sampling_pinned python3 benchmarks/sampling.py --preset products --device cuda \
       --graph-location pinned --batch-sizes 1024 4096 --out "$OUT_DIR" ;;
+    sampling_modes)  # weighted and temporal (node times, uniform and 'last') samples, against uniform ones
+      for mode in weighted temporal temporal-last; do
+        run "sampling_$mode" python3 benchmarks/sampling.py --preset products --device cuda --mode "$mode" \
+          --batch-sizes 1024 4096 --baseline-batches 2 --out "$OUT_DIR"
+      done ;;
     sampling_papers)  # papers100M's size (111 M nodes, 3.2 G edges, 27 GB of CSC): on the GPU, then in pinned memory
       run sampling_papers python3 benchmarks/sampling.py --preset papers100M --device cuda --batch-sizes 1024 4096 \
         --baseline-batches 2 --out "$OUT_DIR"

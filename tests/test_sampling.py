@@ -12,11 +12,14 @@ from conftest import poison_cuda_allocator, requires_cuda
 FANOUTS = [[3], [2, 2], [-1, 2], [4, 0, 3], []]
 
 
-def random_graph(num_nodes=60, num_edges=400, seed=0, device='cpu'):
-    """CSC of a random multigraph with self-loops, duplicate edges and isolated nodes."""
+def random_graph(num_nodes=60, num_edges=400, seed=0, device='cpu', hubs=0):
+    """CSC of a random multigraph with self-loops, duplicate edges and isolated nodes;
+    ``hubs`` > 0: half of the edges lead to nodes ``0 .. hubs - 1``."""
     g = torch.Generator().manual_seed(seed)
     row = torch.randint(0, num_nodes, (num_edges,), generator=g)
     col = torch.randint(0, num_nodes - 5, (num_edges,), generator=g)  # the last 5 have no in-edges
+    if hubs:
+        col[::2] = torch.randint(0, hubs, (col[::2].numel(),), generator=g)
     row[:10], col[:10] = col[:10], col[:10]  # self-loops
     row, col = torch.cat([row, row[:20]]), torch.cat([col, col[:20]])  # duplicates
     store = GraphStore('cpu')
@@ -363,14 +366,17 @@ CPU_CUDA_MODES = ['uniform', 'weighted', 'temporal-uniform', 'temporal-last']
                                            if d or not m.startswith('temporal')])  # temporal needs disjoint
 @pytest.mark.parametrize('replace', [False, True])
 @pytest.mark.parametrize('num_seeds,fanouts', [(500, [10, 5, -1]), (1500, [40, 3])])
-def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, num_seeds, fanouts):
+@pytest.mark.parametrize('hubs', [0, 20])
+def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, num_seeds, fanouts, hubs):
     """Same RNG, same algorithm, first-seen relabelling: sample-for-sample equal. Four
     batches per setting: the first runs the kernels, the next ones replay the CUDA
     graph of the cached plan with new seeds and new random seeds. 500 seeds are numbered
     by the one-block first kernel, 1500 by the seed and numbering kernels; fanouts up to
     32 draw in lane groups (expanded by the same kernel when uniform), 40 and -1 a
-    thread per node."""
-    colptr, row = random_graph(3000, 60_000)
+    thread per node. With hubs (20 nodes of ~1,500 in-edges among ~20-edge ones) the
+    weighted and temporal counts and draws of the hubs are made by whole warps (up to
+    32 draws; weighted with replacement and 40 draws without stay with one thread)."""
+    colptr, row = random_graph(3000, 60_000, hubs=hubs)
     g = torch.Generator().manual_seed(5)
     extra = {}
     if mode == 'weighted':
@@ -540,10 +546,11 @@ def test_int32_graph_copies_are_reused_until_the_graph_changes():
     assert _graph_long(row) is row
 
 
-def random_hetero_graph(seed=0):
+def random_hetero_graph(seed=0, hubs=0):
     """Three node types (one with no edges in or out: 'venue'), four edge types (one
     from a type to itself, two into 'paper'), with self-loops, duplicate edges and
-    isolated nodes; CSC per edge type."""
+    isolated nodes; CSC per edge type. ``hubs`` > 0: half of each edge type's edges lead
+    to its first ``hubs`` destination nodes."""
     num_nodes = {'paper': 400, 'author': 250, 'venue': 7}
     specs = {('paper', 'cites', 'paper'): 3000, ('author', 'writes', 'paper'): 1500,
              ('paper', 'written_by', 'author'): 1500, ('author', 'knows', 'author'): 600}
@@ -553,6 +560,8 @@ def random_hetero_graph(seed=0):
         src, _, dst = et
         row = torch.randint(0, num_nodes[src], (num_edges,), generator=g)
         col = torch.randint(0, num_nodes[dst] - 10, (num_edges,), generator=g)  # the last 10 have no in-edges
+        if hubs:
+            col[::2] = torch.randint(0, hubs, (col[::2].numel(),), generator=g)
         row, col = torch.cat([row, row[:50]]), torch.cat([col, col[:50]])  # duplicates
         if src == dst:
             row[:20] = col[:20]  # self-loops
@@ -572,12 +581,14 @@ HETERO_FANOUTS = {('paper', 'cites', 'paper'): [6, 3, -1], ('author', 'writes', 
                                            if d or not m.startswith('temporal')])  # temporal needs disjoint
 @pytest.mark.parametrize('replace', [False, True])
 @pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
-def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index_dtype):
+@pytest.mark.parametrize('hubs', [0, 3])
+def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index_dtype, hubs):
     """The CUDA heterogeneous kernel draws with the CPU kernel's RNG and numbers nodes in
     its first-seen order per type: sample-for-sample equal, for seeds of two types
     (with repeats), fanouts 0, -1 and > 32, on a poisoned allocator (every output element
-    must be written)."""
-    colptrs, rows, num_nodes = random_hetero_graph()
+    must be written). With hubs (~250-750 in-edges) the weighted and temporal counts and
+    draws of the hubs are made by whole warps."""
+    colptrs, rows, num_nodes = random_hetero_graph(hubs=hubs)
     g = torch.Generator().manual_seed(11)
     extra = {}
     if mode == 'weighted':  # weights on two edge types, one with zeros; the others uniform

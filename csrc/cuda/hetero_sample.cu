@@ -45,6 +45,7 @@
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "sample_draws.cuh"
+#include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
 #include "tensor_id.h"
 #include "tile_scan.cuh"
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) live_scan_kernel(Item item, const in
   int64_t value[kScanItems], sum = 0;
 #pragma unroll
   for (int k = 0; k < kScanItems; ++k) {
-    value[k] = mine + k < live ? item(mine + k) : 0;
+    value[k] = item(mine + k, mine + k < live);  // (every lane: an item may be computed by a warp)
     sum += value[k];
   }
   int64_t before = 0, total = 0;
@@ -210,7 +211,9 @@ __global__ void __launch_bounds__(kThreads) live_scan_kernel(Item item, const in
 struct FirstReach {
   Table table;
   const int64_t* slot;
-  __device__ int64_t operator()(int64_t p) const { return table_is_first(table, slot[p], kEpoch, p); }
+  __device__ int64_t operator()(int64_t p, bool valid) const {
+    return valid && table_is_first(table, slot[p], kEpoch, p);
+  }
 };
 
 // Element p of a sequence given by its inclusive sums.
@@ -314,21 +317,41 @@ __device__ Draw draw_of(const HopArgs& a, const Task& k) {
   return d;
 }
 
-__device__ int64_t count_of(const HopArgs& a, const Task& k, const Draw& d) {
-  if (d.node_time != nullptr || d.edge_time != nullptr) {
-    return temporal_count(d.start, d.degree, d.fanout, a.replace, a.last, a.tree_time[k.tree], d.row, d.node_time,
-                          d.edge_time);
-  }
-  if (d.weight != nullptr) return weighted_count(d.weight, d.start, d.degree, d.fanout, a.replace);
-  return num_to_draw(d.fanout, d.degree, a.replace);
+// Whether edge type d's draws are temporal (it has times), or weighted (it has weights):
+// both look at every neighbour.
+__device__ __forceinline__ bool temporal(const Draw& d) { return d.node_time != nullptr || d.edge_time != nullptr; }
+__device__ __forceinline__ bool filtered(const Draw& d) { return temporal(d) || d.weight != nullptr; }
+
+// The weighted draws' weights (null for temporal ones) and the temporal filter of task k.
+__device__ __forceinline__ const double* weights_of(const Draw& d) { return temporal(d) ? nullptr : d.weight; }
+__device__ __forceinline__ NotLater not_later(const HopArgs& a, const Task& k, const Draw& d) {
+  return {temporal(d) ? a.tree_time[k.tree] : 0, d.row, d.node_time, d.edge_time};
 }
 
-// The draws of task q.
+// The draws of task q (`valid`: the lane has one). Every lane of the warp calls it: a
+// weighted or temporal node with more than kWarpDegree neighbours is counted by the
+// whole warp.
 struct DrawCount {
   HopArgs a;
-  __device__ int64_t operator()(int64_t q) const {
-    const Task task = task_of(a, q);
-    return count_of(a, task, draw_of(a, task));
+  __device__ int64_t operator()(int64_t q, bool valid) const {
+    Task task{};
+    Draw d{};
+    if (valid) task = task_of(a, q), d = draw_of(a, task);
+    const bool heavy = valid && filtered(d) && d.degree > kWarpDegree;
+    int64_t count = 0;
+    if (valid && !heavy) {
+      count = filtered(d) ? filtered_count<false>(weights_of(d), not_later(a, task, d), a.last, d.start, d.degree,
+                                                  d.fanout, a.replace)
+                          : num_to_draw(d.fanout, d.degree, a.replace);
+    }
+    for_each_flagged_lane(heavy, [&](int src) {
+      const Task t = task_of(a, __shfl_sync(kFullWarp, q, src));
+      const Draw e = draw_of(a, t);
+      const int64_t n = filtered_count<true>(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout,
+                                             a.replace);
+      if (lane_id() == src) count = n;
+    });
+    return count;
   }
 };
 
@@ -344,30 +367,55 @@ __global__ void hop_summary_kernel(Counters c, const int64_t* scan, int64_t hop,
 }
 
 
+// The key of task `task`'s draws at the hop keyed `key_of_hop`.
+__device__ __forceinline__ uint64_t task_key(uint64_t key_of_hop, const Task& task) {
+  const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(task.rel) + 0x51ED270B27E1D3A9ull));
+  return slot_key(type_key, task.index);
+}
+
 // Each task's draws: the CSC positions (grouped by task, in task order), and per
 // position the local id of the node drawn for (col) and, in disjoint mode, its tree.
+// A weighted or temporal node with more than kWarpDegree neighbours is drawn by its
+// whole warp, after each lane has drawn for its own light node.
+
 __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64_t* edge, int64_t* col,
                             int64_t* tree, double* keys) {
-  const int64_t live = a.c.task_start[a.num_rels];
+  const int64_t live = a.c.task_start[a.num_rels], tasks = bound < live ? bound : live;
   const uint64_t key_of_hop = hop_key(a.random_seed, a.hop);
-  for (int64_t q = thread_index(); q < bound && q < live; q += thread_count()) {
-    const int64_t k = element(scan, q), base = scan[q] - k;
-    if (k == 0) continue;
-    const Task task = task_of(a, q);
-    const Draw d = draw_of(a, task);
-    const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(task.rel) + 0x51ED270B27E1D3A9ull));
-    const uint64_t key = slot_key(type_key, task.index);
-    int64_t* out = edge + base;
-    if (d.node_time != nullptr || d.edge_time != nullptr) {
-      draw_temporal(d.start, d.degree, d.fanout, a.replace, a.last, key, k, a.tree_time[task.tree], d.row,
-                    d.node_time, d.edge_time, out);
-    } else if (d.weight != nullptr) {
-      draw_weighted(d.weight, d.start, d.degree, d.fanout, a.replace, key, k, out, keys + base);
-    } else if (k == d.degree && (d.fanout < 0 || !a.replace)) {
-      for (int64_t j = 0; j < k; ++j) out[j] = d.start + j;
-    } else {
-      draw_uniform(d.start, d.degree, k, a.replace, key, out);
+  // Whole warps step together (warp draws need every lane), lane by lane over the tasks.
+  for (int64_t first = thread_index() - lane_id(); first < tasks; first += thread_count()) {
+    const int64_t q = first + lane_id();
+    const bool valid = q < tasks;
+    int64_t k = 0, base = 0;
+    Task task{};
+    Draw d{};
+    if (valid) {
+      k = element(scan, q), base = scan[q] - k;
+      if (k > 0) task = task_of(a, q), d = draw_of(a, task);
     }
+    const bool heavy = k > 0 && filtered(d) && d.degree > kWarpDegree &&
+                       warp_can_draw(!temporal(d), a.last, d.fanout, a.replace, k);
+    if (k > 0 && !heavy) {
+      const uint64_t key = task_key(key_of_hop, task);
+      int64_t* out = edge + base;
+      if (temporal(d)) {
+        draw_temporal(d.start, d.degree, d.fanout, a.replace, a.last, key, k, a.tree_time[task.tree], d.row,
+                      d.node_time, d.edge_time, out);
+      } else if (d.weight != nullptr) {
+        draw_weighted(d.weight, d.start, d.degree, d.fanout, a.replace, key, k, out, keys + base);
+      } else if (k == d.degree && (d.fanout < 0 || !a.replace)) {
+        for (int64_t j = 0; j < k; ++j) out[j] = d.start + j;
+      } else {
+        draw_uniform(d.start, d.degree, k, a.replace, key, out);
+      }
+    }
+    for_each_flagged_lane(heavy, [&](int src) {
+      const Task t = task_of(a, __shfl_sync(kFullWarp, q, src));
+      const Draw e = draw_of(a, t);
+      warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
+                         task_key(key_of_hop, t), __shfl_sync(kFullWarp, k, src),
+                         edge + __shfl_sync(kFullWarp, base, src));
+    });
     for (int64_t j = 0; j < k; ++j) {
       col[base + j] = task.local_id;
       if (tree != nullptr) tree[base + j] = task.tree;

@@ -320,6 +320,8 @@ class SamplePlan {
   // Whether a hop of fanout f draws in lane groups (uniform, 0 <= f <= 32), and so (with
   // kFusedExpand) expands its draws in the same kernel.
   bool group_draws(int64_t f) const { return key_.mode == Mode::kUniform && f >= 0 && f <= 32; }
+  // Weighted and temporal draws look at every neighbour: their kernels let warps take hubs.
+  bool filtered() const { return key_.mode != Mode::kUniform; }
   static constexpr bool kFusedExpand = PYG_ACCEL_SAMPLER_FUSED_EXPAND;
 
   // `t` as a contiguous `dtype` tensor; a copy, if one is made, is kept in `owned`.
@@ -373,11 +375,13 @@ class SamplePlan {
     seed_args_.tree = tree;
     seed_args_.seed_time_buf = seed_time_buf_.data_ptr<int64_t>();
     level0_args_ = number_args(nullptr, S, 0);
+    const auto number = filtered() ? number_kernel<true> : number_kernel<false>;
     if (S <= kSeedTile) {  // one block inserts and numbers the seeds
-      seed_number_kernel<<<1, kSeedBlock, 0, stream>>>(seed_args_, level0_args_);
+      (filtered() ? seed_number_kernel<true> : seed_number_kernel<false>)<<<1, kSeedBlock, 0, stream>>>(
+          seed_args_, level0_args_);
     } else {
       seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_args_);
-      launch_after(number_kernel, static_cast<unsigned>(number_tiles(0)), kBlock, stream, level0_args_);
+      launch_after(number, static_cast<unsigned>(number_tiles(0)), kBlock, stream, level0_args_);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     RowsArgs rows{slots(0), 0, 0, c, table_};
@@ -388,7 +392,7 @@ class SamplePlan {
       if (!launch_draw_expand(a, x, fl, rows, stream)) {  // (with the previous hop's rows)
         launch_after(expand_kernel, capped_grid(expand_kernel, el), kBlock, stream, a, x);
       }
-      launch_after(number_kernel, static_cast<unsigned>(number_tiles(h + 1)), kBlock, stream,
+      launch_after(number, static_cast<unsigned>(number_tiles(h + 1)), kBlock, stream,
                    number_args(c.edges + h, 0, h + 1));
       rows = RowsArgs{slots(h + 1), el, h, c, table_};
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -413,7 +417,8 @@ class SamplePlan {
                           cudaStream_t stream) {
     const int64_t f = a.fanout;
     if (!group_draws(f)) {
-      launch_after(draw_kernel, capped_grid(draw_kernel, std::max(fl, rows.len)), kBlock, stream, a, fl, rows);
+      const auto draw = filtered() ? draw_kernel<true> : draw_kernel<false>;
+      launch_after(draw, capped_grid(draw, std::max(fl, rows.len)), kBlock, stream, a, fl, rows);
       return false;
     }
     const int width = static_cast<int>(std::max<int64_t>(f, 1));
@@ -470,7 +475,8 @@ class SamplePlan {
         continue;
       }
       if (params.func == reinterpret_cast<void*>(&seed_kernel) ||
-          params.func == reinterpret_cast<void*>(&seed_number_kernel)) {
+          params.func == reinterpret_cast<void*>(&seed_number_kernel<false>) ||
+          params.func == reinterpret_cast<void*>(&seed_number_kernel<true>)) {
         seed_node_ = node;
         seed_node_params_ = params;
         seed_node_params_.kernelParams = nullptr;

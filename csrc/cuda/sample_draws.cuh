@@ -46,11 +46,46 @@ __device__ inline void draw_uniform(int64_t start, int64_t degree, int64_t k, bo
   }
 }
 
-// Draws per node for weighted sampling (zero weights never drawn).
-__device__ inline int64_t weighted_count(const double* weight, int64_t start, int64_t degree, int64_t fanout,
-                                         bool replace) {
-  int64_t positive = 0;
-  for (int64_t e = start; e < start + degree; ++e) positive += weight[e] > 0;
+// Which CSC positions a weighted or temporal draw may take.
+struct PositiveWeight {  // weighted: zero weights are never drawn
+  const double* weight;
+  __device__ __forceinline__ bool operator()(int64_t e) const { return weight[e] > 0; }
+};
+
+// Whether edge e may be drawn in a tree whose seed time is `limit`.
+__device__ inline bool temporally_eligible(int64_t e, int64_t limit, const int64_t* row, const int64_t* node_time,
+                                           const int64_t* edge_time) {
+  return (node_time == nullptr || node_time[row[e]] <= limit) && (edge_time == nullptr || edge_time[e] <= limit);
+}
+
+struct NotLater {  // temporal: neighbour and edge no later than the tree's seed time
+  int64_t limit;
+  const int64_t* row;
+  const int64_t* node_time;
+  const int64_t* edge_time;
+  __device__ __forceinline__ bool operator()(int64_t e) const {
+    return temporally_eligible(e, limit, row, node_time, edge_time);
+  }
+};
+
+// How many positions of [start, start + degree) `ok` accepts, counted until `cap` is
+// reached (a draw count needs no more: see count_cap).
+template <typename Accept>
+__device__ inline int64_t count_upto(const Accept& ok, int64_t start, int64_t degree, int64_t cap) {
+  int64_t n = 0;
+  for (int64_t e = start; e < start + degree && n < cap; ++e) n += ok(e);
+  return n;
+}
+
+// The count of accepted neighbours a draw count needs: all of them for fanout -1, one
+// when drawing with replacement (any makes `fanout` draws), else up to the fanout.
+__device__ __forceinline__ int64_t count_cap(int64_t fanout, bool replace) {
+  return fanout < 0 ? INT64_MAX : replace ? 1 : fanout;
+}
+
+// Draws per node from its count of positive weights (zero weights are never drawn);
+// `positive` may be capped by count_cap(fanout, replace).
+__device__ __forceinline__ int64_t weighted_draws(int64_t positive, int64_t fanout, bool replace) {
   if (replace && fanout >= 0) return positive > 0 ? fanout : 0;
   return fanout < 0 ? positive : min(fanout, positive);
 }
@@ -65,6 +100,27 @@ __device__ inline void draw_weighted(const double* weight, int64_t start, int64_
     double total = 0.0;
     for (int64_t e = start; e < start + degree; ++e) {
       if (weight[e] > 0) total += weight[e];
+    }
+    if (k <= kLocalDraws) {  // the same running sums, one pass for all targets (in increasing order)
+      double target[kLocalDraws];
+      int order[kLocalDraws];
+      for (int j = 0; j < k; ++j) {
+        const double t = uniform_open(key, degree + j) * total;
+        int q = j;
+        for (; q > 0 && target[q - 1] > t; --q) target[q] = target[q - 1], order[q] = order[q - 1];
+        target[q] = t, order[q] = j;
+      }
+      double running = 0.0;
+      int64_t last = -1, next = 0;
+      for (int64_t e = start; e < start + degree && next < k; ++e) {
+        if (weight[e] > 0) {
+          running += weight[e];
+          last = e;
+          for (; next < k && running >= target[next]; ++next) out[order[next]] = e;
+        }
+      }
+      for (; next < k; ++next) out[order[next]] = last;  // (targets past the rounded total)
+      return;
     }
     for (int64_t j = 0; j < k; ++j) {
       const double target = uniform_open(key, degree + j) * total;
@@ -108,19 +164,11 @@ __device__ inline void draw_weighted(const double* weight, int64_t start, int64_
   }
 }
 
-// Whether edge e may be drawn in a tree whose seed time is `limit`.
-__device__ inline bool temporally_eligible(int64_t e, int64_t limit, const int64_t* row, const int64_t* node_time,
-                                           const int64_t* edge_time) {
-  return (node_time == nullptr || node_time[row[e]] <= limit) && (edge_time == nullptr || edge_time[e] <= limit);
-}
-
-__device__ inline int64_t temporal_count(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last,
-                                         int64_t limit, const int64_t* row, const int64_t* node_time,
-                                         const int64_t* edge_time) {
-  int64_t n = 0;
-  for (int64_t e = start; e < start + degree; ++e) n += temporally_eligible(e, limit, row, node_time, edge_time);
-  if (last) return fanout < 0 ? n : min(fanout, n);
-  return num_to_draw(fanout, n, replace);
+// Draws per node from its count of eligible edges (capped by count_cap(fanout,
+// replace), or by the fanout for 'last', which never draws with replacement).
+__device__ __forceinline__ int64_t temporal_draws(int64_t eligible, int64_t fanout, bool replace, bool last) {
+  if (last) return fanout < 0 ? eligible : min(fanout, eligible);
+  return num_to_draw(fanout, eligible, replace);
 }
 
 // Temporal draws among the eligible edges: 'last' keeps the last k in CSC order,

@@ -17,6 +17,7 @@
 #include "../sampling_rng.h"
 #include "sample_draws.cuh"
 #include "sample_table.cuh"
+#include "sample_warp_draws.cuh"
 #include "tile_scan.cuh"
 
 namespace pyg_accel {
@@ -127,16 +128,35 @@ __device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, 
   return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
 }
 
-// How many neighbours node v (in tree b) draws at the hop of `a`.
-__device__ int64_t draw_count(const HopArgs& a, int64_t v, int64_t b) {
-  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-  switch (a.mode) {
-    case Mode::kUniform: return num_to_draw(a.fanout, degree, a.replace);
-    case Mode::kWeighted: return weighted_count(a.g.weight, start, degree, a.fanout, a.replace);
-    default:
-      return temporal_count(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, a.seed_time[b],
-                            a.g.row, a.g.node_time, a.g.edge_time);
-  }
+// The weighted mode's weights (else null) and the temporal modes' filter for tree b.
+__device__ __forceinline__ const double* weights_of(const HopArgs& a) {
+  return a.mode == Mode::kWeighted ? a.g.weight : nullptr;
+}
+__device__ __forceinline__ NotLater not_later(const HopArgs& a, int64_t b) {
+  return {a.mode == Mode::kWeighted ? 0 : a.seed_time[b], a.g.row, a.g.node_time, a.g.edge_time};
+}
+
+// How many neighbours this lane's node v (in tree b; `live`: the lane has a node) draws
+// at the hop of `a`. kFiltered (the weighted and temporal modes; the kernels are
+// instantiated per kind, so uniform sampling keeps its lean kernels): every lane of the
+// warp calls it, and a node with more than kWarpDegree neighbours is counted by the
+// whole warp.
+template <bool kFiltered>
+__device__ int64_t draw_count(const HopArgs& a, bool live, int64_t v, int64_t b) {
+  int64_t start = 0, degree = 0;
+  if (live) start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  if constexpr (!kFiltered) return live ? num_to_draw(a.fanout, degree, a.replace) : 0;
+  const bool heavy = live && degree > kWarpDegree, last = a.mode == Mode::kTemporalLast;
+  int64_t count = 0;
+  if (live && !heavy) count = filtered_count<false>(weights_of(a), not_later(a, b), last, start, degree, a.fanout,
+                                                    a.replace);
+  for_each_flagged_lane(heavy, [&](int src) {
+    const int64_t n = filtered_count<true>(weights_of(a), not_later(a, __shfl_sync(kFullWarp, b, src)), last,
+                                           __shfl_sync(kFullWarp, start, src), __shfl_sync(kFullWarp, degree, src),
+                                           a.fanout, a.replace);
+    if (lane_id() == src) count = n;
+  });
+  return count;
 }
 
 // Everything the first kernel takes, as one argument (one kernel-node parameter).
@@ -245,7 +265,7 @@ struct NumberArgs {
 
 // Tile `blockIdx.x` of a level's `count` positions, BLOCK threads x ITEMS positions
 // each, in the sample of `epoch`.
-template <int BLOCK, int ITEMS>
+template <int BLOCK, int ITEMS, bool kFiltered>
 __device__ __forceinline__ void number_tile(const NumberArgs& a, int64_t count, uint64_t epoch) {
   using Scan = cub::BlockScan<int64_t, BLOCK>;
   constexpr int64_t kTile = static_cast<int64_t>(BLOCK) * ITEMS;
@@ -272,7 +292,7 @@ __device__ __forceinline__ void number_tile(const NumberArgs& a, int64_t count, 
   int64_t my_ids = 0, my_draws = 0;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
-    draws[k] = fresh[k] && a.count_next ? draw_count(a.next, v[k], b[k]) : 0;
+    draws[k] = a.count_next ? draw_count<kFiltered>(a.next, fresh[k], v[k], b[k]) : 0;  // (every lane)
     my_ids += fresh[k];
     my_draws += draws[k];
   }
@@ -328,18 +348,20 @@ __device__ __forceinline__ void number_tile(const NumberArgs& a, int64_t count, 
   }
 }
 
+template <bool kFiltered>
 __global__ void __launch_bounds__(kBlock) number_kernel(NumberArgs a) {
   after_previous_kernel();
   const int64_t count = a.count_ptr != nullptr ? *a.count_ptr : a.static_count;
-  number_tile<kBlock, kNumberItems>(a, count, static_cast<uint64_t>(*a.next.c.epoch));
+  number_tile<kBlock, kNumberItems, kFiltered>(a, count, static_cast<uint64_t>(*a.next.c.epoch));
 }
 
 // Level 0 in one block of up to kSeedTile seeds: insert them, then number them.
+template <bool kFiltered>
 __global__ void __launch_bounds__(kSeedBlock) seed_number_kernel(SeedArgs s, NumberArgs n) {
   after_previous_kernel();
   insert_seed(s, threadIdx.x, blockDim.x);
   __syncthreads();  // every seed's claim is made (number_tile reads the table through L2)
-  number_tile<kSeedBlock, kSeedItems>(n, s.num_seeds, static_cast<uint64_t>(s.call.epoch));
+  number_tile<kSeedBlock, kSeedItems, kFiltered>(n, s.num_seeds, static_cast<uint64_t>(s.call.epoch));
 }
 
 // The rows of hop `hop`'s edges: each edge's neighbour becomes its local id, once the
@@ -370,32 +392,55 @@ __device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out,
   for (int64_t t##_base = static_cast<int64_t>(blockIdx.x) * blockDim.x, t = t##_base + threadIdx.x;         \
        t##_base < (n); t##_base += static_cast<int64_t>(gridDim.x) * blockDim.x, t = t##_base + threadIdx.x)
 
-// One thread per frontier node: the CSC positions each
-// sampling node draws (bounded fanouts: every node's positions and edge owners, so
-// expand needs neither a search nor the node's degree).
-__device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i) {
-  const int64_t k = step(a.offsets, i);
-  if (k == 0) return;
-  const int64_t o = a.offsets[i] - k, id = a.c.node_start[a.hop] + i, v = a.out->node[id];
-  const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-  const bool all = takes_all(a.mode, k, degree, a.fanout, a.replace);
-  if (a.fanout >= 0) {
-    for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
-    if (all) {
-      for (int64_t j = 0; j < k; ++j) a.drawn[o + j] = start + j;
+// The CSC positions frontier node i draws (`live`: the lane has a node; bounded
+// fanouts: also every position's edge owner, so expand needs neither a search nor the
+// node's degree). kFiltered (weighted and temporal modes): every lane of the warp calls
+// it, and a node with more than kWarpDegree neighbours is drawn by the whole warp,
+// after each lane has drawn for its own light node.
+template <bool kFiltered>
+__device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live) {
+  int64_t k = 0, o = 0, id = 0, start = 0, degree = 0;
+  bool all = false;
+  if (live) {
+    k = step(a.offsets, i);
+    o = a.offsets[i] - k;
+    id = a.c.node_start[a.hop] + i;
+    if (k > 0) {
+      const int64_t v = a.out->node[id];
+      start = a.g.colptr[v];
+      degree = a.g.colptr[v + 1] - start;
+      all = takes_all(a.mode, k, degree, a.fanout, a.replace);
+      if (a.fanout >= 0) {
+        for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
+        if (all) {
+          for (int64_t j = 0; j < k; ++j) a.drawn[o + j] = start + j;
+        }
+      }
     }
   }
-  if (all) return;  // fanout -1: expand fills these in, edge-parallel
-  const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
-  switch (a.mode) {
-    case Mode::kUniform: draw_uniform(start, degree, k, a.replace, key, a.drawn + o); break;
-    case Mode::kWeighted:
+  const bool draws = live && k > 0 && !all;  // (fanout -1, all: expand fills the positions in, edge-parallel)
+  const bool heavy = kFiltered && draws && degree > kWarpDegree &&
+                     warp_can_draw(a.mode == Mode::kWeighted, a.mode == Mode::kTemporalLast, a.fanout, a.replace, k);
+  if (draws && !heavy) {
+    const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
+    if (!kFiltered) {
+      draw_uniform(start, degree, k, a.replace, key, a.drawn + o);
+    } else if (a.mode == Mode::kWeighted) {
       draw_weighted(a.g.weight, start, degree, a.fanout, a.replace, key, k, a.drawn + o, a.drawn_key + o);
-      break;
-    default:
+    } else {
       draw_temporal(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k,
                     a.seed_time[a.out->batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
+    }
   }
+  if constexpr (!kFiltered) return;
+  for_each_flagged_lane(heavy, [&](int src) {
+    const int64_t node = __shfl_sync(kFullWarp, i, src), node_id = __shfl_sync(kFullWarp, id, src);
+    const int64_t tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[node_id];
+    warp_draw_filtered(weights_of(a), not_later(a, tree), a.mode == Mode::kTemporalLast,
+                       __shfl_sync(kFullWarp, start, src), __shfl_sync(kFullWarp, degree, src), a.fanout, a.replace,
+                       slot_key(hop_key(*a.c.random_seed, a.hop), node), __shfl_sync(kFullWarp, k, src),
+                       a.drawn + __shfl_sync(kFullWarp, o, src));
+  });
 }
 
 // The frontier's live size (its bound, or the nodes the level actually got).
@@ -403,13 +448,14 @@ __device__ __forceinline__ int64_t frontier_count(const HopArgs& a, int64_t fron
   return frontier_len < a.c.nodes[a.hop] ? frontier_len : a.c.nodes[a.hop];
 }
 
+template <bool kFiltered>
 __global__ void draw_kernel(HopArgs a, int64_t frontier_len, RowsArgs rows) {
   after_previous_kernel();
   const int64_t m = frontier_count(a, frontier_len), num_rows = rows_count(rows);
   const int64_t n = m > num_rows ? m : num_rows;
   PYG_ACCEL_FOR_BLOCK_STRIDE(i, n) {
     write_row(rows, a.out, i, num_rows);
-    if (i < m) draw_one(a, i);
+    draw_one<kFiltered>(a, i, i < m);
   }
 }
 
