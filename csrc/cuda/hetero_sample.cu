@@ -328,30 +328,26 @@ __device__ __forceinline__ NotLater not_later(const HopArgs& a, const Task& k, c
   return {temporal(d) ? a.tree_time[k.tree] : 0, d.row, d.node_time, d.edge_time};
 }
 
-// The draws of task q (`valid`: the lane has one). Every lane of the warp calls it: a
-// weighted or temporal node with more than kWarpDegree neighbours is counted by the
-// whole warp.
+// The draws of task q (`valid`: the lane has one). kFiltered (some edge type has weights
+// or times; uniform sampling keeps its lean kernels): every lane of the warp calls it,
+// and a weighted or temporal node with more than kWarpDegree neighbours is counted by
+// the whole warp.
+template <bool kFiltered>
 struct DrawCount {
   HopArgs a;
   __device__ int64_t operator()(int64_t q, bool valid) const {
     Task task{};
     Draw d{};
     if (valid) task = task_of(a, q), d = draw_of(a, task);
-    const bool heavy = valid && filtered(d) && d.degree > kWarpDegree;
-    int64_t count = 0;
-    if (valid && !heavy) {
-      count = filtered(d) ? filtered_count<false>(weights_of(d), not_later(a, task, d), a.last, d.start, d.degree,
-                                                  d.fanout, a.replace)
-                          : num_to_draw(d.fanout, d.degree, a.replace);
+    const int64_t uniform = valid ? num_to_draw(d.fanout, d.degree, a.replace) : 0;
+    if constexpr (!kFiltered) {
+      return uniform;
+    } else {
+      const bool mine = valid && filtered(d);
+      const int64_t n = warp_assisted_count(mine, weights_of(d), mine ? not_later(a, task, d) : NotLater{}, a.last,
+                                            d.start, d.degree, d.fanout, a.replace);
+      return mine ? n : uniform;
     }
-    for_each_flagged_lane(heavy, [&](int src) {
-      const Task t = task_of(a, __shfl_sync(kFullWarp, q, src));
-      const Draw e = draw_of(a, t);
-      const int64_t n = filtered_count<true>(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout,
-                                             a.replace);
-      if (lane_id() == src) count = n;
-    });
-    return count;
   }
 };
 
@@ -375,9 +371,9 @@ __device__ __forceinline__ uint64_t task_key(uint64_t key_of_hop, const Task& ta
 
 // Each task's draws: the CSC positions (grouped by task, in task order), and per
 // position the local id of the node drawn for (col) and, in disjoint mode, its tree.
-// A weighted or temporal node with more than kWarpDegree neighbours is drawn by its
-// whole warp, after each lane has drawn for its own light node.
-
+// kFiltered: a weighted or temporal node with more than kWarpDegree neighbours is
+// drawn by its whole warp, after each lane has drawn for its own light node.
+template <bool kFiltered>
 __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64_t* edge, int64_t* col,
                             int64_t* tree, double* keys) {
   const int64_t live = a.c.task_start[a.num_rels], tasks = bound < live ? bound : live;
@@ -393,7 +389,7 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
       k = element(scan, q), base = scan[q] - k;
       if (k > 0) task = task_of(a, q), d = draw_of(a, task);
     }
-    const bool heavy = k > 0 && filtered(d) && d.degree > kWarpDegree &&
+    const bool heavy = kFiltered && k > 0 && filtered(d) && d.degree > kWarpDegree &&
                        warp_can_draw(!temporal(d), a.last, d.fanout, a.replace, k);
     if (k > 0 && !heavy) {
       const uint64_t key = task_key(key_of_hop, task);
@@ -409,13 +405,14 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
         draw_uniform(d.start, d.degree, k, a.replace, key, out);
       }
     }
-    for_each_flagged_lane(heavy, [&](int src) {
-      const Task t = task_of(a, __shfl_sync(kFullWarp, q, src));
-      const Draw e = draw_of(a, t);
-      warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
-                         task_key(key_of_hop, t), __shfl_sync(kFullWarp, k, src),
-                         edge + __shfl_sync(kFullWarp, base, src));
-    });
+    if constexpr (kFiltered) {
+      for_each_flagged_lane(heavy, [&](int src) {
+        const Task t = task_of(a, broadcast(q, src));
+        const Draw e = draw_of(a, t);
+        warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
+                           task_key(key_of_hop, t), broadcast(k, src), edge + broadcast(base, src));
+      });
+    }
     for (int64_t j = 0; j < k; ++j) {
       col[base + j] = task.local_id;
       if (tree != nullptr) tree[base + j] = task.tree;
@@ -723,11 +720,15 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   for (int64_t h = 0; h < H; ++h) {
     const HopArgs a{m, c, h, R, H, md + o_fanout + h * R, replace, disjoint, last,
                     temporal ? tree_time.data_ptr<int64_t>() : nullptr, random_seed};
-    live_scan(DrawCount{a}, c.task_start + R, task_scan, task_bound[h]);
+    if (weighted || temporal) {  // (kernels whose warps take the hubs of weighted and temporal edge types)
+      live_scan(DrawCount<true>{a}, c.task_start + R, task_scan, task_bound[h]);
+    } else {
+      live_scan(DrawCount<false>{a}, c.task_start + R, task_scan, task_bound[h]);
+    }
     hop_summary_kernel<<<1, 1, 0, stream>>>(c, task_scan, h, R, H);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    launch(draw_kernel, task_bound[h], stream, a, task_scan, task_bound[h], base + o_hop_edge[h],
-           base + o_hop_col[h], tree_ptr, keys);
+    launch(weighted || temporal ? draw_kernel<true> : draw_kernel<false>, task_bound[h], stream, a, task_scan,
+           task_bound[h], base + o_hop_edge[h], base + o_hop_col[h], tree_ptr, keys);
     const Segments seg{c.rel_start + h * (R + 1), m.src_type, R};
     const Positions pos{base + o_hop_slot[h], base + o_node, tree_ptr};
     launch(insert_kernel, edge_bound[h], stream, m, c, table, seg, base + o_hop_edge[h], pos, edge_bound[h],

@@ -145,18 +145,12 @@ template <bool kFiltered>
 __device__ int64_t draw_count(const HopArgs& a, bool live, int64_t v, int64_t b) {
   int64_t start = 0, degree = 0;
   if (live) start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-  if constexpr (!kFiltered) return live ? num_to_draw(a.fanout, degree, a.replace) : 0;
-  const bool heavy = live && degree > kWarpDegree, last = a.mode == Mode::kTemporalLast;
-  int64_t count = 0;
-  if (live && !heavy) count = filtered_count<false>(weights_of(a), not_later(a, b), last, start, degree, a.fanout,
-                                                    a.replace);
-  for_each_flagged_lane(heavy, [&](int src) {
-    const int64_t n = filtered_count<true>(weights_of(a), not_later(a, __shfl_sync(kFullWarp, b, src)), last,
-                                           __shfl_sync(kFullWarp, start, src), __shfl_sync(kFullWarp, degree, src),
-                                           a.fanout, a.replace);
-    if (lane_id() == src) count = n;
-  });
-  return count;
+  if constexpr (!kFiltered) {
+    return live ? num_to_draw(a.fanout, degree, a.replace) : 0;
+  } else {
+    return warp_assisted_count(live, weights_of(a), live ? not_later(a, b) : NotLater{}, a.mode == Mode::kTemporalLast,
+                               start, degree, a.fanout, a.replace);
+  }
 }
 
 // Everything the first kernel takes, as one argument (one kernel-node parameter).
@@ -434,12 +428,11 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
   }
   if constexpr (!kFiltered) return;
   for_each_flagged_lane(heavy, [&](int src) {
-    const int64_t node = __shfl_sync(kFullWarp, i, src), node_id = __shfl_sync(kFullWarp, id, src);
-    const int64_t tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[node_id];
-    warp_draw_filtered(weights_of(a), not_later(a, tree), a.mode == Mode::kTemporalLast,
-                       __shfl_sync(kFullWarp, start, src), __shfl_sync(kFullWarp, degree, src), a.fanout, a.replace,
-                       slot_key(hop_key(*a.c.random_seed, a.hop), node), __shfl_sync(kFullWarp, k, src),
-                       a.drawn + __shfl_sync(kFullWarp, o, src));
+    const int64_t tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[broadcast(id, src)];
+    warp_draw_filtered(weights_of(a), not_later(a, tree), a.mode == Mode::kTemporalLast, broadcast(start, src),
+                       broadcast(degree, src), a.fanout, a.replace,
+                       slot_key(hop_key(*a.c.random_seed, a.hop), broadcast(i, src)), broadcast(k, src),
+                       a.drawn + broadcast(o, src));
   });
 }
 

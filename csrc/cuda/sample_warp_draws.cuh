@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "sample_draws.cuh"
 
@@ -54,6 +55,16 @@ __device__ __forceinline__ void accepted_tiles(const Accept& ok, int64_t base, i
 template <typename Fn>
 __device__ __forceinline__ void for_each_flagged_lane(bool flag, const Fn& fn) {
   for (unsigned lanes = __ballot_sync(kFullWarp, flag); lanes != 0; lanes &= lanes - 1) fn(__ffs(lanes) - 1);
+}
+
+// Lane src's `value` (an integer or a pointer), for every lane.
+template <typename T>
+__device__ __forceinline__ T broadcast(T value, int src) {
+  if constexpr (std::is_pointer_v<T>) {
+    return reinterpret_cast<T>(__shfl_sync(kFullWarp, reinterpret_cast<unsigned long long>(value), src));
+  } else {
+    return __shfl_sync(kFullWarp, value, src);
+  }
 }
 
 // count_upto by a warp: the count may pass `cap` by less than a step.
@@ -196,6 +207,24 @@ __device__ int64_t filtered_count(const double* weight, const NotLater& ok, bool
   const int64_t cap = count_cap(fanout, replace && !last);
   const int64_t n = kWarp ? warp_count_upto(ok, start, degree, cap) : count_upto(ok, start, degree, cap);
   return temporal_draws(n, fanout, replace, last);
+}
+
+// filtered_count of this lane's weighted or temporal node (`mine`: the lane has one),
+// a node with more than kWarpDegree neighbours counted by the whole warp, after each
+// lane has counted its own light node; 0 for a lane without one. Every lane of the warp
+// calls it (`last` and `replace` are the same for all).
+__device__ inline int64_t warp_assisted_count(bool mine, const double* weight, const NotLater& ok, bool last,
+                                              int64_t start, int64_t degree, int64_t fanout, bool replace) {
+  const bool heavy = mine && degree > kWarpDegree;
+  int64_t count = mine && !heavy ? filtered_count<false>(weight, ok, last, start, degree, fanout, replace) : 0;
+  for_each_flagged_lane(heavy, [&](int src) {
+    const NotLater theirs{broadcast(ok.limit, src), broadcast(ok.row, src), broadcast(ok.node_time, src),
+                          broadcast(ok.edge_time, src)};
+    const int64_t n = filtered_count<true>(broadcast(weight, src), theirs, last, broadcast(start, src),
+                                           broadcast(degree, src), broadcast(fanout, src), replace);
+    if (lane_id() == src) count = n;
+  });
+  return count;
 }
 
 // Whether a warp makes a weighted (else temporal; `last`: 'last') node's k draws: its
