@@ -25,7 +25,10 @@ the same host graph ("ours, CPU kernel") and stock PyG; the per-hop baseline is 
 ``--mode`` picks the kind of sample: ``uniform`` (the default), ``weighted`` (a random
 positive weight per edge, ``edge_weight``), or temporal sampling with node times
 (``temporal``: ``temporal_strategy='uniform'``, ``temporal-last``: ``'last'``; both need
-``disjoint=True``, so they are timed beside ``ours, uniform`` in disjoint mode). Stock
+``disjoint=True``, so they are timed beside ``ours, uniform`` in disjoint mode). A
+temporal graph's columns are sorted by time, as ``NeighborSampler`` sorts them, so the
+CUDA sampler binary-searches each node's eligible neighbours; "ours, columns scanned" is
+the same sample on the graph in its CSC order, where it scans them. Stock
 PyG (torch-sparse) and the per-hop sampler do neither, so those modes are timed against
 our uniform sample on the same device and our CPU kernel on a host copy of the graph.
 
@@ -55,7 +58,8 @@ from common import add_graph_arguments, add_speedups, environment, plot_times, p
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset, synthetic_topology  # noqa: E402
-from pyg_accel.ops import cuda_sampling_available, last_sample_wait_us, neighbor_sample, uva_view  # noqa: E402
+from pyg_accel.ops import (cuda_sampling_available, last_sample_wait_us, neighbor_sample,  # noqa: E402
+                           sort_columns_by_time, uva_view)
 from pyg_accel.sampler.reference import per_hop_neighbor_sample  # noqa: E402
 
 FANOUTS = {'15-10-5': [15, 10, 5], '10-10-10': [10, 10, 10]}
@@ -214,6 +218,11 @@ def main(argv=None) -> dict:
     uniform = args.mode == 'uniform'
     stock_graph = stock_pyg_graph(host_colptr, host_row) if args.baseline_batches > 0 and uniform else None
     options = mode_options(args.mode, colptr.numel() - 1, row.numel(), device)
+    scan_row = None
+    if 'node_time' in options:  # each column in ascending time, as NeighborSampler sorts a temporal graph
+        scan_row = row  # (the CSC order: the ablation, where every column is scanned, not searched)
+        host_row = sort_columns_by_time(host_colptr, host_row, options['node_time'].to(host_row.device))[0]
+        row = uva_view(host_row.pin_memory()) if pinned else host_row
     # our CPU kernel on a host copy: the baseline of a pinned graph and of the modes stock PyG lacks
     cpu_kernel = args.baseline_batches > 0 and device.type == 'cuda' and (pinned or not uniform)
     if cpu_kernel:
@@ -235,6 +244,9 @@ def main(argv=None) -> dict:
             if device.type == 'cpu' or cuda_sampler:
                 methods['ours'] = (lambda s: neighbor_sample(colptr, row, s, fanouts, **options).row.numel(),
                                    args.batches)
+                if scan_row is not None:
+                    methods['ours, columns scanned'] = (
+                        lambda s: neighbor_sample(colptr, scan_row, s, fanouts, **options).row.numel(), args.batches)
                 if not uniform:  # what the mode costs over a uniform sample (disjoint too for the temporal modes)
                     disjoint = options.get('disjoint', False)
                     methods['ours, uniform'] = (

@@ -33,7 +33,8 @@ TORCH_LIBRARY(pyg_accel, m) {
   // Temporal sampling (disjoint only): a neighbour is eligible in seed i's tree when
   // node_time[neighbour] <= seed_time[i] and edge_time[edge] <= seed_time[i];
   // temporal_strategy 'uniform' draws among the eligible, 'last' takes the last
-  // eligible ones in CSC order (the caller sorts each column by time).
+  // eligible ones in CSC order (the caller sorts each column by time; the CUDA sampler
+  // then binary-searches each column's eligible prefix: columns_sorted_by_time).
   m.def("neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, bool replace, "
         "bool disjoint, int? random_seed, Tensor? edge_weight=None, Tensor? node_time=None, "
         "Tensor? edge_time=None, Tensor? seed_time=None, str temporal_strategy='uniform') -> (Tensor node, "

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pyg_accel.data import GraphStore
-from pyg_accel.ops import neighbor_sample
+from pyg_accel.ops import neighbor_sample, sort_columns_by_time
 
 from conftest import poison_cuda_allocator, requires_cuda
 
@@ -342,6 +342,57 @@ def test_temporal_op_filters_and_strategies(sample_device):
     assert counts[4:].sum() == 0 and bool((counts[:4] > 40).all())
 
 
+def test_sort_columns_by_time():
+    """Each column in ascending max(node time, edge time), ties in CSC order; perm maps
+    the new positions to the old ones; the columns keep their edges."""
+    colptr, row = random_graph(200, 3000, hubs=5)
+    g = torch.Generator().manual_seed(4)
+    node_time = torch.randint(0, 30, (200,), generator=g)
+    edge_time = torch.randint(0, 30, (row.numel(),), generator=g)
+    col = torch.repeat_interleave(torch.arange(200), colptr[1:] - colptr[:-1])
+    for nt, et in [(node_time, None), (None, edge_time), (node_time, edge_time)]:
+        new_row, new_et, perm = sort_columns_by_time(colptr, row, nt, et)
+        assert torch.equal(new_row, row[perm]) and torch.equal(col[perm], col)  # edges stay in their column
+        assert (new_et is None) == (et is None) and (et is None or torch.equal(new_et, et[perm]))
+        assert torch.equal(perm.sort().values, torch.arange(row.numel()))
+        key = torch.zeros_like(new_row) if nt is None else nt[new_row]
+        key = key if et is None else torch.maximum(key, new_et)
+        same_col = col[1:] == col[:-1]
+        assert bool((key[1:][same_col] >= key[:-1][same_col]).all())
+        ties = same_col & (key[1:] == key[:-1])
+        assert bool((perm[1:][ties] > perm[:-1][ties]).all())  # stable
+    with pytest.raises(ValueError, match='node_time or edge_time'):
+        sort_columns_by_time(colptr, row)
+
+
+@requires_cuda
+@pytest.mark.parametrize('strategy', ['uniform', 'last'])
+def test_cuda_temporal_searches_only_sorted_columns(strategy):
+    """The CUDA sampler binary-searches the eligible prefix only when every column is
+    in time order: a graph sorted but for one pair of edges (in the last column, or in
+    the first, after leading empty columns) must still be scanned, as the CPU kernel
+    does, or the samples would differ."""
+    colptr, row = random_graph(400, 8000, hubs=3)
+    colptr, row = torch.cat([torch.zeros(3, dtype=torch.long), colptr]), row + 3  # nodes 0-2: no in-edges
+    g = torch.Generator().manual_seed(8)
+    node_time = torch.randint(0, 50, (403,), generator=g)
+    row, _, _ = sort_columns_by_time(colptr, row, node_time)
+    for column in [3, 397]:  # the first and the last column with edges (398-402 have none)
+        begin, end = int(colptr[column]), int(colptr[column + 1])
+        bad = row.clone()
+        late = begin + int(torch.argmax(node_time[row[begin:end]]))  # a latest edge to the front
+        bad[begin], bad[late] = row[late], row[begin]
+        assert node_time[bad[begin]] > node_time[bad[begin + 1]]
+        seed = torch.full((64,), column)
+        seed_time = torch.randint(10, 40, (64,), generator=g)
+        for graph in (row, bad):
+            cpu = neighbor_sample(colptr, graph, seed, [3, 2], disjoint=True, random_seed=2, node_time=node_time,
+                                  seed_time=seed_time, temporal_strategy=strategy)
+            gpu = neighbor_sample(colptr.cuda(), graph.cuda(), seed.cuda(), [3, 2], disjoint=True, random_seed=2,
+                                  node_time=node_time.cuda(), seed_time=seed_time.cuda(), temporal_strategy=strategy)
+            assert torch.equal(cpu.node, gpu.node.cpu()) and torch.equal(cpu.edge, gpu.edge.cpu())
+
+
 def test_temporal_bad_input(sample_device):
     colptr, row = random_graph(device=sample_device)
     seeds = torch.tensor([1, 2], device=sample_device)
@@ -359,10 +410,12 @@ def test_temporal_bad_input(sample_device):
 
 
 CPU_CUDA_MODES = ['uniform', 'weighted', 'temporal-uniform', 'temporal-last']
+SORTED_TEMPORAL_MODES = ['temporal-uniform-sorted', 'temporal-last-sorted']  # columns in time order
 
 
 @requires_cuda
-@pytest.mark.parametrize('mode,disjoint', [(m, d) for m in CPU_CUDA_MODES for d in (False, True)
+@pytest.mark.parametrize('mode,disjoint', [(m, d) for m in CPU_CUDA_MODES + SORTED_TEMPORAL_MODES
+                                           for d in (False, True)
                                            if d or not m.startswith('temporal')])  # temporal needs disjoint
 @pytest.mark.parametrize('replace', [False, True])
 @pytest.mark.parametrize('num_seeds,fanouts', [(500, [10, 5, -1]), (1500, [40, 3])])
@@ -375,7 +428,9 @@ def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, num_seeds, f
     32 draw in lane groups (expanded by the same kernel when uniform), 40 and -1 a
     thread per node. With hubs (20 nodes of ~1,500 in-edges among ~20-edge ones) the
     weighted and temporal counts and draws of the hubs are made by whole warps (up to
-    32 draws; weighted with replacement and 40 draws without stay with one thread)."""
+    32 draws; weighted with replacement and 40 draws without stay with one thread).
+    '-sorted': the graph's columns sorted by time (the later of node and edge time),
+    where the CUDA sampler binary-searches each column and the CPU kernel scans it."""
     colptr, row = random_graph(3000, 60_000, hubs=hubs)
     g = torch.Generator().manual_seed(5)
     extra = {}
@@ -387,6 +442,8 @@ def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, num_seeds, f
         extra = dict(node_time=torch.randint(0, 100, (3000,), generator=g),
                      edge_time=torch.randint(0, 100, (row.numel(),), generator=g),
                      temporal_strategy=mode.split('-')[1])
+        if mode.endswith('-sorted'):
+            row, extra['edge_time'], _ = sort_columns_by_time(colptr, row, extra['node_time'], extra['edge_time'])
     on_gpu = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in extra.items()}
     colptr_gpu, row_gpu = colptr.cuda(), row.cuda()
     for batch in range(4):

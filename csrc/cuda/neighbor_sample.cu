@@ -57,6 +57,7 @@
 #include "sample_kernels.cuh"
 #include "sample_table.cuh"
 #include "sample_wait.h"
+#include "../time_order.h"
 #include "tensor_id.h"
 
 namespace pyg_accel {
@@ -119,8 +120,18 @@ class SamplePlan {
                         "neighbor_sample: edge_weight must be finite and non-negative");
       weight_ptr_ = w.data_ptr<double>();
     }
-    if (node_time.has_value()) node_time_ptr_ = converted(*node_time, at::kLong, node_time_).data_ptr<int64_t>();
-    if (edge_time.has_value()) edge_time_ptr_ = converted(*edge_time, at::kLong, edge_time_).data_ptr<int64_t>();
+    at::Tensor node_time_long, edge_time_long;
+    if (node_time.has_value()) {
+      node_time_long = converted(*node_time, at::kLong, node_time_);
+      node_time_ptr_ = node_time_long.data_ptr<int64_t>();
+    }
+    if (edge_time.has_value()) {
+      edge_time_long = converted(*edge_time, at::kLong, edge_time_);
+      edge_time_ptr_ = edge_time_long.data_ptr<int64_t>();
+    }
+    if (node_time.has_value() || edge_time.has_value()) {  // (a pass over the edges)
+      time_sorted_ = columns_sorted_by_time(colptr, row, node_time_long, edge_time_long);
+    }
     int64_t max_degree = 0;
     for (int64_t f : key_.fanouts) {
       if (f < 0 && num_nodes_ > 0) {
@@ -351,7 +362,7 @@ class SamplePlan {
     const Outputs* out = &params->out;
     const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
     auto hop_args = [&](int64_t h) {
-      return HopArgs{g, key_.mode, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
+      return HopArgs{g, key_.mode, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
                      seg_.data_ptr<int64_t>()};
@@ -495,6 +506,7 @@ class SamplePlan {
   const int64_t* colptr_ptr_ = nullptr;
   const int64_t* row_ptr_ = nullptr;
   const double* weight_ptr_ = nullptr;
+  bool time_sorted_ = false;  // temporal: every column in ascending time (columns_sorted_by_time)
   const int64_t* node_time_ptr_ = nullptr;
   const int64_t* edge_time_ptr_ = nullptr;
   at::Tensor weight_, node_time_, edge_time_;  // converted copies, when the inputs needed one

@@ -206,4 +206,31 @@ __device__ inline void draw_temporal(int64_t start, int64_t degree, int64_t fano
   }
 }
 
+// Temporal draws in a column sorted by time (ascending in max(node_time[row[e]],
+// edge_time[e]) over the times given, as the sampler sorts its graph; the plan checks
+// it once): the eligible edges are then a prefix [start, start + n) of the column, n
+// found by binary search, and draw_temporal's result is had without a scan, since the
+// eligible ordinal j is position start + j ('last': the prefix's last k).
+__device__ inline int64_t eligible_prefix(const NotLater& ok, int64_t start, int64_t degree) {
+  int64_t lo = 0, hi = degree;  // ok(start + p) for p < lo; not for p >= hi
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (ok(start + mid)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+__device__ inline void draw_temporal_prefix(int64_t start, int64_t n, int64_t fanout, bool replace, bool last,
+                                            uint64_t key, int64_t k, int64_t* out) {
+  if (last || (k == n && (fanout < 0 || !replace))) {  // (take-all: k == n)
+    for (int64_t j = 0; j < k; ++j) out[j] = start + n - k + j;
+  } else {
+    draw_uniform(start, n, k, replace, key, out);
+  }
+}
+
 }  // namespace pyg_accel

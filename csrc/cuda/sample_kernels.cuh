@@ -112,6 +112,7 @@ __device__ __forceinline__ int64_t step(const int64_t* inclusive, int64_t i) {
 struct HopArgs {
   GraphPtrs g;
   Mode mode;
+  bool time_sorted;  // temporal modes: every column in ascending time (eligible_prefix)
   int64_t fanout;
   bool replace;
   int64_t hop;
@@ -147,6 +148,10 @@ __device__ int64_t draw_count(const HopArgs& a, bool live, int64_t v, int64_t b)
   if (live) start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
   if constexpr (!kFiltered) {
     return live ? num_to_draw(a.fanout, degree, a.replace) : 0;
+  } else if (a.time_sorted) {
+    return live ? temporal_draws(eligible_prefix(not_later(a, b), start, degree), a.fanout, a.replace,
+                                 a.mode == Mode::kTemporalLast)
+                : 0;
   } else {
     return warp_assisted_count(live, weights_of(a), live ? not_later(a, b) : NotLater{}, a.mode == Mode::kTemporalLast,
                                start, degree, a.fanout, a.replace);
@@ -390,7 +395,8 @@ __device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out,
 // fanouts: also every position's edge owner, so expand needs neither a search nor the
 // node's degree). kFiltered (weighted and temporal modes): every lane of the warp calls
 // it, and a node with more than kWarpDegree neighbours is drawn by the whole warp,
-// after each lane has drawn for its own light node.
+// after each lane has drawn for its own light node (temporal draws in time-sorted
+// columns stay with the thread: a binary search, then draws as uniform ones).
 template <bool kFiltered>
 __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live) {
   int64_t k = 0, o = 0, id = 0, start = 0, degree = 0;
@@ -413,7 +419,7 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
     }
   }
   const bool draws = live && k > 0 && !all;  // (fanout -1, all: expand fills the positions in, edge-parallel)
-  const bool heavy = kFiltered && draws && degree > kWarpDegree &&
+  const bool heavy = kFiltered && !a.time_sorted && draws && degree > kWarpDegree &&
                      warp_can_draw(a.mode == Mode::kWeighted, a.mode == Mode::kTemporalLast, a.fanout, a.replace, k);
   if (draws && !heavy) {
     const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
@@ -421,6 +427,9 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
       draw_uniform(start, degree, k, a.replace, key, a.drawn + o);
     } else if (a.mode == Mode::kWeighted) {
       draw_weighted(a.g.weight, start, degree, a.fanout, a.replace, key, k, a.drawn + o, a.drawn_key + o);
+    } else if (a.time_sorted) {
+      const int64_t n = eligible_prefix(not_later(a, a.out->batch[id]), start, degree);
+      draw_temporal_prefix(start, n, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k, a.drawn + o);
     } else {
       draw_temporal(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k,
                     a.seed_time[a.out->batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);

@@ -12,7 +12,7 @@ from ._library import check_cuda_built, ops
 from ._marks import record, recorded, version
 
 __all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
-           'cuda_sampling_available', 'clear_sampler_cache', 'last_sample_wait_us']
+           'cuda_sampling_available', 'clear_sampler_cache', 'last_sample_wait_us', 'sort_columns_by_time']
 
 EdgeType = Tuple[str, str, str]
 
@@ -153,6 +153,34 @@ def _check_times(node_time, edge_time, seed_time, seed, num_nodes, num_edges, di
     return move(node_time), move(edge_time), move(seed_time)
 
 
+def sort_columns_by_time(colptr: Tensor, row: Tensor, node_time: Optional[Tensor] = None,
+                         edge_time: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+    """Each column of a CSC graph in ascending time, as stock PyG sorts a temporal graph.
+
+    An edge's time is the later of its own (``edge_time``, ``[E]``) and its source
+    node's (``node_time[row]``, ``node_time`` ``[N]``), of those given; ties keep the
+    CSC order. Then ``temporal_strategy='last'`` takes the most recent eligible edges,
+    and the eligible edges of each column are a prefix of it, which the CUDA sampler
+    finds by binary search instead of a scan (it checks the order once per plan).
+
+    Returns:
+        ``(row, edge_time, perm)``: the sorted ``row`` ``[E]``, the sorted ``edge_time``
+        (or ``None``) and ``perm`` ``[E]``, the old CSC position of each new one
+        (``colptr`` is unchanged).
+    """
+    if node_time is None and edge_time is None:
+        raise ValueError('sort_columns_by_time: give node_time or edge_time')
+    key = None if node_time is None else node_time.to(row.device)[row]
+    if edge_time is not None:
+        edge_time = edge_time.to(row.device)
+        key = edge_time if key is None else torch.maximum(key, edge_time)
+    col = torch.repeat_interleave(torch.arange(colptr.numel() - 1, device=row.device),
+                                  (colptr[1:] - colptr[:-1]).to(row.device), output_size=row.numel())
+    order = torch.sort(key, stable=True).indices
+    order = order[torch.sort(col[order], stable=True).indices]  # by column, then time
+    return row[order], None if edge_time is None else edge_time[order], order
+
+
 def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
                     replace: bool = False, disjoint: bool = False, random_seed: Optional[int] = None,
                     edge_weight: Optional[Tensor] = None, node_time: Optional[Tensor] = None,
@@ -178,7 +206,10 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
             are drawn.
         seed_time: ``[B]`` integer time of each seed (default: ``node_time[seed]``).
         temporal_strategy: ``'uniform'`` draws among the eligible neighbours, ``'last'``
-            takes the last eligible ones in CSC order (sort each column by time).
+            takes the last eligible ones in CSC order (sort each column by time:
+            :func:`sort_columns_by_time`; the CUDA sampler then finds each node's
+            eligible neighbours by binary search rather than a scan, for either
+            strategy, with the same result).
 
     Without replacement every node gets ``min(fanout, degree)`` distinct neighbours,
     each with probability ``fanout / degree``; the work is proportional to the fanout.

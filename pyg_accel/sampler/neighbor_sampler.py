@@ -28,7 +28,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from ..data.graph_store import GraphStore
 from ..data.host_memory import pinned_copy
 from ..ops.gather import trust_index, uva_view
-from ..ops.sampling import cuda_sampling_available, hetero_neighbor_sample, neighbor_sample
+from ..ops.sampling import cuda_sampling_available, hetero_neighbor_sample, neighbor_sample, sort_columns_by_time
 from .induced import hetero_induced_edges, induced_edges
 
 EdgeType = Tuple[str, str, str]
@@ -173,8 +173,8 @@ def _is_hetero(data) -> bool:
     return False
 
 
-def _load_hetero_graph(data, weight_attr: Optional[str] = None, time_attr: Optional[str] = None,
-                       temporal_strategy: str = 'uniform') -> Tuple[_HeteroGraph, Tuple[torch.device, bool]]:
+def _load_hetero_graph(data, weight_attr: Optional[str] = None,
+                       time_attr: Optional[str] = None) -> Tuple[_HeteroGraph, Tuple[torch.device, bool]]:
     """The heterogeneous graph of ``data`` as its store holds it, and
     :func:`_sampling_place`'s answer."""
     if isinstance(data, HeteroData):
@@ -206,8 +206,7 @@ def _load_hetero_graph(data, weight_attr: Optional[str] = None, time_attr: Optio
         graph.node_time = {t: nt for t in num_nodes if (nt := _node_time_of_type(fs, t, time_attr)) is not None}
         if not graph.node_time:
             graph.edge_time = _edge_features_by_type(gs, list(colptrs), time_attr, 'time_attr')
-        if temporal_strategy == 'last':
-            _sort_hetero_columns_by_time(graph)
+        _sort_hetero_columns_by_time(graph)
     held_on = next(iter(colptrs.values())).device if colptrs else torch.device('cpu')
     return graph, _sampling_place(gs, held_on)
 
@@ -236,7 +235,7 @@ def _node_time_of_type(feature_store, node_type: Optional[str], name: str) -> Op
 
 
 def _sort_hetero_columns_by_time(graph: _HeteroGraph) -> None:
-    """Each edge type's columns in ascending time (for temporal_strategy='last')."""
+    """Each edge type's columns in ascending time (see :func:`_sort_columns_by_time`)."""
     for et in graph.colptr:
         node_time, edge_time = graph.node_time.get(et[0]), graph.edge_time.get(et)
         if node_time is None and edge_time is None:
@@ -262,15 +261,10 @@ def _kernel_graph(graph: _HeteroGraph, device: torch.device, host_resident: bool
 
 
 def _sort_columns_by_time(graph: _Graph) -> _Graph:
-    """Each column's edges in ascending time (for temporal_strategy='last')."""
-    key = graph.edge_time if graph.edge_time is not None else graph.node_time.to(graph.row.device)[graph.row]
-    col = torch.repeat_interleave(torch.arange(graph.colptr.numel() - 1, device=graph.row.device),
-                                  graph.colptr[1:] - graph.colptr[:-1], output_size=graph.row.numel())
-    order = torch.sort(key, stable=True).indices
-    order = order[torch.sort(col[order], stable=True).indices]  # by column, then time
+    """:func:`~pyg_accel.ops.sort_columns_by_time` of ``graph`` (its perm composed)."""
+    row, edge_time, order = sort_columns_by_time(graph.colptr, graph.row, graph.node_time, graph.edge_time)
     perm = order if graph.perm is None else graph.perm[order]
-    edge_time = None if graph.edge_time is None else graph.edge_time[order]
-    return _Graph(graph.colptr, graph.row[order], perm, graph.num_nodes, None, graph.node_time, edge_time)
+    return _Graph(graph.colptr, row, perm, graph.num_nodes, None, graph.node_time, edge_time)
 
 
 class NeighborSampler(BaseSampler):
@@ -336,7 +330,7 @@ class NeighborSampler(BaseSampler):
         self.hetero: Optional[_HeteroGraph] = None
         self.edge_weight = self.node_time = self.edge_time = None
         if _is_hetero(data):
-            self.hetero, place = _load_hetero_graph(data, weight_attr, time_attr, temporal_strategy)
+            self.hetero, place = _load_hetero_graph(data, weight_attr, time_attr)
             self._hetero_kernel = _kernel_graph(self.hetero, *place)
             if place[1]:  # a pinned graph sampled on the GPU: edge ids map through views of its perms
                 self.hetero.perm = self._hetero_kernel.perm
@@ -347,7 +341,7 @@ class NeighborSampler(BaseSampler):
             self.num_nodes = dict(self.hetero.num_nodes)
         else:
             graph, place = _load_graph(data, weight_attr, time_attr)
-            if time_attr is not None and temporal_strategy == 'last':
+            if time_attr is not None:
                 graph = _sort_columns_by_time(graph)
             if place[1]:  # a pinned graph sampled on the GPU
                 graph = _graph_on(graph, *place)
