@@ -15,8 +15,18 @@ the GPU, and sampled edges per second.
                         (needs pyg-lib or torch-sparse), through sample_from_nodes, then
                         moved to the GPU.
 
+``--mode weighted`` draws every edge type by a random positive weight per edge;
+``--mode temporal`` / ``temporal-last`` gives papers a time in [0, 1000) (seeds at their
+own time, disjoint trees): the edge types from papers are filtered by it, the others are
+always eligible. Their columns are sorted by time, as ``NeighborSampler`` sorts them, so
+the CUDA kernel binary-searches them; "ours, columns scanned" is the same sample on the
+CSC order, scanned. Those modes are timed beside our uniform sample ("ours, uniform",
+disjoint for the temporal ones) and our CPU kernel; stock PyG's torch-sparse sampler
+does neither.
+
     python benchmarks/hetero_sampling.py --out bench-out
     python benchmarks/hetero_sampling.py --scale 0.01 --device cpu   # quick, CPU only
+    python benchmarks/hetero_sampling.py --mode temporal --out bench-out
 """
 from __future__ import annotations
 
@@ -34,9 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import add_speedups, environment, plot_times, print_table, save_json  # noqa: E402
 from sampling import time_batches  # noqa: E402
 
-from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample  # noqa: E402
+from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample, sort_columns_by_time  # noqa: E402
 
 FANOUTS = {'10-10': [10, 10], '15-10-5': [15, 10, 5]}
+MODES = ('uniform', 'weighted', 'temporal', 'temporal-last')
 NUM_NODES = {'paper': 736_389, 'author': 1_134_649, 'institution': 8_740, 'field_of_study': 59_965}
 EDGES = {('paper', 'cites', 'paper'): 5_416_271, ('author', 'writes', 'paper'): 7_145_660,
          ('author', 'affiliated_with', 'institution'): 1_043_998,
@@ -67,6 +78,27 @@ def to_csc(edge_index: torch.Tensor, num_dst: int) -> Tuple[torch.Tensor, torch.
     colptr = torch.zeros(num_dst + 1, dtype=torch.long, device=edge_index.device)
     colptr[1:] = torch.bincount(edge_index[1], minlength=num_dst).cumsum(0)
     return colptr, edge_index[0, order].contiguous()
+
+
+def mode_options(mode: str, num_nodes: Dict[str, int], row: Dict[EdgeType, torch.Tensor],
+                 device: torch.device) -> dict:
+    """Keyword arguments of :func:`hetero_neighbor_sample` for ``mode`` (drawn with a
+    fixed seed on ``device``): weights uniform in (0, 1] per edge, paper times in
+    [0, 1000)."""
+    gen = torch.Generator().manual_seed(1)
+    if mode == 'uniform':
+        return {}
+    if mode == 'weighted':
+        return {'edge_weight': {et: (1.0 - torch.rand(r.numel(), generator=gen)).to(device) for et, r in row.items()}}
+    return {'node_time': {'paper': torch.randint(0, 1000, (num_nodes['paper'],), generator=gen).to(device)},
+            'disjoint': True, 'temporal_strategy': 'last' if mode == 'temporal-last' else 'uniform'}
+
+
+def sorted_by_time(colptr, row, node_time: Dict[str, torch.Tensor]) -> Dict[EdgeType, torch.Tensor]:
+    """``row`` with the columns of the edge types from timed node types in ascending
+    time (:func:`sort_columns_by_time`), as ``NeighborSampler`` sorts a temporal graph."""
+    return {et: sort_columns_by_time(colptr[et], r, node_time[et[0]])[0] if et[0] in node_time else r
+            for et, r in row.items()}
 
 
 def stock_pyg_sampler(num_nodes, edges, fanouts, device):
@@ -127,6 +159,8 @@ def main(argv=None) -> dict:
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--batch-size', type=int, default=1024)
     p.add_argument('--fanouts', nargs='*', default=list(FANOUTS), choices=list(FANOUTS))
+    p.add_argument('--mode', choices=MODES, default='uniform',
+                   help='uniform, weighted (edge weights) or temporal (paper times, disjoint) sampling')
     p.add_argument('--batches', type=int, default=30, help='timed batches per setting (CPU baselines: fewer)')
     p.add_argument('--baseline-batches', type=int, default=5, help='timed batches of the CPU baselines (0: skip them)')
     p.add_argument('--profile', type=int, default=0,
@@ -137,7 +171,7 @@ def main(argv=None) -> dict:
     if args.replot:
         saved = json.loads(Path(args.replot).read_text())
         title = f"{saved['graph']}, batch {saved['args']['batch_size']}"
-        plot(saved['rows'], Path(args.out) / 'hetero_sampling.png', title)
+        plot(saved['rows'], Path(args.out) / f"{Path(args.replot).stem}.png", title)
         return saved
     device = torch.device(args.device)
 
@@ -146,8 +180,13 @@ def main(argv=None) -> dict:
     csc = {et: to_csc(ei, num_nodes[et[-1]]) for et, ei in edges.items()}
     colptr = {et: c for et, (c, _) in csc.items()}
     row = {et: r for et, (_, r) in csc.items()}
+    options = mode_options(args.mode, num_nodes, row, device)
+    scan_row = None
+    if 'node_time' in options:  # the ablation: the same sample on the CSC order, scanned
+        scan_row, row = row, sorted_by_time(colptr, row, options['node_time'])
     host_colptr = {et: c.cpu() for et, c in colptr.items()}
     host_row = {et: r.cpu() for et, r in row.items()}
+    host_options = {k: {t: v.cpu() for t, v in d.items()} if isinstance(d, dict) else d for k, d in options.items()}
     total_edges = sum(r.numel() for r in row.values())
     graph_name = f'mag-like x{args.scale:g} ({sum(num_nodes.values()):,} nodes, {total_edges:,} edges, ' \
                  f'{len(edges)} edge types)'
@@ -158,6 +197,9 @@ def main(argv=None) -> dict:
         return [torch.randperm(num_nodes['paper'], generator=gen)[:args.batch_size].to(device)
                 for _ in range(count + 2)]
 
+    def ours(graph_row, s, **kwargs):
+        return edges_of(hetero_neighbor_sample(colptr, graph_row, {'paper': s}, fanouts, num_nodes, **kwargs))
+
     def edges_of(out):
         return sum(r.numel() for r in out.row.values())
 
@@ -166,14 +208,20 @@ def main(argv=None) -> dict:
         fanouts = {et: FANOUTS[name] for et in edges}
         methods = {}
         if device.type == 'cpu' or cuda_sampling_available():
-            methods['ours'] = (lambda s: edges_of(hetero_neighbor_sample(colptr, row, {'paper': s}, fanouts,
-                                                                         num_nodes)), args.batches)
+            methods['ours'] = (lambda s: ours(row, s, **options), args.batches)
+            if scan_row is not None:
+                methods['ours, columns scanned'] = (lambda s: ours(scan_row, s, **options), args.batches)
+            if options:  # what the mode costs over a uniform sample (disjoint too for the temporal modes)
+                disjoint = options.get('disjoint', False)
+                methods['ours, uniform'] = (lambda s: ours(row, s, disjoint=disjoint), args.batches)
         if device.type == 'cuda' and args.baseline_batches > 0:
             def cpu_then_copy(s):
-                out = hetero_neighbor_sample(host_colptr, host_row, {'paper': s.cpu()}, fanouts, num_nodes)
+                out = hetero_neighbor_sample(host_colptr, host_row, {'paper': s.cpu()}, fanouts, num_nodes,
+                                             **host_options)
                 return sum(r.to(device, non_blocking=True).numel() for r in out.row.values())
             methods['ours (CPU kernel) + copy'] = (cpu_then_copy, args.baseline_batches)
-        stock = stock_pyg_sampler(num_nodes, edges, FANOUTS[name], device) if args.baseline_batches > 0 else None
+        stock = (stock_pyg_sampler(num_nodes, edges, FANOUTS[name], device)
+                 if args.baseline_batches > 0 and not options else None)
         if stock is not None:
             methods['stock PyG (CPU)'] = (stock, args.baseline_batches)
         result = {'fanout': name, 'batch': args.batch_size}
@@ -192,10 +240,12 @@ def main(argv=None) -> dict:
     columns = ['fanout', 'batch'] + [c for c in rows[0] if c not in ('fanout', 'batch')]
     payload = {'env': environment(), 'args': vars(args), 'device': str(device), 'graph': graph_name,
                'rows': rows}
-    payload['table'] = print_table(rows, columns, f'heterogeneous sampling on {graph_name} ({device}), '
+    mode = '' if args.mode == 'uniform' else f', {args.mode}'
+    payload['table'] = print_table(rows, columns, f'heterogeneous sampling{mode} on {graph_name} ({device}), '
                                                   'median ms per batch (paper seeds)')
-    save_json(Path(args.out) / 'hetero_sampling.json', payload)
-    plot(rows, Path(args.out) / 'hetero_sampling.png', f'{graph_name}, batch {args.batch_size}')
+    stem = 'hetero_sampling' + ('' if args.mode == 'uniform' else '_' + args.mode.replace('-', '_'))
+    save_json(Path(args.out) / f'{stem}.json', payload)
+    plot(rows, Path(args.out) / f'{stem}.png', f'{graph_name}{mode}, batch {args.batch_size}')
     return payload
 
 

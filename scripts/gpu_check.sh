@@ -5,7 +5,8 @@
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
 #   sampling_pinned = the sampler reading a graph in pinned host memory, sampling_modes = weighted and
 #   temporal sampling beside uniform, sampling_papers = both on a
-#   papers100M-size topology, hetero = heterogeneous sampler on an ogbn-mag-like graph, multigpu = sharded features on 2 GPUs,
+#   papers100M-size topology, hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted
+#   and temporal), multigpu = sharded features on 2 GPUs,
 #   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
 #   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
 #   e2e_pinned: features in pinned host memory, e2e_pinned_graph: the graph there too),
@@ -69,6 +70,10 @@ for stage in $STAGES; do
       run sampling_papers_pinned python3 benchmarks/sampling.py --preset papers100M --device cuda \
         --graph-location pinned --batch-sizes 1024 4096 --baseline-batches 2 --out "$OUT_DIR" ;;
     hetero) run hetero python3 benchmarks/hetero_sampling.py --out "$OUT_DIR" ;;
+    hetero_modes)  # weighted and temporal (paper times, uniform and 'last') heterogeneous samples
+      for mode in weighted temporal temporal-last; do
+        run "hetero_$mode" python3 benchmarks/hetero_sampling.py --mode "$mode" --baseline-batches 2 --out "$OUT_DIR"
+      done ;;
     multigpu)  # two or more GPUs: sharded features read peer-to-peer (tests, example, benchmark)
       run multigpu_tests python3 -m pytest tests/test_distributed.py tests/test_example.py -k "process or sharded" \
         -q -rs -p no:cacheprovider

@@ -634,7 +634,8 @@ HETERO_FANOUTS = {('paper', 'cites', 'paper'): [6, 3, -1], ('author', 'writes', 
 
 
 @requires_cuda
-@pytest.mark.parametrize('mode,disjoint', [(m, d) for m in CPU_CUDA_MODES for d in (False, True)
+@pytest.mark.parametrize('mode,disjoint', [(m, d) for m in CPU_CUDA_MODES + SORTED_TEMPORAL_MODES
+                                           for d in (False, True)
                                            if d or not m.startswith('temporal')])  # temporal needs disjoint
 @pytest.mark.parametrize('replace', [False, True])
 @pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
@@ -644,7 +645,9 @@ def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index
     its first-seen order per type: sample-for-sample equal, for seeds of two types
     (with repeats), fanouts 0, -1 and > 32, on a poisoned allocator (every output element
     must be written). With hubs (~250-750 in-edges) the weighted and temporal counts and
-    draws of the hubs are made by whole warps."""
+    draws of the hubs are made by whole warps. '-sorted': the timed edge types' columns
+    sorted by time, which the CUDA kernel binary-searches (int32 inputs: converted per
+    call, the order remembered by the caller's tensors)."""
     colptrs, rows, num_nodes = random_hetero_graph(hubs=hubs)
     g = torch.Generator().manual_seed(11)
     extra = {}
@@ -659,6 +662,13 @@ def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index
                      edge_time={('author', 'knows', 'author'):
                                 torch.randint(0, 100, (rows[('author', 'knows', 'author')].numel(),), generator=g)},
                      temporal_strategy=mode.split('-')[1])
+        if mode.endswith('-sorted'):
+            for et in rows:
+                node_time, edge_time = extra['node_time'].get(et[0]), extra['edge_time'].get(et)
+                if node_time is not None or edge_time is not None:
+                    rows[et], sorted_time, _ = sort_columns_by_time(colptrs[et], rows[et], node_time, edge_time)
+                    if edge_time is not None:
+                        extra['edge_time'][et] = sorted_time
     cuda = lambda value: ({k: v.cuda() for k, v in value.items()} if isinstance(value, dict)  # noqa: E731
                           else value)
     for batch in range(3):

@@ -44,6 +44,7 @@
 #include "../hetero_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
+#include "../time_order.h"
 #include "sample_draws.cuh"
 #include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
@@ -64,6 +65,7 @@ struct Meta {
   const int64_t* row;          // [R] pointers
   const int64_t* weight;       // [R] pointers to double (0: uniform)
   const int64_t* edge_time;    // [R] pointers (0: none)
+  const int64_t* time_sorted;  // [R] 1: the edge type's columns are in time order (columns_sorted_by_time)
   const int64_t* src_type;     // [R]
   const int64_t* dst_type;     // [R]
   const int64_t* node_time;    // [T] pointers (0: none)
@@ -302,6 +304,7 @@ struct Draw {
   const int64_t* node_time;
   const int64_t* edge_time;
   int64_t start, degree, fanout;
+  bool time_sorted;  // temporal, columns in time order: the eligible edges are a prefix (eligible_prefix)
 };
 
 __device__ Draw draw_of(const HopArgs& a, const Task& k) {
@@ -314,13 +317,17 @@ __device__ Draw draw_of(const HopArgs& a, const Task& k) {
   d.start = colptr[k.node];
   d.degree = colptr[k.node + 1] - d.start;
   d.fanout = a.fanout[k.rel];
+  d.time_sorted = a.tree_time != nullptr && a.m.time_sorted[k.rel] != 0;
   return d;
 }
 
 // Whether edge type d's draws are temporal (it has times), or weighted (it has weights):
-// both look at every neighbour.
+// both look at every neighbour (`filtered`), but for temporal ones in time-sorted columns,
+// which search them instead.
 __device__ __forceinline__ bool temporal(const Draw& d) { return d.node_time != nullptr || d.edge_time != nullptr; }
-__device__ __forceinline__ bool filtered(const Draw& d) { return temporal(d) || d.weight != nullptr; }
+__device__ __forceinline__ bool filtered(const Draw& d) {
+  return (temporal(d) && !d.time_sorted) || d.weight != nullptr;
+}
 
 // The weighted draws' weights (null for temporal ones) and the temporal filter of task k.
 __device__ __forceinline__ const double* weights_of(const Draw& d) { return temporal(d) ? nullptr : d.weight; }
@@ -346,6 +353,9 @@ struct DrawCount {
       const bool mine = valid && filtered(d);
       const int64_t n = warp_assisted_count(mine, weights_of(d), mine ? not_later(a, task, d) : NotLater{}, a.last,
                                             d.start, d.degree, d.fanout, a.replace);
+      if (valid && temporal(d) && d.time_sorted) {
+        return temporal_draws(eligible_prefix(not_later(a, task, d), d.start, d.degree), d.fanout, a.replace, a.last);
+      }
       return mine ? n : uniform;
     }
   }
@@ -394,7 +404,10 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
     if (k > 0 && !heavy) {
       const uint64_t key = task_key(key_of_hop, task);
       int64_t* out = edge + base;
-      if (temporal(d)) {
+      if (temporal(d) && d.time_sorted) {
+        const int64_t n = eligible_prefix(not_later(a, task, d), d.start, d.degree);
+        draw_temporal_prefix(d.start, n, d.fanout, a.replace, a.last, key, k, out);
+      } else if (temporal(d)) {
         draw_temporal(d.start, d.degree, d.fanout, a.replace, a.last, key, k, a.tree_time[task.tree], d.row,
                       d.node_time, d.edge_time, out);
       } else if (d.weight != nullptr) {
@@ -490,25 +503,24 @@ void launch(Kernel kernel, int64_t n, cudaStream_t stream, Args... args) {
 // tensor (the cache's key), `colptr` its int64 contiguous form.
 int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
   if (colptr.numel() <= 1) return 0;
-  constexpr size_t kCapacity = 64;
-  static std::mutex mutex;
-  static std::list<std::pair<TensorId, int64_t>> known;  // most recently used first
-  const TensorId id = TensorId::of(&given);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    known.remove_if([](const std::pair<TensorId, int64_t>& k) { return !k.first.alive(); });
-    for (auto it = known.begin(); it != known.end(); ++it) {
-      if (it->first.same(id)) {
-        known.splice(known.begin(), known, it);
-        return known.front().second;
-      }
-    }
-  }
-  const int64_t degree = (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>();
-  std::lock_guard<std::mutex> lock(mutex);
-  known.emplace_front(id, degree);
-  if (known.size() > kCapacity) known.pop_back();
-  return degree;
+  static DerivedMemo<int64_t> memo;
+  return memo.get({TensorId::of(&given)},
+                  [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
+}
+
+// Whether edge type r's columns are in time order (columns_sorted_by_time), checked the
+// first time its tensors are seen (a pass over its edges and a host sync), then
+// remembered while the caller passes the same, unmodified ones. given_* are the caller's
+// tensors (the memo's key; node time: of the source type, or undefined), the rest
+// their int64 contiguous forms.
+bool time_sorted(const at::Tensor& given_colptr, const at::Tensor& given_row, const at::Tensor& given_node_time,
+                 const at::Tensor& given_edge_time, const at::Tensor& colptr, const at::Tensor& row,
+                 const at::Tensor& node_time, const at::Tensor& edge_time) {
+  if (!node_time.defined() && !edge_time.defined()) return false;
+  static DerivedMemo<bool> memo;
+  return memo.get({TensorId::of(&given_colptr), TensorId::of(&given_row), TensorId::of(&given_node_time),
+                   TensorId::of(&given_edge_time)},
+                  [&] { return columns_sorted_by_time(colptr, row, node_time, edge_time); });
 }
 
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
@@ -643,12 +655,21 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     meta_host.insert(meta_host.end(), values.begin(), values.end());
     return at_;
   };
-  std::vector<int64_t> colptr_a(R), row_a(R), weight_a(R), edge_time_a(R), src_a(R), dst_a(R);
+  std::vector<int64_t> colptr_a(R), row_a(R), weight_a(R), edge_time_a(R), time_sorted_a(R, 0), src_a(R), dst_a(R);
   for (int64_t r = 0; r < R; ++r) {
     colptr_a[r] = address(colptrs[r]);
     row_a[r] = address(rows[r]);
     weight_a[r] = address(weights[r]);
     edge_time_a[r] = address(edge_times[r]);
+    if (temporal) {
+      const auto given = [](const c10::List<std::optional<at::Tensor>>& list, int64_t i) {
+        const std::optional<at::Tensor> t = list.empty() ? std::nullopt : list.get(i);
+        return t.has_value() ? *t : at::Tensor();
+      };
+      time_sorted_a[r] = time_sorted(colptr_list[r], row_list[r], given(node_time_list, src_type[r]),
+                                     given(edge_time_list, r), colptrs[r], rows[r], node_times[src_type[r]],
+                                     edge_times[r]);
+    }
     src_a[r] = src_type[r];
     dst_a[r] = dst_type[r];
   }
@@ -659,7 +680,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     batch_out_a[t] = disjoint ? address(batch_buffer[t]) : 0;
   }
   const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_weight = append(weight_a),
-                o_edge_time = append(edge_time_a), o_src = append(src_a), o_dst = append(dst_a),
+                o_edge_time = append(edge_time_a), o_time_sorted = append(time_sorted_a), o_src = append(src_a), o_dst = append(dst_a),
                 o_node_time = append(node_time_a), o_node_out = append(node_out_a),
                 o_batch_out = append(batch_out_a), o_offset = append(type_offset), o_num_nodes = append(num_nodes_a),
                 o_seed_start = append(seed_start), o_fanout = append(fanout_by_hop);
@@ -691,7 +712,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   int64_t* const md = base + o_meta;
   C10_CUDA_CHECK(cudaMemcpyAsync(md, meta_host.data(), meta_host.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
                                  stream));
-  const Meta m{md + o_colptr, md + o_row, md + o_weight, md + o_edge_time, md + o_src, md + o_dst,
+  const Meta m{md + o_colptr, md + o_row, md + o_weight, md + o_edge_time, md + o_time_sorted, md + o_src, md + o_dst,
                md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
                md + o_seed_start};
 

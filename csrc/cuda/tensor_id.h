@@ -3,8 +3,13 @@
 
 #include <ATen/ATen.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <list>
+#include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace pyg_accel {
 
@@ -29,6 +34,52 @@ struct TensorId {
   }
   bool alive() const { return !storage.has_value() || !storage->expired(); }
   bool same(const TensorId& o) const { return ptr == o.ptr && numel == o.numel && version == o.version; }
+};
+
+// Values derived from input tensors (a sync to compute, say), remembered while the
+// caller passes the same, unmodified tensors: the kCapacity most recently used ones.
+// Thread-safe; compute runs outside the lock.
+template <typename Value, size_t kCapacity = 64>
+class DerivedMemo {
+ public:
+  using Key = std::vector<TensorId>;
+
+  template <typename Compute>
+  Value get(const Key& key, const Compute& compute) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      known_.remove_if([](const std::pair<Key, Value>& k) { return !alive(k.first); });
+      for (auto it = known_.begin(); it != known_.end(); ++it) {
+        if (same(it->first, key)) {
+          known_.splice(known_.begin(), known_, it);
+          return known_.front().second;
+        }
+      }
+    }
+    const Value value = compute();
+    std::lock_guard<std::mutex> lock(mutex_);
+    known_.emplace_front(key, value);
+    if (known_.size() > kCapacity) known_.pop_back();
+    return value;
+  }
+
+ private:
+  static bool alive(const Key& key) {
+    for (const TensorId& t : key) {
+      if (!t.alive()) return false;
+    }
+    return true;
+  }
+  static bool same(const Key& a, const Key& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].same(b[i])) return false;
+    }
+    return true;
+  }
+
+  std::mutex mutex_;
+  std::list<std::pair<Key, Value>> known_;  // most recently used first
 };
 
 }  // namespace pyg_accel
