@@ -3,21 +3,26 @@ API, of the raw op, with and without CUDA-graph replay, and a profiler table. Wi
 ``--loop N`` it only makes N plain sampling calls, for external tools:
 
     python scripts/profile_sampler.py [--preset products] [--batch 1024] [--out DIR]
+    python scripts/profile_sampler.py --mode weighted   # only the kernel table, eager
     ncu --clock-control none --kernel-name regex:expand --launch-skip 5 --launch-count 1 \
         python3 scripts/profile_sampler.py --loop 3
 """
 import argparse
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from pyg_accel.data import GraphStore
-from pyg_accel.datasets import synthetic_dataset
-from pyg_accel.ops import neighbor_sample
-from pyg_accel.ops._library import ops
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'benchmarks'))
+from sampling import MODES, mode_options  # noqa: E402
+
+from pyg_accel.data import GraphStore  # noqa: E402
+from pyg_accel.datasets import synthetic_dataset  # noqa: E402
+from pyg_accel.ops import neighbor_sample  # noqa: E402
+from pyg_accel.ops._library import ops  # noqa: E402
 
 
 def graph_and_batches(preset: str, batch: int, count: int, device: str = 'cuda', seed=None):
@@ -52,9 +57,14 @@ def main():
     p.add_argument('--fanouts', type=int, nargs='*', default=[15, 10, 5])
     p.add_argument('--out', default='profile-out')
     p.add_argument('--loop', type=int, default=0, help='only make this many sampling calls')
+    p.add_argument('--mode', choices=MODES, default='uniform',
+                   help="weighted or temporal: only the eager kernel table (the graph's columns in CSC order)")
     args = p.parse_args()
     colptr, row, batches = graph_and_batches(args.preset, args.batch, 40)
     f = args.fanouts
+    if args.mode != 'uniform':
+        kernel_table(colptr, row, batches, f, mode_options(args.mode, colptr.numel() - 1, row.numel(), row.device))
+        return
     if args.loop:
         for i in range(args.loop):
             out = neighbor_sample(colptr, row, batches[i % len(batches)], f)
@@ -90,6 +100,19 @@ def main():
         print(f'--- {label}\n{table}')
         Path(args.out).mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(Path(args.out) / f'sampler_{label}.json'))
+
+
+def kernel_table(colptr, row, batches, fanouts, options) -> None:
+    """GPU time per kernel of eager (not graph-replayed) sampling calls with `options`."""
+    from torch.profiler import ProfilerActivity, profile
+    os.environ['PYG_ACCEL_SAMPLER_CUDA_GRAPHS'] = '0'
+    for s in batches[:3]:
+        neighbor_sample(colptr, row, s, fanouts, **options)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for s in batches[:10]:
+            neighbor_sample(colptr, row, s, fanouts, **options)
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by='self_cuda_time_total', row_limit=25))
 
 
 if __name__ == '__main__':

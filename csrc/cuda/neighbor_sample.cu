@@ -19,7 +19,9 @@
 // look-back. Per hop:
 //   draw    one thread (or lane group) per frontier node: the CSC positions it draws
 //           (Floyd without replacement, uniform with, weighted or temporal draws;
-//           sample_draws.cuh);
+//           sample_draws.cuh); weighted and temporal nodes with many neighbours are
+//           queued and drawn a warp each by the next kernel (hub_draw_kernel), and
+//           temporal columns in time order are binary-searched;
 //   expand  one thread per sampled edge (degree-balanced: a hub's edges spread over
 //           as many threads as it has draws): neighbour, tree, and a dedup-table
 //           insert that remembers the first edge reaching each node (sample_table.cuh);
@@ -189,6 +191,7 @@ class SamplePlan {
     tree_ = at::empty({key_.disjoint ? edge_len_ : std::max<int64_t>(S, 1)}, opts);
     slot_of_ = at::empty({2 * edge_len_}, opts);  // two levels' worth (enqueue's slots())
     if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
+    hub_queue_ = at::empty({warp_draws() ? frontier_len_ : 1}, opts);
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     counters_ = at::zeros({Counters::size(hops_)}, opts);
     blocks_done_ = at::zeros({1}, opts.dtype(at::kInt));
@@ -333,6 +336,9 @@ class SamplePlan {
   bool group_draws(int64_t f) const { return key_.mode == Mode::kUniform && f >= 0 && f <= 32; }
   // Weighted and temporal draws look at every neighbour: their kernels let warps take hubs.
   bool filtered() const { return key_.mode != Mode::kUniform; }
+  // Whether hubs are queued for warp draws (hub_draw_kernel): filtered draws, except
+  // temporal ones in time-sorted columns (a binary search per node instead).
+  bool warp_draws() const { return filtered() && !time_sorted_; }
   static constexpr bool kFusedExpand = PYG_ACCEL_SAMPLER_FUSED_EXPAND;
 
   // `t` as a contiguous `dtype` tensor; a copy, if one is made, is kept in `owned`.
@@ -365,7 +371,7 @@ class SamplePlan {
       return HopArgs{g, key_.mode, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
-                     seg_.data_ptr<int64_t>()};
+                     seg_.data_ptr<int64_t>(), hub_queue_.data_ptr<int64_t>()};
     };
     // Numbers level `level`'s new nodes and sums their next-hop draws (one kernel).
     auto number_args = [&](const int64_t* count_ptr, int64_t static_count, int64_t level) {
@@ -421,7 +427,8 @@ class SamplePlan {
 
   // The hop's draws (the grid also covers the previous hop's rows). Uniform draws with
   // fanouts up to 32 run a group of lanes per node and are expanded by the same kernel
-  // (returns true); the rest draw a thread per node, for expand_kernel.
+  // (returns true); the rest draw a thread per node (weighted and temporal hubs: a warp
+  // per node, by hub_draw_kernel), for expand_kernel.
   // PYG_ACCEL_SAMPLER_FUSED_EXPAND=0 (compile time) keeps group draws and expand apart
   // (a variant for comparison).
   bool launch_draw_expand(const HopArgs& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
@@ -430,6 +437,7 @@ class SamplePlan {
     if (!group_draws(f)) {
       const auto draw = filtered() ? draw_kernel<true> : draw_kernel<false>;
       launch_after(draw, capped_grid(draw, std::max(fl, rows.len)), kBlock, stream, a, fl, rows);
+      if (warp_draws()) launch_after(hub_draw_kernel, capped_grid(hub_draw_kernel, 32 * fl), kBlock, stream, a);
       return false;
     }
     const int width = static_cast<int>(std::max<int64_t>(f, 1));
@@ -521,6 +529,7 @@ class SamplePlan {
   at::Tensor offsets_;
   at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_;
   at::Tensor seed_time_buf_, counters_, host_counts_;
+  at::Tensor hub_queue_;  // [frontier bound] (warp_draws(); else 1)
   at::Tensor blocks_done_;  // [1] int32: the last kernel's finished blocks
   at::Tensor status_;                  // look-back words (tile_scan.cuh) of every level's numbering
   std::vector<int64_t> status_start_;  // level -> its first word

@@ -90,6 +90,16 @@ __device__ __forceinline__ int64_t weighted_draws(int64_t positive, int64_t fano
   return fanout < 0 ? positive : min(fanout, positive);
 }
 
+// Whether an Efraimidis-Spirakis key log(u) / w (w > 0) may exceed `kth` (a key, so
+// <= 0): false only where it surely does not. log(u) / w > kth <=> u > exp(kth w),
+// tested in single precision with a margin (1e-4) far above that test's rounding (a
+// few 1e-6 while exp(kth w) is a normal float; below that the bound is 0 and nothing is
+// rejected), so the exact key, a double log and division, is computed only for the
+// candidates that may enter a full top-k (about k log(degree / k) of a node's degree).
+__device__ __forceinline__ bool may_exceed(double u, double w, double kth) {
+  return static_cast<float>(u) >= __expf(static_cast<float>(kth * w)) * 0.9999f;
+}
+
 // Weighted draws: with replacement, inverse-CDF over the positive weights in CSC
 // order; without, the k largest Efraimidis-Spirakis keys log(u) / w in decreasing
 // order (`keys` is scratch for k doubles); fanout -1 takes every positive edge.
@@ -151,7 +161,9 @@ __device__ inline void draw_weighted(const double* weight, int64_t start, int64_
   for (int64_t j = 0; j < degree; ++j) {
     const double w = weight[start + j];
     if (!(w > 0)) continue;
-    const double kj = log(uniform_open(key, j)) / w;
+    const double u = uniform_open(key, j);
+    if (n == k && !may_exceed(u, w, keys[k - 1])) continue;
+    const double kj = log(u) / w;
     if (n == k && !(kj > keys[k - 1])) continue;
     int64_t q = n < k ? n++ : k - 1;  // insertion into the decreasing top-k
     while (q > 0 && keys[q - 1] < kj) {

@@ -60,11 +60,12 @@ struct Params {
 
 // The device counters of one sample, zeroed by the last kernel of the previous one
 // (after it published them to the host), in one int64 buffer:
-// [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed].
+// [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed | hubs[H]].
 // nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
 // first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
-// bad_seed = 1 + an out-of-range seed (0 if none). random_seed and epoch point into
-// the device copy of the call's Params.
+// bad_seed = 1 + an out-of-range seed (0 if none), hubs[h] = hop h's nodes queued for
+// warp draws (hub_draw_kernel). random_seed and epoch point into the device copy of the
+// call's Params.
 struct Counters {
   const int64_t* random_seed;
   const int64_t* epoch;
@@ -73,11 +74,12 @@ struct Counters {
   int64_t* node_start;
   int64_t* edge_start;
   int64_t* bad_seed;
-  static int64_t size(int64_t hops) { return 4 * hops + 4; }
+  int64_t* hubs;
+  static int64_t size(int64_t hops) { return 5 * hops + 4; }
   static Counters at(int64_t* base, int64_t hops, const Params* params) {
     const bool device = params != nullptr;
     return {device ? &params->random_seed : nullptr, device ? &params->epoch : nullptr, base, base + 1 + hops,
-            base + 1 + 2 * hops, base + 2 + 3 * hops, base + 3 + 4 * hops};
+            base + 1 + 2 * hops, base + 2 + 3 * hops, base + 3 + 4 * hops, base + 4 + 4 * hops};
   }
 };
 
@@ -123,6 +125,7 @@ struct HopArgs {
   int64_t* drawn;            // CSC position of each hop edge (bounded fanouts; else sampling nodes only)
   double* drawn_key;         // weighted scratch
   int64_t* seg;              // frontier index of each hop edge (bounded fanouts)
+  int64_t* hub_queue;        // [frontier bound] frontier indices of the nodes warps draw (filtered modes)
 };
 
 __device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
@@ -394,9 +397,9 @@ __device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out,
 // The CSC positions frontier node i draws (`live`: the lane has a node; bounded
 // fanouts: also every position's edge owner, so expand needs neither a search nor the
 // node's degree). kFiltered (weighted and temporal modes): every lane of the warp calls
-// it, and a node with more than kWarpDegree neighbours is drawn by the whole warp,
-// after each lane has drawn for its own light node (temporal draws in time-sorted
-// columns stay with the thread: a binary search, then draws as uniform ones).
+// it, and a node with more than kWarpDegree neighbours whose draws a warp can make is
+// queued for hub_draw_kernel instead (temporal draws in time-sorted columns stay with
+// the thread: a binary search, then draws as uniform ones).
 template <bool kFiltered>
 __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live) {
   int64_t k = 0, o = 0, id = 0, start = 0, degree = 0;
@@ -436,13 +439,34 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
     }
   }
   if constexpr (!kFiltered) return;
-  for_each_flagged_lane(heavy, [&](int src) {
-    const int64_t tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[broadcast(id, src)];
-    warp_draw_filtered(weights_of(a), not_later(a, tree), a.mode == Mode::kTemporalLast, broadcast(start, src),
-                       broadcast(degree, src), a.fanout, a.replace,
-                       slot_key(hop_key(*a.c.random_seed, a.hop), broadcast(i, src)), broadcast(k, src),
-                       a.drawn + broadcast(o, src));
-  });
+  const unsigned lanes = __ballot_sync(kFullWarp, heavy);
+  if (lanes == 0) return;
+  const int leader = __ffs(lanes) - 1;
+  unsigned long long first = 0;  // the warp's first queue slot: one atomic per warp
+  if (lane_id() == leader) {
+    first = atomicAdd(reinterpret_cast<unsigned long long*>(a.c.hubs + a.hop),
+                      static_cast<unsigned long long>(__popc(lanes)));
+  }
+  first = __shfl_sync(kFullWarp, first, leader);
+  if (heavy) a.hub_queue[first + __popc(lanes & lanes_below())] = i;
+}
+
+// The hop's queued nodes (draw_one), a warp each, over every warp of the grid: a warp
+// no longer draws the hubs of its own 32 lanes one after another, so a frontier of
+// hubs (on a products-like graph a node reached along an edge has ~1,100 neighbours)
+// keeps the whole GPU busy.
+__global__ void __launch_bounds__(kBlock) hub_draw_kernel(HopArgs a) {
+  after_previous_kernel();
+  const int64_t count = a.c.hubs[a.hop], warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const uint64_t key_of_hop = hop_key(*a.c.random_seed, a.hop);
+  for (int64_t q = global_thread() / 32; q < count; q += warps) {  // (warp-uniform)
+    const int64_t i = a.hub_queue[q], k = step(a.offsets, i), o = a.offsets[i] - k;
+    const int64_t id = a.c.node_start[a.hop] + i, v = a.out->node[id];
+    const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+    const int64_t tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[id];
+    warp_draw_filtered(weights_of(a), not_later(a, tree), a.mode == Mode::kTemporalLast, start, degree, a.fanout,
+                       a.replace, slot_key(key_of_hop, i), k, a.drawn + o);
+  }
 }
 
 // The frontier's live size (its bound, or the nodes the level actually got).

@@ -5,9 +5,10 @@
 // per node then lets a hub stall its block: on a products-size graph (in-degrees up
 // to ~23k) one batch of 1024 x [15, 10, 5] took 24 ms weighted and 73 ms temporal,
 // against 0.2 ms uniform. So nodes with more than kWarpDegree neighbours are counted
-// and drawn by the 32 lanes of their warp together, one such node after another
-// (TurboGNN's degree-aware assignment at warp granularity), while each lane still
-// draws its own light node alone. Every function here gives exactly the serial
+// and drawn by the 32 lanes of a warp together (TurboGNN's degree-aware assignment at
+// warp granularity), while each lane still draws its own light node alone: counted by
+// their own warp one after another; drawn (homogeneous sampler) a warp each from a
+// queue over the whole grid. Every function here gives exactly the serial
 // version's result (sample_draws.cuh, and so the CPU kernel's), and every lane of the
 // warp must call it with the same arguments.
 //
@@ -151,34 +152,34 @@ __device__ inline void warp_draw_temporal_uniform(const NotLater& ok, int64_t st
 
 // draw_weighted without replacement and fanout >= 0, for k <= 32 (k <= the positive
 // weights): the k largest Efraimidis-Spirakis keys, in decreasing order. Lane q holds
-// entry q of the running top-k; positions are offered in CSC order, each step's keys
-// computed by all lanes at once, and a key enters as it would in the serial insertion
-// (after the equal keys already held).
+// entry q of the running top-k; positions are offered in CSC order, each step's random
+// numbers drawn by all lanes at once (the exact keys only where they may enter:
+// may_exceed), and a key enters as it would in the serial insertion (after the equal
+// keys already held).
 __device__ inline void warp_draw_weighted(const double* weight, int64_t start, int64_t degree, uint64_t key, int64_t k,
                                    int64_t* out) {
   const int lane = lane_id();
   double held_key = 0.0;
   int64_t held = -1, n = 0;  // this lane's entry; entries held so far
   for (int64_t base = start; base < start + degree; base += kWarpStep) {
-    double cand[kWarpTiles];
-    double w[kWarpTiles];
+    double w[kWarpTiles], r[kWarpTiles];
 #pragma unroll
     for (int u = 0; u < kWarpTiles; ++u) {
       const int64_t e = base + 32 * u + lane;
       w[u] = e < start + degree ? weight[e] : 0.0;
     }
 #pragma unroll
-    for (int u = 0; u < kWarpTiles; ++u) {
-      cand[u] = w[u] > 0 ? log(uniform_open(key, base + 32 * u + lane - start)) / w[u] : 0.0;
-    }
+    for (int u = 0; u < kWarpTiles; ++u) r[u] = w[u] > 0 ? uniform_open(key, base + 32 * u + lane - start) : 1.0;
 #pragma unroll
     for (int u = 0; u < kWarpTiles; ++u) {
       const double kth = __shfl_sync(kFullWarp, held_key, static_cast<int>(k - 1));
-      unsigned offers = __ballot_sync(kFullWarp, w[u] > 0 && (n < k || cand[u] > kth));
+      const bool may = w[u] > 0 && (n < k || may_exceed(r[u], w[u], kth));
+      const double cand = may ? log(r[u]) / w[u] : 0.0;
+      unsigned offers = __ballot_sync(kFullWarp, may && (n < k || cand > kth));
       while (offers) {  // in CSC order
         const int src = __ffs(offers) - 1;
         offers &= offers - 1;
-        const double c = __shfl_sync(kFullWarp, cand[u], src);
+        const double c = __shfl_sync(kFullWarp, cand, src);
         const int64_t pos = base + 32 * u + src;
         if (n == k && !(c > __shfl_sync(kFullWarp, held_key, static_cast<int>(k - 1)))) continue;
         const int at = __popc(__ballot_sync(kFullWarp, lane < n && held_key >= c));  // entries staying ahead
