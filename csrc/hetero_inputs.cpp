@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "time_order.h"
+
 namespace pyg_accel {
 namespace {
 
@@ -18,6 +20,13 @@ at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t
   if (!t.has_value()) return at::Tensor();
   TORCH_CHECK(!device || t->device() == *device, "hetero_neighbor_sample: ", name, " must be on the graph's GPU");
   return t->to(dtype).contiguous();
+}
+
+// Entry i of an optional per-type tensor list as given, or an undefined tensor.
+at::Tensor list_entry(const c10::List<std::optional<at::Tensor>>& list, int64_t i) {
+  if (i >= static_cast<int64_t>(list.size())) return at::Tensor();
+  const std::optional<at::Tensor> t = list.get(i);
+  return t.has_value() ? *t : at::Tensor();
 }
 
 }  // namespace
@@ -72,6 +81,13 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
   for (int64_t t = 0; t < T; ++t) {
     TORCH_CHECK(!in.temporal || seed_list[t].numel() == 0 || in.seed_times[t].defined(), "hetero_neighbor_sample: "
                 "temporal sampling needs the seed times of node type ", std::to_string(t));
+  }
+  in.time_sorted.assign(R, false);
+  for (int64_t r = 0; in.temporal && r < R; ++r) {
+    const int64_t s = src_type[r];
+    in.time_sorted[r] = remembered_columns_sorted_by_time(
+        {colptr_list[r], row_list[r], list_entry(node_time, s), list_entry(edge_time, r)}, in.colptrs[r], in.rows[r],
+        in.node_times[s], in.edge_times[r]);
   }
   return in;
 }

@@ -40,6 +40,11 @@ TORCH_LIBRARY(pyg_accel, m) {
         "Tensor? edge_time=None, Tensor? seed_time=None, str temporal_strategy='uniform') -> (Tensor node, "
         "Tensor row, Tensor col, Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)",
         {at::Tag::nondeterministic_seeded});
+  // Whether every column of a CSC graph lists its edges in ascending time, an edge's
+  // time being the later of node_time[row[e]] and edge_time[e] (of those given; false if
+  // neither is): then each column's edges not later than a seed's time are a prefix,
+  // which both sampling kernels binary-search (they check this once per graph).
+  m.def("columns_sorted_by_time(Tensor colptr, Tensor row, Tensor? node_time=None, Tensor? edge_time=None) -> bool");
   // Drops the CUDA sampler's cached plans (buffers and CUDA graphs; they are rebuilt on
   // the next call); returns how many were dropped.
   m.def("clear_sampler_plans() -> int");

@@ -1,6 +1,11 @@
 #include "time_order.h"
 
+#include <torch/library.h>
+
 #include <algorithm>
+#include <optional>
+
+#include "tensor_id.h"
 
 namespace pyg_accel {
 
@@ -28,6 +33,36 @@ bool columns_sorted_by_time(const at::Tensor& colptr, const at::Tensor& row, con
     out_of_order += falls.sum();
   }
   return out_of_order.item<int64_t>() == 0;
+}
+
+bool remembered_columns_sorted_by_time(const std::array<at::Tensor, 4>& given, const at::Tensor& colptr,
+                                       const at::Tensor& row, const at::Tensor& node_time, const at::Tensor& edge_time) {
+  if (!node_time.defined() && !edge_time.defined()) return false;
+  static DerivedMemo<bool> memo;
+  DerivedMemo<bool>::Key key;
+  for (const at::Tensor& t : given) key.push_back(TensorId::of(&t));
+  return memo.get(key, [&] { return columns_sorted_by_time(colptr, row, node_time, edge_time); });
+}
+
+namespace {
+
+bool columns_sorted_by_time_op(const at::Tensor& colptr, const at::Tensor& row,
+                               const std::optional<at::Tensor>& node_time, const std::optional<at::Tensor>& edge_time) {
+  TORCH_CHECK(colptr.dim() == 1 && colptr.numel() > 0 && row.dim() == 1,
+              "columns_sorted_by_time: colptr must be [num_nodes + 1] and row [num_edges]");
+  TORCH_CHECK(!edge_time.has_value() || edge_time->numel() == row.numel(),
+              "columns_sorted_by_time: edge_time must have one entry per edge");
+  const auto as_long = [](const std::optional<at::Tensor>& t) {
+    return t.has_value() ? t->to(at::kLong).contiguous() : at::Tensor();
+  };
+  return columns_sorted_by_time(colptr.to(at::kLong).contiguous(), row.to(at::kLong).contiguous(),
+                                as_long(node_time), as_long(edge_time));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pyg_accel, CompositeExplicitAutograd, m) {
+  m.impl("columns_sorted_by_time", &columns_sorted_by_time_op);
 }
 
 }  // namespace pyg_accel

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
+
 namespace pyg_accel {
 
 // Whether every column of the CSC graph (colptr [N + 1], row [E], int64) lists its edges
@@ -13,5 +15,13 @@ namespace pyg_accel {
 // pass over the edges (in chunks, so the scratch stays small), one host read.
 bool columns_sorted_by_time(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& node_time,
                             const at::Tensor& edge_time);
+
+// columns_sorted_by_time, computed the first time the caller's tensors `given`
+// (colptr, row, node time, edge time as passed to the op, undefined where absent: the
+// memo's key) are seen, then remembered while the caller passes the same, unmodified
+// ones (a graph's order is checked once, not per sample). The other arguments are
+// their int64 contiguous forms.
+bool remembered_columns_sorted_by_time(const std::array<at::Tensor, 4>& given, const at::Tensor& colptr,
+                                       const at::Tensor& row, const at::Tensor& node_time, const at::Tensor& edge_time);
 
 }  // namespace pyg_accel

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pyg_accel.data import GraphStore
-from pyg_accel.ops import neighbor_sample, sort_columns_by_time
+from pyg_accel.ops import columns_sorted_by_time, neighbor_sample, sort_columns_by_time
 
 from conftest import poison_cuda_allocator, requires_cuda
 
@@ -361,36 +361,59 @@ def test_sort_columns_by_time():
         assert bool((key[1:][same_col] >= key[:-1][same_col]).all())
         ties = same_col & (key[1:] == key[:-1])
         assert bool((perm[1:][ties] > perm[:-1][ties]).all())  # stable
+        assert columns_sorted_by_time(colptr, new_row, nt, new_et)
+        assert not columns_sorted_by_time(colptr, row, nt, et)
     with pytest.raises(ValueError, match='node_time or edge_time'):
         sort_columns_by_time(colptr, row)
+    assert not columns_sorted_by_time(colptr, row)  # no times: nothing to search
+    with pytest.raises(IndexError, match='node_time has 10 entries'):
+        columns_sorted_by_time(colptr, row, node_time[:10])
+    with pytest.raises(RuntimeError, match='one entry per edge'):
+        columns_sorted_by_time(colptr, row, edge_time=edge_time[:-1])
 
 
-@requires_cuda
+def with_unsorted_column(colptr, row, node_time):
+    """The graph plus one node whose column holds two edges out of time order: no edge
+    leads to the new node, so no sample reaches it, but the columns are no longer all
+    in time order and the samplers scan them instead of searching."""
+    late, early = int(torch.argmax(node_time)), int(torch.argmin(node_time))
+    assert node_time[late] > node_time[early]
+    return (torch.cat([colptr, colptr[-1:] + 2]), torch.cat([row, torch.tensor([late, early], device=row.device)]),
+            torch.cat([node_time, node_time[:1]]))
+
+
 @pytest.mark.parametrize('strategy', ['uniform', 'last'])
-def test_cuda_temporal_searches_only_sorted_columns(strategy):
-    """The CUDA sampler binary-searches the eligible prefix only when every column is
-    in time order: a graph sorted but for one pair of edges (in the last column, or in
-    the first, after leading empty columns) must still be scanned, as the CPU kernel
-    does, or the samples would differ."""
+def test_temporal_search_equals_scan(sample_device, strategy):
+    """Columns in time order are binary-searched (both kernels; the order is checked
+    once per graph): the sample equals the scanned one, taken on the same graph with an
+    unreachable unsorted column added. A graph in order but for one pair of edges (in
+    the first column with edges, after empty ones, or in the last) must be scanned too,
+    or the samples would differ."""
     colptr, row = random_graph(400, 8000, hubs=3)
     colptr, row = torch.cat([torch.zeros(3, dtype=torch.long), colptr]), row + 3  # nodes 0-2: no in-edges
     g = torch.Generator().manual_seed(8)
     node_time = torch.randint(0, 50, (403,), generator=g)
     row, _, _ = sort_columns_by_time(colptr, row, node_time)
+    graphs = [row]
     for column in [3, 397]:  # the first and the last column with edges (398-402 have none)
         begin, end = int(colptr[column]), int(colptr[column + 1])
         bad = row.clone()
         late = begin + int(torch.argmax(node_time[row[begin:end]]))  # a latest edge to the front
         bad[begin], bad[late] = row[late], row[begin]
         assert node_time[bad[begin]] > node_time[bad[begin + 1]]
-        seed = torch.full((64,), column)
-        seed_time = torch.randint(10, 40, (64,), generator=g)
-        for graph in (row, bad):
-            cpu = neighbor_sample(colptr, graph, seed, [3, 2], disjoint=True, random_seed=2, node_time=node_time,
-                                  seed_time=seed_time, temporal_strategy=strategy)
-            gpu = neighbor_sample(colptr.cuda(), graph.cuda(), seed.cuda(), [3, 2], disjoint=True, random_seed=2,
-                                  node_time=node_time.cuda(), seed_time=seed_time.cuda(), temporal_strategy=strategy)
-            assert torch.equal(cpu.node, gpu.node.cpu()) and torch.equal(cpu.edge, gpu.edge.cpu())
+        graphs.append(bad)
+    seed = torch.cat([torch.full((32,), 3), torch.full((32,), 397), torch.randint(0, 400, (64,), generator=g)])
+    seed_time = torch.randint(10, 40, (128,), generator=g)
+    on = lambda t: t.to(sample_device)  # noqa: E731
+    for graph in graphs:
+        scan_graph = with_unsorted_column(colptr, graph, node_time)
+        assert columns_sorted_by_time(on(colptr), on(graph), on(node_time)) == (graph is row)
+        assert not columns_sorted_by_time(*(on(t) for t in scan_graph))
+        searched, scanned = (neighbor_sample(on(c), on(r), on(seed), [3, 2], disjoint=True, random_seed=2,
+                                             node_time=on(t), seed_time=on(seed_time), temporal_strategy=strategy)
+                             for c, r, t in [(colptr, graph, node_time), scan_graph])
+        assert torch.equal(searched.node, scanned.node) and torch.equal(searched.edge, scanned.edge)
+        assert searched.num_sampled_edges == scanned.num_sampled_edges
 
 
 def test_temporal_bad_input(sample_device):

@@ -20,6 +20,7 @@
 #include "../hetero_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
+#include "../time_order.h"
 #include "flat_map.h"
 
 namespace pyg_accel {
@@ -97,26 +98,42 @@ int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replac
 
 // Temporal draws: only edges whose neighbour (node_time) and edge (edge_time) are
 // not later than `limit`; 'last' keeps the last eligible ones, 'uniform' draws
-// among them (Floyd without replacement, uniform with).
+// among them (Floyd without replacement, uniform with). In a column sorted by time
+// (`time_sorted`: remembered_columns_sorted_by_time) the eligible edges are a prefix,
+// found by binary search instead of a scan (the same draws).
 int64_t draw_temporal(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last, uint64_t key,
                       int64_t limit, const int64_t* row, const int64_t* node_time, const int64_t* edge_time,
-                      int64_t* out) {
+                      bool time_sorted, int64_t* out) {
+  const auto eligible_edge = [&](int64_t e) {
+    return (node_time == nullptr || node_time[row[e]] <= limit) && (edge_time == nullptr || edge_time[e] <= limit);
+  };
   std::vector<int64_t> eligible;
-  for (int64_t e = start; e < start + degree; ++e) {
-    if ((node_time == nullptr || node_time[row[e]] <= limit) && (edge_time == nullptr || edge_time[e] <= limit)) {
-      eligible.push_back(e);
+  int64_t n = 0;
+  if (time_sorted) {
+    for (int64_t hi = degree; n < hi;) {  // eligible: [0, n); not: [hi, degree)
+      const int64_t mid = n + (hi - n) / 2;
+      if (eligible_edge(start + mid)) {
+        n = mid + 1;
+      } else {
+        hi = mid;
+      }
     }
+  } else {
+    for (int64_t e = start; e < start + degree; ++e) {
+      if (eligible_edge(e)) eligible.push_back(e);
+    }
+    n = static_cast<int64_t>(eligible.size());
   }
-  const int64_t n = static_cast<int64_t>(eligible.size());
+  const auto position = [&](int64_t j) { return time_sorted ? start + j : eligible[j]; };  // of eligible edge j
   if (last) {
     const int64_t k = fanout < 0 ? n : std::min(fanout, n);
-    std::copy(eligible.end() - k, eligible.end(), out);
+    for (int64_t j = 0; j < k; ++j) out[j] = position(n - k + j);
     return k;
   }
   const int64_t k = num_to_draw(fanout, n, replace);
   std::vector<int64_t> picked(k);
   draw_neighbors(0, n, fanout, replace, key, picked.data());
-  for (int64_t j = 0; j < k; ++j) out[j] = eligible[picked[j]];
+  for (int64_t j = 0; j < k; ++j) out[j] = position(picked[j]);
   return k;
 }
 
@@ -162,6 +179,10 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
               "neighbor_sample: node_time must have one entry per node");
   const int64_t* node_time = node_time_c.defined() ? node_time_c.data_ptr<int64_t>() : nullptr;
   const int64_t* edge_time = edge_time_c.defined() ? edge_time_c.data_ptr<int64_t>() : nullptr;
+  const auto given = [](const std::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); };
+  const bool time_sorted = temporal && remembered_columns_sorted_by_time(
+                                           {colptr_t, row_t, given(node_time_t), given(edge_time_t)}, colptr_c, row_c,
+                                           node_time_c, edge_time_c);
   const int64_t* seed_time = seed_time_c.defined() ? seed_time_c.data_ptr<int64_t>() : nullptr;
   const bool last = temporal_strategy == "last";
 
@@ -205,7 +226,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         const uint64_t rng = slot_key(key_of_hop, i);
         if (temporal) {
           count[i] = draw_temporal(start, degree, fanout, replace, last, rng, seed_time[batch[frontier[i]]], row,
-                                   node_time, edge_time, drawn.data() + offset[i]);
+                                   node_time, edge_time, time_sorted, drawn.data() + offset[i]);
         } else if (weight != nullptr) {
           count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, drawn.data() + offset[i]);
         } else {
@@ -347,7 +368,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
           int64_t* out = drawn.data() + offset[i];
           if (temporal && (node_time != nullptr || edge_time != nullptr)) {
             count[i] = draw_temporal(start, degree, fanout, replace, last, rng, tree_time[batch[d_t][from[i]]], row,
-                                     node_time, edge_time, out);
+                                     node_time, edge_time, in.time_sorted[r], out);
           } else if (weight != nullptr) {
             count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, out);
           } else {

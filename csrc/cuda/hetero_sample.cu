@@ -44,11 +44,10 @@
 #include "../hetero_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
-#include "../time_order.h"
 #include "sample_draws.cuh"
 #include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
-#include "tensor_id.h"
+#include "../tensor_id.h"
 #include "tile_scan.cuh"
 
 namespace pyg_accel {
@@ -508,21 +507,6 @@ int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
                   [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
 }
 
-// Whether edge type r's columns are in time order (columns_sorted_by_time), checked the
-// first time its tensors are seen (a pass over its edges and a host sync), then
-// remembered while the caller passes the same, unmodified ones. given_* are the caller's
-// tensors (the memo's key; node time: of the source type, or undefined), the rest
-// their int64 contiguous forms.
-bool time_sorted(const at::Tensor& given_colptr, const at::Tensor& given_row, const at::Tensor& given_node_time,
-                 const at::Tensor& given_edge_time, const at::Tensor& colptr, const at::Tensor& row,
-                 const at::Tensor& node_time, const at::Tensor& edge_time) {
-  if (!node_time.defined() && !edge_time.defined()) return false;
-  static DerivedMemo<bool> memo;
-  return memo.get({TensorId::of(&given_colptr), TensorId::of(&given_row), TensorId::of(&given_node_time),
-                   TensorId::of(&given_edge_time)},
-                  [&] { return columns_sorted_by_time(colptr, row, node_time, edge_time); });
-}
-
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
 
 using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor, at::Tensor,
@@ -661,15 +645,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     row_a[r] = address(rows[r]);
     weight_a[r] = address(weights[r]);
     edge_time_a[r] = address(edge_times[r]);
-    if (temporal) {
-      const auto given = [](const c10::List<std::optional<at::Tensor>>& list, int64_t i) {
-        const std::optional<at::Tensor> t = list.empty() ? std::nullopt : list.get(i);
-        return t.has_value() ? *t : at::Tensor();
-      };
-      time_sorted_a[r] = time_sorted(colptr_list[r], row_list[r], given(node_time_list, src_type[r]),
-                                     given(edge_time_list, r), colptrs[r], rows[r], node_times[src_type[r]],
-                                     edge_times[r]);
-    }
+    time_sorted_a[r] = in.time_sorted[r];
     src_a[r] = src_type[r];
     dst_a[r] = dst_type[r];
   }
@@ -680,8 +656,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     batch_out_a[t] = disjoint ? address(batch_buffer[t]) : 0;
   }
   const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_weight = append(weight_a),
-                o_edge_time = append(edge_time_a), o_time_sorted = append(time_sorted_a), o_src = append(src_a), o_dst = append(dst_a),
-                o_node_time = append(node_time_a), o_node_out = append(node_out_a),
+                o_edge_time = append(edge_time_a), o_time_sorted = append(time_sorted_a), o_src = append(src_a),
+                o_dst = append(dst_a), o_node_time = append(node_time_a), o_node_out = append(node_out_a),
                 o_batch_out = append(batch_out_a), o_offset = append(type_offset), o_num_nodes = append(num_nodes_a),
                 o_seed_start = append(seed_start), o_fanout = append(fanout_by_hop);
 

@@ -12,7 +12,8 @@ from ._library import check_cuda_built, ops
 from ._marks import record, recorded, version
 
 __all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
-           'cuda_sampling_available', 'clear_sampler_cache', 'last_sample_wait_us', 'sort_columns_by_time']
+           'cuda_sampling_available', 'clear_sampler_cache', 'last_sample_wait_us', 'sort_columns_by_time',
+           'columns_sorted_by_time']
 
 EdgeType = Tuple[str, str, str]
 
@@ -179,6 +180,21 @@ def sort_columns_by_time(colptr: Tensor, row: Tensor, node_time: Optional[Tensor
     order = torch.sort(key, stable=True).indices
     order = order[torch.sort(col[order], stable=True).indices]  # by column, then time
     return row[order], None if edge_time is None else edge_time[order], order
+
+
+def columns_sorted_by_time(colptr: Tensor, row: Tensor, node_time: Optional[Tensor] = None,
+                           edge_time: Optional[Tensor] = None) -> bool:
+    """Whether each column of a CSC graph is in ascending time, as
+    :func:`sort_columns_by_time` leaves it (an edge's time: the later of
+    ``node_time[row]`` and ``edge_time``, of those given; ``False`` if neither is).
+    Then both sampling kernels find a node's eligible neighbours by binary search
+    instead of a scan (they check this once per graph, by the tensors' identity)."""
+    _check_graph(colptr, row)
+    if node_time is not None and row.numel() and int(row.max()) >= node_time.numel():
+        raise IndexError(f'columns_sorted_by_time: node_time has {node_time.numel()} entries, row holds node '
+                         f'{int(row.max())}')
+    move = lambda t: None if t is None else t.to(row.device)  # noqa: E731
+    return bool(ops().columns_sorted_by_time(colptr.to(row.device), row, move(node_time), move(edge_time)))
 
 
 def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
