@@ -15,8 +15,9 @@
 // previous level's nodes of each edge type's destination type, edge type by edge type.
 // Per level: the flags' scan, a one-thread summary (per-segment bases, per-type counts,
 // the next hop's task offsets) and assign; per hop: the draw counts' scan, summary,
-// draw, insert. Each scan is one kernel over the live positions only (decoupled
-// look-back, tile_scan.cuh), computing its items on the fly. No host synchronisation
+// draw (weighted and temporal hubs queued for hub_draw_kernel), insert. Each scan is
+// one kernel over the live positions only (decoupled look-back, tile_scan.cuh),
+// computing its items on the fly. No host synchronisation
 // until the counters are read at the end; buffers are sized by host-side upper bounds
 // and the kernels read the live sizes from the counters. The output edges, grouped per
 // hop in the position buffers, are then written edge type by edge type into one tensor
@@ -89,6 +90,7 @@ __device__ __forceinline__ T* ptr(const int64_t* table, int64_t i) {
 //   seg_base    [max(T, R)]    new nodes of the segment's type in earlier segments (current level)
 //   bad         [2]            1 + the position of an out-of-range seed; 1 + the edge type
 //                              of an out-of-range row (0: none)
+//   hubs        [H]            tasks queued for warp draws per hop (hub_draw_kernel)
 struct Counters {
   int64_t* level_count;
   int64_t* level_start;
@@ -97,8 +99,9 @@ struct Counters {
   int64_t* task_start;
   int64_t* seg_base;
   int64_t* bad;
+  int64_t* hubs;
   static int64_t size(int64_t T, int64_t R, int64_t H) {
-    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 2;
+    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 2 + H;
   }
   static Counters at(int64_t* base, int64_t T, int64_t R, int64_t H) {
     Counters c;
@@ -109,6 +112,7 @@ struct Counters {
     c.task_start = c.rel_start + H * (R + 1);
     c.seg_base = c.task_start + R + 1;
     c.bad = c.seg_base + std::max(T, R);
+    c.hubs = c.bad + 2;
     return c;
   }
 };
@@ -380,11 +384,11 @@ __device__ __forceinline__ uint64_t task_key(uint64_t key_of_hop, const Task& ta
 
 // Each task's draws: the CSC positions (grouped by task, in task order), and per
 // position the local id of the node drawn for (col) and, in disjoint mode, its tree.
-// kFiltered: a weighted or temporal node with more than kWarpDegree neighbours is
-// drawn by its whole warp, after each lane has drawn for its own light node.
+// kFiltered: a weighted or temporal node with more than kWarpDegree neighbours whose
+// draws a warp can make is queued (hub_queue) for hub_draw_kernel instead.
 template <bool kFiltered>
 __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64_t* edge, int64_t* col,
-                            int64_t* tree, double* keys) {
+                            int64_t* tree, double* keys, int64_t* hub_queue) {
   const int64_t live = a.c.task_start[a.num_rels], tasks = bound < live ? bound : live;
   const uint64_t key_of_hop = hop_key(a.random_seed, a.hop);
   // Whole warps step together (warp draws need every lane), lane by lane over the tasks.
@@ -417,18 +421,25 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
         draw_uniform(d.start, d.degree, k, a.replace, key, out);
       }
     }
-    if constexpr (kFiltered) {
-      for_each_flagged_lane(heavy, [&](int src) {
-        const Task t = task_of(a, broadcast(q, src));
-        const Draw e = draw_of(a, t);
-        warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
-                           task_key(key_of_hop, t), broadcast(k, src), edge + broadcast(base, src));
-      });
-    }
+    if constexpr (kFiltered) warp_enqueue(heavy, q, a.c.hubs + a.hop, hub_queue);
     for (int64_t j = 0; j < k; ++j) {
       col[base + j] = task.local_id;
       if (tree != nullptr) tree[base + j] = task.tree;
     }
+  }
+}
+
+// The hop's queued tasks (draw_kernel), a warp each, over every warp of the grid (not a
+// warp's own lanes' hubs one after another).
+__global__ void hub_draw_kernel(HopArgs a, const int64_t* scan, const int64_t* hub_queue, int64_t* edge) {
+  const int64_t count = a.c.hubs[a.hop], warps = thread_count() / 32;
+  const uint64_t key_of_hop = hop_key(a.random_seed, a.hop);
+  for (int64_t j = thread_index() / 32; j < count; j += warps) {  // (warp-uniform)
+    const int64_t q = hub_queue[j], k = element(scan, q), base = scan[q] - k;
+    const Task t = task_of(a, q);
+    const Draw e = draw_of(a, t);
+    warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
+                       task_key(key_of_hop, t), k, edge + base);
   }
 }
 
@@ -670,6 +681,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   const int64_t o_scan = carve(max_positions), o_node = carve(max_positions),
                 o_tree = carve(disjoint ? max_positions : 0), o_seed_slot = carve(num_seeds),
                 o_task_scan = carve(max_tasks), o_keys = carve(weighted ? max_positions : 0),
+                o_hub_queue = carve(weighted || temporal ? max_tasks : 0),
                 o_meta = carve(static_cast<int64_t>(meta_host.size()));
   std::vector<int64_t> o_hop_slot(H), o_hop_edge(H), o_hop_col(H);
   for (int64_t h = 0; h < H; ++h) {
@@ -725,7 +737,10 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     hop_summary_kernel<<<1, 1, 0, stream>>>(c, task_scan, h, R, H);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     launch(weighted || temporal ? draw_kernel<true> : draw_kernel<false>, task_bound[h], stream, a, task_scan,
-           task_bound[h], base + o_hop_edge[h], base + o_hop_col[h], tree_ptr, keys);
+           task_bound[h], base + o_hop_edge[h], base + o_hop_col[h], tree_ptr, keys, base + o_hub_queue);
+    if (weighted || temporal) {
+      launch(hub_draw_kernel, 32 * task_bound[h], stream, a, task_scan, base + o_hub_queue, base + o_hop_edge[h]);
+    }
     const Segments seg{c.rel_start + h * (R + 1), m.src_type, R};
     const Positions pos{base + o_hop_slot[h], base + o_node, tree_ptr};
     launch(insert_kernel, edge_bound[h], stream, m, c, table, seg, base + o_hop_edge[h], pos, edge_bound[h],

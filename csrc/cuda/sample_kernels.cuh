@@ -438,17 +438,7 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
                     a.seed_time[a.out->batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
     }
   }
-  if constexpr (!kFiltered) return;
-  const unsigned lanes = __ballot_sync(kFullWarp, heavy);
-  if (lanes == 0) return;
-  const int leader = __ffs(lanes) - 1;
-  unsigned long long first = 0;  // the warp's first queue slot: one atomic per warp
-  if (lane_id() == leader) {
-    first = atomicAdd(reinterpret_cast<unsigned long long*>(a.c.hubs + a.hop),
-                      static_cast<unsigned long long>(__popc(lanes)));
-  }
-  first = __shfl_sync(kFullWarp, first, leader);
-  if (heavy) a.hub_queue[first + __popc(lanes & lanes_below())] = i;
+  if constexpr (kFiltered) warp_enqueue(heavy, i, a.c.hubs + a.hop, a.hub_queue);
 }
 
 // The hop's queued nodes (draw_one), a warp each, over every warp of the grid: a warp

@@ -7,10 +7,9 @@
 // against 0.2 ms uniform. So nodes with more than kWarpDegree neighbours are counted
 // and drawn by the 32 lanes of a warp together (TurboGNN's degree-aware assignment at
 // warp granularity), while each lane still draws its own light node alone: counted by
-// their own warp one after another; drawn (homogeneous sampler) a warp each from a
-// queue over the whole grid. Every function here gives exactly the serial
-// version's result (sample_draws.cuh, and so the CPU kernel's), and every lane of the
-// warp must call it with the same arguments.
+// their own warp one after another; drawn a warp each from a queue over the whole grid.
+// Every function here gives exactly the serial version's result (sample_draws.cuh, and
+// so the CPU kernel's), and every lane of the warp must call it with the same arguments.
 //
 // The positions are read in steps of kWarpTiles x 32: each lane issues its loads for
 // the step's tiles before testing any, so a lane has kWarpTiles reads in flight.
@@ -66,6 +65,20 @@ __device__ __forceinline__ T broadcast(T value, int src) {
   } else {
     return __shfl_sync(kFullWarp, value, src);
   }
+}
+
+// Appends the `value` of each lane whose `flag` is set to `queue`, in lane order, after
+// the *count entries already there (one atomic per warp). Every lane of the warp calls it.
+__device__ inline void warp_enqueue(bool flag, int64_t value, int64_t* count, int64_t* queue) {
+  const unsigned lanes = __ballot_sync(kFullWarp, flag);
+  if (lanes == 0) return;
+  const int leader = __ffs(lanes) - 1;
+  unsigned long long first = 0;
+  if (lane_id() == leader) {
+    first = atomicAdd(reinterpret_cast<unsigned long long*>(count), static_cast<unsigned long long>(__popc(lanes)));
+  }
+  first = __shfl_sync(kFullWarp, first, leader);
+  if (flag) queue[first + __popc(lanes & lanes_below())] = value;
 }
 
 // count_upto by a warp: the count may pass `cap` by less than a step.

@@ -7,8 +7,9 @@ It plugs into PyG's own loaders::
     NodeLoader((fs, gs), node_sampler=sampler, input_nodes=..., batch_size=...)
     LinkNeighborLoader((fs, gs), [15, 10, 5], neighbor_sampler=sampler, edge_label_index=...)
 
-and reads the CSC held by a :class:`pyg_accel.data.GraphStore` directly (no copy);
-it also takes a plain ``Data`` or ``HeteroData``.
+and reads the CSC held by a :class:`pyg_accel.data.GraphStore` directly (no copy;
+a temporal graph's rows are copied once, sorted by time); it also takes a plain
+``Data`` or ``HeteroData``.
 """
 from __future__ import annotations
 
@@ -290,7 +291,9 @@ class NeighborSampler(BaseSampler):
             loader's ``input_time``, else the seed's node time). Implies ``disjoint``.
             Heterogeneous graphs: a weight or time per edge type (and node times per
             node type) where present; types without one are drawn uniformly / always
-            eligible.
+            eligible. As stock PyG, the sampler keeps its own copy of a temporal graph's
+            rows with each column sorted by time (:func:`~pyg_accel.ops.sort_columns_by_time`),
+            so each node's eligible neighbours are found by binary search.
         temporal_strategy: ``'uniform'`` or ``'last'`` (the most recent neighbours).
         is_sorted, share_memory: accepted for PyG compatibility and ignored: the graph
             is read from the store's CSC, and forked DataLoader workers read a CPU graph
