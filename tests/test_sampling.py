@@ -442,16 +442,18 @@ SORTED_TEMPORAL_MODES = ['temporal-uniform-sorted', 'temporal-last-sorted']  # c
                                            if d or not m.startswith('temporal')])  # temporal needs disjoint
 @pytest.mark.parametrize('replace', [False, True])
 @pytest.mark.parametrize('num_seeds,fanouts', [(500, [10, 5, -1]), (1500, [40, 3])])
-@pytest.mark.parametrize('hubs', [0, 20])
+@pytest.mark.parametrize('hubs', [0, 20, 2])
 def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, num_seeds, fanouts, hubs):
     """Same RNG, same algorithm, first-seen relabelling: sample-for-sample equal. Four
     batches per setting: the first runs the kernels, the next ones replay the CUDA
     graph of the cached plan with new seeds and new random seeds. 500 seeds are numbered
     by the one-block first kernel, 1500 by the seed and numbering kernels; fanouts up to
     32 draw in lane groups (expanded by the same kernel when uniform), 40 and -1 a
-    thread per node. With hubs (20 nodes of ~1,500 in-edges among ~20-edge ones) the
-    weighted and temporal counts and draws of the hubs are made by whole warps (up to
-    32 draws; weighted with replacement and 40 draws without stay with one thread).
+    thread per node. With hubs (20 nodes of ~1,500 in-edges among ~20-edge ones, or 2
+    of ~15,000, seeded in every batch) the weighted and temporal counts and draws of the
+    hubs are made by whole warps (up to 32 draws; weighted with replacement and 40 draws
+    without stay with one thread), weighted draws of the 15,000-edge ones by a whole
+    block (slices merged).
     '-sorted': the graph's columns sorted by time (the later of node and edge time),
     where the CUDA sampler binary-searches each column and the CPU kernel scans it."""
     colptr, row = random_graph(3000, 60_000, hubs=hubs)
@@ -471,6 +473,7 @@ def test_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, num_seeds, f
     colptr_gpu, row_gpu = colptr.cuda(), row.cuda()
     for batch in range(4):
         seed = torch.randint(0, 2990, (num_seeds,), generator=g)
+        seed[:hubs] = torch.arange(hubs)
         if mode.startswith('temporal'):
             extra['seed_time'] = torch.randint(20, 100, (num_seeds,), generator=g)
             on_gpu['seed_time'] = extra['seed_time'].cuda()

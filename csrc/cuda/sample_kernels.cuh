@@ -441,22 +441,93 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
   if constexpr (kFiltered) warp_enqueue(heavy, i, a.c.hubs + a.hop, a.hub_queue);
 }
 
+// Queued nodes with more than this many neighbours drawn weighted without replacement
+// are drawn by a whole block: a slice each for its warps (at least 4 steps each), then
+// one merge of their top-k lists.
+#ifndef PYG_ACCEL_BLOCK_DEGREE
+#define PYG_ACCEL_BLOCK_DEGREE 4096
+#endif
+constexpr int64_t kBlockDegree = PYG_ACCEL_BLOCK_DEGREE;
+constexpr int kBlockWarps = kBlock / 32;
+constexpr int kBlockNodes = 8;  // such nodes a block holds back for itself
+
+// Where a queued frontier node's draws come from and go.
+struct HubDraw {
+  int64_t k, o, start, degree, tree;
+  uint64_t key;
+  __device__ HubDraw(const HopArgs& a, int64_t i) {
+    k = step(a.offsets, i);
+    o = a.offsets[i] - k;
+    const int64_t id = a.c.node_start[a.hop] + i, v = a.out->node[id];
+    start = a.g.colptr[v];
+    degree = a.g.colptr[v + 1] - start;
+    tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[id];
+    key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
+  }
+};
+
+// Queued node i, drawn by the block: warp w offers the w-th slice of its positions to
+// a top-k of its own; warp 0 then offers the slices' lists in slice order (each in its
+// held order: keys descending, equal keys by position), which keeps draw_weighted's
+// result. Every thread of the block calls it.
+__device__ void block_draw_weighted(const HopArgs& a, int64_t i) {
+  __shared__ double slice_key[kBlockWarps][32];
+  __shared__ int64_t slice_pos[kBlockWarps][32];
+  __shared__ int64_t slice_held[kBlockWarps];
+  const HubDraw d(a, i);
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = lane_id();
+  const int64_t width = (d.degree + kBlockWarps - 1) / kBlockWarps;
+  const int64_t begin = d.start + min(d.degree, warp * width), end = d.start + min(d.degree, (warp + 1) * width);
+  WarpTopK slice{d.k};
+  warp_offer_weighted(a.g.weight, d.start, begin, end, d.key, slice);
+  slice_key[warp][lane] = slice.key;
+  slice_pos[warp][lane] = slice.pos;
+  if (lane == 0) slice_held[warp] = slice.n;
+  __syncthreads();
+  if (warp == 0) {
+    WarpTopK top{d.k};
+    for (int w = 0; w < kBlockWarps; ++w) {
+      const bool held = lane < slice_held[w];
+      const double c = held ? slice_key[w][lane] : 0.0;
+      const bool wanted = top.wants(c);  // (every lane: a shuffle)
+      top.offer_lanes(held && wanted, c, held ? slice_pos[w][lane] : -1);
+    }
+    if (lane < d.k) a.drawn[d.o + lane] = top.pos;
+  }
+  __syncthreads();  // (the slices' lists are reused)
+}
+
 // The hop's queued nodes (draw_one), a warp each, over every warp of the grid: a warp
 // no longer draws the hubs of its own 32 lanes one after another, so a frontier of
 // hubs (on a products-like graph a node reached along an edge has ~1,100 neighbours)
-// keeps the whole GPU busy.
+// keeps the whole GPU busy. Weighted nodes of more than kBlockDegree neighbours (up to
+// kBlockNodes per block) are held back and drawn by the whole block at the end.
 __global__ void __launch_bounds__(kBlock) hub_draw_kernel(HopArgs a) {
   after_previous_kernel();
+  __shared__ int64_t held_back[kBlockNodes];
+  __shared__ int num_held_back;
+  if (threadIdx.x == 0) num_held_back = 0;
+  __syncthreads();
   const int64_t count = a.c.hubs[a.hop], warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  const uint64_t key_of_hop = hop_key(*a.c.random_seed, a.hop);
+  const bool by_blocks = a.mode == Mode::kWeighted && a.fanout >= 0;  // (queued weighted draws: k <= 32)
   for (int64_t q = global_thread() / 32; q < count; q += warps) {  // (warp-uniform)
-    const int64_t i = a.hub_queue[q], k = step(a.offsets, i), o = a.offsets[i] - k;
-    const int64_t id = a.c.node_start[a.hop] + i, v = a.out->node[id];
-    const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
-    const int64_t tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[id];
-    warp_draw_filtered(weights_of(a), not_later(a, tree), a.mode == Mode::kTemporalLast, start, degree, a.fanout,
-                       a.replace, slot_key(key_of_hop, i), k, a.drawn + o);
+    const int64_t i = a.hub_queue[q];
+    const HubDraw d(a, i);
+    if (by_blocks && d.degree > kBlockDegree) {
+      int slot = 0;
+      if (lane_id() == 0) slot = atomicAdd(&num_held_back, 1);
+      slot = __shfl_sync(kFullWarp, slot, 0);
+      if (slot < kBlockNodes) {
+        if (lane_id() == 0) held_back[slot] = i;
+        continue;
+      }
+    }
+    warp_draw_filtered(weights_of(a), not_later(a, d.tree), a.mode == Mode::kTemporalLast, d.start, d.degree,
+                       a.fanout, a.replace, d.key, d.k, a.drawn + d.o);
   }
+  __syncthreads();
+  const int held = min(num_held_back, kBlockNodes);
+  for (int j = 0; j < held; ++j) block_draw_weighted(a, held_back[j]);
 }
 
 // The frontier's live size (its bound, or the nodes the level actually got).

@@ -149,7 +149,7 @@ __device__ int64_t warp_find_ordinal(const Accept& ok, int64_t start, int64_t de
 
 // draw_temporal (without 'last'), k <= 32 unless every eligible edge is taken.
 __device__ inline void warp_draw_temporal_uniform(const NotLater& ok, int64_t start, int64_t degree, int64_t fanout,
-                                           bool replace, uint64_t key, int64_t k, int64_t* out) {
+                                                  bool replace, uint64_t key, int64_t k, int64_t* out) {
   const int64_t n = warp_count_upto(ok, start, degree, INT64_MAX);
   if (k == n && (fanout < 0 || !replace)) {
     warp_take_all(ok, start, degree, out);
@@ -163,48 +163,72 @@ __device__ inline void warp_draw_temporal_uniform(const NotLater& ok, int64_t st
   if (lane_id() < k) out[lane_id()] = position;
 }
 
-// draw_weighted without replacement and fanout >= 0, for k <= 32 (k <= the positive
-// weights): the k largest Efraimidis-Spirakis keys, in decreasing order. Lane q holds
-// entry q of the running top-k; positions are offered in CSC order, each step's random
-// numbers drawn by all lanes at once (the exact keys only where they may enter:
-// may_exceed), and a key enters as it would in the serial insertion (after the equal
-// keys already held).
-__device__ inline void warp_draw_weighted(const double* weight, int64_t start, int64_t degree, uint64_t key, int64_t k,
-                                   int64_t* out) {
+// The running top-k (k <= 32) of Efraimidis-Spirakis keys of a warp, in decreasing
+// order: lane q holds entry q. A key enters as it would in draw_weighted's serial
+// insertion (after the equal keys already held), so offering the keys in CSC order
+// keeps the k best by (key descending, position ascending), draw_weighted's result.
+struct WarpTopK {
+  int64_t k;
+  double key = 0.0;  // this lane's entry
+  int64_t pos = -1;
+  int64_t n = 0;  // entries held so far
+
+  __device__ double kth() const { return __shfl_sync(kFullWarp, key, static_cast<int>(k - 1)); }
+  // Whether a key `c` would be offered (it may still not enter: offer checks again).
+  __device__ bool wants(double c) const { return n < k || c > kth(); }
+  // Every lane, the same (c, p).
+  __device__ void offer(double c, int64_t p) {
+    if (n == k && !(c > kth())) return;
+    const int lane = lane_id();
+    const int at = __popc(__ballot_sync(kFullWarp, lane < n && key >= c));  // entries staying ahead
+    const double up_key = __shfl_up_sync(kFullWarp, key, 1);
+    const int64_t up = __shfl_up_sync(kFullWarp, pos, 1);
+    if (lane > at && lane <= n && lane < k) key = up_key, pos = up;
+    if (lane == at) key = c, pos = p;
+    n = n < k ? n + 1 : k;
+  }
+  // Offers each lane's (c, p) where `offered`, in lane order.
+  __device__ void offer_lanes(bool offered, double c, int64_t p) {
+    for (unsigned lanes = __ballot_sync(kFullWarp, offered); lanes != 0; lanes &= lanes - 1) {
+      const int src = __ffs(lanes) - 1;
+      offer(__shfl_sync(kFullWarp, c, src), __shfl_sync(kFullWarp, p, src));
+    }
+  }
+};
+
+// Offers positions [begin, end) of a weighted node whose edges start at `origin` (the
+// keys' counters are positions - origin) to `top`, in CSC order: each step's random
+// numbers drawn by all lanes at once, the exact keys only where they may enter
+// (may_exceed).
+__device__ inline void warp_offer_weighted(const double* weight, int64_t origin, int64_t begin, int64_t end,
+                                           uint64_t key, WarpTopK& top) {
   const int lane = lane_id();
-  double held_key = 0.0;
-  int64_t held = -1, n = 0;  // this lane's entry; entries held so far
-  for (int64_t base = start; base < start + degree; base += kWarpStep) {
+  for (int64_t base = begin; base < end; base += kWarpStep) {
     double w[kWarpTiles], r[kWarpTiles];
 #pragma unroll
     for (int u = 0; u < kWarpTiles; ++u) {
       const int64_t e = base + 32 * u + lane;
-      w[u] = e < start + degree ? weight[e] : 0.0;
+      w[u] = e < end ? weight[e] : 0.0;
     }
 #pragma unroll
-    for (int u = 0; u < kWarpTiles; ++u) r[u] = w[u] > 0 ? uniform_open(key, base + 32 * u + lane - start) : 1.0;
+    for (int u = 0; u < kWarpTiles; ++u) r[u] = w[u] > 0 ? uniform_open(key, base + 32 * u + lane - origin) : 1.0;
 #pragma unroll
     for (int u = 0; u < kWarpTiles; ++u) {
-      const double kth = __shfl_sync(kFullWarp, held_key, static_cast<int>(k - 1));
-      const bool may = w[u] > 0 && (n < k || may_exceed(r[u], w[u], kth));
+      const double kth = top.kth();
+      const bool may = w[u] > 0 && (top.n < top.k || may_exceed(r[u], w[u], kth));
       const double cand = may ? log(r[u]) / w[u] : 0.0;
-      unsigned offers = __ballot_sync(kFullWarp, may && (n < k || cand > kth));
-      while (offers) {  // in CSC order
-        const int src = __ffs(offers) - 1;
-        offers &= offers - 1;
-        const double c = __shfl_sync(kFullWarp, cand, src);
-        const int64_t pos = base + 32 * u + src;
-        if (n == k && !(c > __shfl_sync(kFullWarp, held_key, static_cast<int>(k - 1)))) continue;
-        const int at = __popc(__ballot_sync(kFullWarp, lane < n && held_key >= c));  // entries staying ahead
-        const double up_key = __shfl_up_sync(kFullWarp, held_key, 1);
-        const int64_t up = __shfl_up_sync(kFullWarp, held, 1);
-        if (lane > at && lane <= n && lane < k) held_key = up_key, held = up;
-        if (lane == at) held_key = c, held = pos;
-        n = n < k ? n + 1 : k;
-      }
+      top.offer_lanes(may && (top.n < top.k || cand > kth), cand, base + 32 * u + lane);
     }
   }
-  if (lane < k) out[lane] = held;
+}
+
+// draw_weighted without replacement and fanout >= 0, for k <= 32 (k <= the positive
+// weights): the k largest keys, in decreasing order, into out[0, k).
+__device__ inline void warp_draw_weighted(const double* weight, int64_t start, int64_t degree, uint64_t key, int64_t k,
+                                          int64_t* out) {
+  WarpTopK top{k};
+  warp_offer_weighted(weight, start, start, start + degree, key, top);
+  if (lane_id() < k) out[lane_id()] = top.pos;
 }
 
 // The draw count of a weighted (`weight` not null) or temporal (`ok`; `last`: 'last')
@@ -251,8 +275,9 @@ __device__ __forceinline__ bool warp_can_draw(bool weighted, bool last, int64_t 
 
 // draw_weighted (`weight` not null) or draw_temporal (`ok`) by the warp, for a node
 // warp_can_draw accepts.
-__device__ inline void warp_draw_filtered(const double* weight, const NotLater& ok, bool last, int64_t start, int64_t degree,
-                                   int64_t fanout, bool replace, uint64_t key, int64_t k, int64_t* out) {
+__device__ inline void warp_draw_filtered(const double* weight, const NotLater& ok, bool last, int64_t start,
+                                          int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t k,
+                                          int64_t* out) {
   if (weight != nullptr) {
     if (fanout < 0) {
       warp_take_all(PositiveWeight{weight}, start, degree, out);
