@@ -4,14 +4,29 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 
 #include "tensor_id.h"
 
 namespace pyg_accel {
 
+namespace {
+
+// Raises an IndexError if a row is outside node_time (before a kernel reads its time).
+void check_rows_in(const at::Tensor& row, const at::Tensor& node_time) {
+  const at::Tensor outside = (row < 0) | (row >= node_time.numel());
+  if (!outside.any().item<bool>()) return;
+  const int64_t bad = row.masked_select(outside)[0].item<int64_t>();
+  TORCH_CHECK_INDEX(false, "row holds node ", std::to_string(bad), ", outside the ", std::to_string(node_time.numel()),
+                    " entries of node_time");
+}
+
+}  // namespace
+
 bool columns_sorted_by_time(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& node_time,
                             const at::Tensor& edge_time) {
   if (!node_time.defined() && !edge_time.defined()) return false;
+  if (node_time.defined()) check_rows_in(row, node_time);
   const int64_t num_edges = row.numel();
   if (num_edges < 2) return true;
   // Positions e (e + 1 < E) where a column ends, so e and e + 1 need not be in order.
@@ -36,7 +51,8 @@ bool columns_sorted_by_time(const at::Tensor& colptr, const at::Tensor& row, con
 }
 
 bool remembered_columns_sorted_by_time(const std::array<at::Tensor, 4>& given, const at::Tensor& colptr,
-                                       const at::Tensor& row, const at::Tensor& node_time, const at::Tensor& edge_time) {
+                                       const at::Tensor& row, const at::Tensor& node_time,
+                                       const at::Tensor& edge_time) {
   if (!node_time.defined() && !edge_time.defined()) return false;
   static DerivedMemo<bool> memo;
   DerivedMemo<bool>::Key key;

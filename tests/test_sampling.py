@@ -366,7 +366,7 @@ def test_sort_columns_by_time():
     with pytest.raises(ValueError, match='node_time or edge_time'):
         sort_columns_by_time(colptr, row)
     assert not columns_sorted_by_time(colptr, row)  # no times: nothing to search
-    with pytest.raises(IndexError, match='node_time has 10 entries'):
+    with pytest.raises(IndexError, match='outside the 10 entries of node_time'):
         columns_sorted_by_time(colptr, row, node_time[:10])
     with pytest.raises(RuntimeError, match='one entry per edge'):
         columns_sorted_by_time(colptr, row, edge_time=edge_time[:-1])
@@ -414,6 +414,23 @@ def test_temporal_search_equals_scan(sample_device, strategy):
                              for c, r, t in [(colptr, graph, node_time), scan_graph])
         assert torch.equal(searched.node, scanned.node) and torch.equal(searched.edge, scanned.edge)
         assert searched.num_sampled_edges == scanned.num_sampled_edges
+
+
+def test_temporal_rows_outside_node_time(sample_device):
+    """A row whose node has no time is reported before any kernel reads its time, by both
+    kernels and for heterogeneous graphs too (there, rows are otherwise checked while
+    sampling)."""
+    colptr, row = random_graph(device=sample_device)
+    node_time = torch.zeros(60, dtype=torch.long, device=sample_device)
+    seed, seed_time = torch.tensor([1, 2], device=sample_device), torch.zeros(2, dtype=torch.long, device=sample_device)
+    bad = row.clone()
+    bad[5] = 70
+    with pytest.raises(IndexError, match='out'):  # (the CUDA plan checks the rows against colptr first)
+        neighbor_sample(colptr, bad, seed, [2], disjoint=True, node_time=node_time, seed_time=seed_time)
+    et = ('paper', 'cites', 'paper')
+    with pytest.raises(IndexError, match='row holds node 70, outside the 60 entries of node_time'):
+        hetero_neighbor_sample({et: colptr}, {et: bad}, {'paper': seed}, {et: [2]}, {'paper': 60}, disjoint=True,
+                               node_time={'paper': node_time}, seed_time={'paper': seed_time})
 
 
 def test_temporal_bad_input(sample_device):

@@ -63,35 +63,41 @@ void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace,
 // number of positive weights, and fanout -1 takes them all in CSC order.
 int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key,
                       const double* weight, int64_t* out) {
-  std::vector<std::pair<double, int64_t>> keyed;
+  std::vector<int64_t> positive;  // the draw-able positions, in CSC order
   double total = 0.0;
-  for (int64_t j = 0; j < degree; ++j) {
-    const double w = weight[start + j];
-    if (w > 0) {
-      keyed.emplace_back(std::log(uniform_open(key, j)) / w, start + j);  // log(u^(1/w))
-      total += w;
+  for (int64_t e = start; e < start + degree; ++e) {
+    if (weight[e] > 0) {
+      positive.push_back(e);
+      total += weight[e];
     }
   }
-  const int64_t positive = static_cast<int64_t>(keyed.size());
-  if (positive == 0) return 0;
+  const int64_t n = static_cast<int64_t>(positive.size());
+  if (n == 0) return 0;
   if (replace && fanout >= 0) {
-    std::vector<double> cdf(positive);
+    std::vector<double> cdf(n);
     double running = 0.0;
-    for (int64_t j = 0; j < positive; ++j) cdf[j] = (running += weight[keyed[j].second]);
+    for (int64_t j = 0; j < n; ++j) cdf[j] = (running += weight[positive[j]]);
     for (int64_t j = 0; j < fanout; ++j) {
       const double target = uniform_open(key, degree + j) * total;
       const int64_t at = std::lower_bound(cdf.begin(), cdf.end(), target) - cdf.begin();
-      out[j] = keyed[std::min(at, positive - 1)].second;
+      out[j] = positive[std::min(at, n - 1)];
     }
     return fanout;
   }
   if (fanout < 0) {  // all positive-weight neighbours, in CSC order
-    for (int64_t j = 0; j < positive; ++j) out[j] = keyed[j].second;
-    return positive;
+    std::copy(positive.begin(), positive.end(), out);
+    return n;
   }
-  const int64_t k = std::min(fanout, positive);
-  std::partial_sort(keyed.begin(), keyed.begin() + k, keyed.end(),
-                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::pair<double, int64_t>> keyed(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t e = positive[j];
+    keyed[j] = {std::log(uniform_open(key, e - start)) / weight[e], e};  // log(u^(1/w))
+  }
+  const int64_t k = std::min(fanout, n);
+  // The k best keys, equal keys in CSC order (as the CUDA kernel's insertion keeps them).
+  std::partial_sort(keyed.begin(), keyed.begin() + k, keyed.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
   for (int64_t j = 0; j < k; ++j) out[j] = keyed[j].second;
   return k;
 }

@@ -188,13 +188,11 @@ def columns_sorted_by_time(colptr: Tensor, row: Tensor, node_time: Optional[Tens
     :func:`sort_columns_by_time` leaves it (an edge's time: the later of
     ``node_time[row]`` and ``edge_time``, of those given; ``False`` if neither is).
     Then both sampling kernels find a node's eligible neighbours by binary search
-    instead of a scan (they check this once per graph, by the tensors' identity)."""
+    instead of a scan (they check this once per graph, by the tensors' identity).
+    Raises an ``IndexError`` if a row is outside ``node_time``."""
     _check_graph(colptr, row)
-    if node_time is not None and row.numel() and int(row.max()) >= node_time.numel():
-        raise IndexError(f'columns_sorted_by_time: node_time has {node_time.numel()} entries, row holds node '
-                         f'{int(row.max())}')
     move = lambda t: None if t is None else t.to(row.device)  # noqa: E731
-    return bool(ops().columns_sorted_by_time(colptr.to(row.device), row, move(node_time), move(edge_time)))
+    return bool(ops().columns_sorted_by_time(colptr, row, move(node_time), move(edge_time)))
 
 
 def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
