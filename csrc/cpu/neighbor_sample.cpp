@@ -56,6 +56,45 @@ void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace,
   }
 }
 
+// Up to this many weighted draws without replacement keep a running top-k (the
+// CUDA kernels' insertion), in one pass over the node's edges; more sort all keys.
+constexpr int64_t kInsertedTopK = 64;
+
+// The min(fanout, positive weights) largest keys log(u) / w of edges [start, start +
+// degree), in decreasing order, equal keys by position, into out; returns their count.
+// Once `fanout` are held, a key enters only if log(u) / w > kth, so u > exp(kth w) >=
+// exp(kth heaviest) (kth <= 0; heaviest: the largest weight seen so far, this edge's
+// included): below that bound (less a 1e-6 margin, far above the rounding of the
+// exact test) u is passed over without its log, which is almost every edge of a
+// large node.
+int64_t weighted_top_k(int64_t start, int64_t degree, int64_t fanout, uint64_t key, const double* weight,
+                       int64_t* out) {
+  if (fanout == 0) return 0;
+  double top_key[kInsertedTopK];
+  int64_t top_pos[kInsertedTopK];
+  int64_t held = 0;
+  double heaviest = 0.0, bound = 0.0;  // (bound: valid once `fanout` are held)
+  for (int64_t e = start; e < start + degree; ++e) {
+    const double w = weight[e];
+    if (!(w > 0)) continue;
+    if (w > heaviest) {
+      heaviest = w;
+      if (held == fanout) bound = std::exp(top_key[fanout - 1] * heaviest) * (1.0 - 1e-6);
+    }
+    const double u = uniform_open(key, e - start);
+    if (held == fanout && u < bound) continue;
+    const double c = std::log(u) / w;
+    if (held == fanout && !(c > top_key[fanout - 1])) continue;
+    int64_t q = held < fanout ? held++ : fanout - 1;  // insertion after the equal keys held
+    for (; q > 0 && top_key[q - 1] < c; --q) top_key[q] = top_key[q - 1], top_pos[q] = top_pos[q - 1];
+    top_key[q] = c;
+    top_pos[q] = e;
+    if (held == fanout) bound = std::exp(top_key[fanout - 1] * heaviest) * (1.0 - 1e-6);
+  }
+  std::copy(top_pos, top_pos + held, out);
+  return held;
+}
+
 // Weighted draws (probability proportional to weight). Without replacement: the
 // Efraimidis-Spirakis keys u^(1/w), the k largest kept (the same distribution as
 // drawing one at a time and renormalising), in decreasing key order; with
@@ -63,6 +102,9 @@ void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace,
 // number of positive weights, and fanout -1 takes them all in CSC order.
 int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key,
                       const double* weight, int64_t* out) {
+  if (!replace && fanout >= 0 && fanout <= kInsertedTopK) {
+    return weighted_top_k(start, degree, fanout, key, weight, out);
+  }
   std::vector<int64_t> positive;  // the draw-able positions, in CSC order
   double total = 0.0;
   for (int64_t e = start; e < start + degree; ++e) {
@@ -88,12 +130,12 @@ int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replac
     std::copy(positive.begin(), positive.end(), out);
     return n;
   }
+  const int64_t k = std::min(fanout, n);
   std::vector<std::pair<double, int64_t>> keyed(n);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t e = positive[j];
     keyed[j] = {std::log(uniform_open(key, e - start)) / weight[e], e};  // log(u^(1/w))
   }
-  const int64_t k = std::min(fanout, n);
   // The k best keys, equal keys in CSC order (as the CUDA kernel's insertion keeps them).
   std::partial_sort(keyed.begin(), keyed.begin() + k, keyed.end(), [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
