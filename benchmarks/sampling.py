@@ -27,8 +27,8 @@ positive weight per edge, ``edge_weight``), or temporal sampling with node times
 (``temporal``: ``temporal_strategy='uniform'``, ``temporal-last``: ``'last'``; both need
 ``disjoint=True``, so they are timed beside ``ours, uniform`` in disjoint mode). A
 temporal graph's columns are sorted by time, as ``NeighborSampler`` sorts them, so the
-CUDA sampler binary-searches each node's eligible neighbours; "ours, columns scanned" is
-the same sample on the graph in its CSC order, where it scans them. Stock
+kernels binary-search each node's eligible neighbours; "ours, columns scanned" is the
+same sample on the graph in its CSC order, where they scan them. Stock
 PyG (torch-sparse) and the per-hop sampler do neither, so those modes are timed against
 our uniform sample on the same device and our CPU kernel on a host copy of the graph.
 

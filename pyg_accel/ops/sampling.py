@@ -161,8 +161,9 @@ def sort_columns_by_time(colptr: Tensor, row: Tensor, node_time: Optional[Tensor
     An edge's time is the later of its own (``edge_time``, ``[E]``) and its source
     node's (``node_time[row]``, ``node_time`` ``[N]``), of those given; ties keep the
     CSC order. Then ``temporal_strategy='last'`` takes the most recent eligible edges,
-    and the eligible edges of each column are a prefix of it, which the CUDA sampler
-    finds by binary search instead of a scan (it checks the order once per plan).
+    and the eligible edges of each column are a prefix of it, which both sampling
+    kernels find by binary search instead of a scan (they check the order once per
+    graph: :func:`columns_sorted_by_time`).
 
     Returns:
         ``(row, edge_time, perm)``: the sorted ``row`` ``[E]``, the sorted ``edge_time``
@@ -221,7 +222,7 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
         seed_time: ``[B]`` integer time of each seed (default: ``node_time[seed]``).
         temporal_strategy: ``'uniform'`` draws among the eligible neighbours, ``'last'``
             takes the last eligible ones in CSC order (sort each column by time:
-            :func:`sort_columns_by_time`; the CUDA sampler then finds each node's
+            :func:`sort_columns_by_time`; both kernels then find each node's
             eligible neighbours by binary search rather than a scan, for either
             strategy, with the same result).
 
