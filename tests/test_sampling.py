@@ -458,6 +458,29 @@ def test_temporal_search_equals_scan(sample_device, strategy):
         assert searched.num_sampled_edges == scanned.num_sampled_edges
 
 
+def test_time_order_is_checked_again_after_an_in_place_change(sample_device):
+    """The order check is remembered by the tensors' identity and version: a graph sorted,
+    sampled (searched), then edited in place out of order must be scanned, not searched
+    with the stale answer, in both kernels (the CUDA plan and the CPU memo)."""
+    colptr, row = random_graph(400, 8000, hubs=3)
+    g = torch.Generator().manual_seed(9)
+    node_time = torch.randint(0, 50, (400,), generator=g)
+    row = sort_columns_by_time(colptr, row, node_time)[0]
+    on = lambda t: t.to(sample_device)  # noqa: E731
+    colptr_d, row_d, node_time_d = on(colptr), on(row).clone(), on(node_time)
+    seed, seed_time = on(torch.zeros(64, dtype=torch.long)), on(torch.randint(10, 40, (64,), generator=g))
+    kwargs = dict(disjoint=True, random_seed=4, node_time=node_time_d, seed_time=seed_time)
+    neighbor_sample(colptr_d, row_d, seed, [3, 2], **kwargs)  # (remembered: sorted)
+    begin, end = int(colptr[0]), int(colptr[1])
+    late = begin + int(torch.argmax(node_time[row[begin:end]]))
+    row_d[begin], row_d[late] = int(row[late]), int(row[begin])  # node 0's latest edge to its front
+    assert not columns_sorted_by_time(colptr_d, row_d, node_time_d)
+    got = neighbor_sample(colptr_d, row_d, seed, [3, 2], **kwargs)
+    scan_colptr, scan_row, scan_time = with_unsorted_column(colptr_d, row_d, node_time_d)
+    want = neighbor_sample(scan_colptr, scan_row, seed, [3, 2], **{**kwargs, 'node_time': scan_time})
+    assert torch.equal(got.node, want.node) and torch.equal(got.edge, want.edge)
+
+
 def test_temporal_rows_outside_node_time(sample_device):
     """A row whose node has no time is reported before any kernel reads its time, by both
     kernels and for heterogeneous graphs too (there, rows are otherwise checked while
