@@ -149,8 +149,9 @@ def profile_calls(fn, batches, device) -> Dict[str, float]:
 
 def plot(rows, path: Path, title: str) -> None:
     """Time per batch of each sampler (log scale), per fanout list."""
-    plot_times(rows, ('ours', 'ours (CPU kernel) + copy', 'stock PyG (CPU)'), path, title,
-               [f"[{r['fanout']}]" for r in rows], 'fanout per edge type and hop', {'ours': 'ours (CUDA)'})
+    methods = ('ours', 'ours, columns scanned', 'ours, uniform', 'ours (CPU kernel) + copy', 'stock PyG (CPU)')
+    plot_times(rows, methods, path, title, [f"[{r['fanout']}]" for r in rows], 'fanout per edge type and hop',
+               {'ours': 'ours (CUDA)'})
 
 
 def main(argv=None) -> dict:

@@ -302,8 +302,8 @@ def main(argv=None) -> dict:
 def plot(payload: dict, path: Path) -> None:
     """Time per batch of each sampler (log scale) per fanout and batch size."""
     rows = payload['rows']
-    plot_times(rows, ('ours', 'ours, uniform', 'ours, CPU kernel', 'per-hop torch', 'stock PyG (CPU)'), path,
-               payload['table'].splitlines()[0], [f"{r['fanout']}\n{r['batch']}" for r in rows],
+    methods = ('ours', 'ours, columns scanned', 'ours, uniform', 'ours, CPU kernel', 'per-hop torch', 'stock PyG (CPU)')
+    plot_times(rows, methods, path, payload['table'].splitlines()[0], [f"{r['fanout']}\n{r['batch']}" for r in rows],
                'fanout, batch size', {'ours': f"ours ({payload['args']['device']})"})
 
 
