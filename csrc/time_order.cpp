@@ -30,25 +30,32 @@ bool columns_sorted_by_time(const at::Tensor& colptr, const at::Tensor& row, con
   if (node_time.defined()) check_rows_in(row, node_time);
   const int64_t num_edges = row.numel();
   if (num_edges < 2) return true;
-  // Positions e (e + 1 < E) where a column ends, so e and e + 1 need not be in order.
-  at::Tensor starts = colptr.slice(0, 1, colptr.numel() - 1);
-  const at::Tensor column_ends = starts.masked_select((starts > 0) & (starts < num_edges)) - 1;
-  at::Tensor out_of_order = at::zeros({}, colptr.options().dtype(at::kLong));
-  constexpr int64_t kChunk = int64_t{1} << 26;  // edge pairs per step
-  for (int64_t lo = 0; lo + 1 < num_edges; lo += kChunk) {
-    const int64_t hi = std::min(num_edges, lo + kChunk + 1);  // times of [lo, hi): pairs (e, e + 1), e < hi - 1
+  // The times of `rows` (edge positions p: row[p]) and of their edges' times `edges`.
+  const auto times = [&](const at::Tensor& rows, const at::Tensor& edges) {
     at::Tensor time;
-    if (node_time.defined()) time = node_time.index_select(0, row.slice(0, lo, hi));
-    if (edge_time.defined()) {
-      const at::Tensor e = edge_time.slice(0, lo, hi);
-      time = time.defined() ? at::maximum(time, e) : e;
-    }
-    at::Tensor falls = time.slice(0, 1).lt(time.slice(0, 0, hi - lo - 1));  // [hi - lo - 1]: pair e at e - lo
-    const at::Tensor ends = column_ends.masked_select((column_ends >= lo) & (column_ends < hi - 1)) - lo;
-    falls.index_fill_(0, ends, false);
-    out_of_order += falls.sum();
+    if (node_time.defined()) time = node_time.index_select(0, rows);
+    if (edge_time.defined()) time = time.defined() ? at::maximum(time, edges) : edges;
+    return time;
+  };
+  const auto times_at = [&](const at::Tensor& p) {
+    return times(row.index_select(0, p), edge_time.defined() ? edge_time.index_select(0, p) : at::Tensor());
+  };
+  // Falls (an edge later than the next one) over all pairs (e, e + 1), in chunks...
+  at::Tensor falls = at::zeros({}, colptr.options().dtype(at::kLong));
+  constexpr int64_t kChunk = int64_t{1} << 26;  // pairs per step
+  for (int64_t lo = 0; lo + 1 < num_edges; lo += kChunk) {
+    const int64_t hi = std::min(num_edges, lo + kChunk + 1);  // edges [lo, hi): pairs (e, e + 1), e < hi - 1
+    const at::Tensor time =
+        times(row.slice(0, lo, hi), edge_time.defined() ? edge_time.slice(0, lo, hi) : at::Tensor());
+    falls += time.slice(0, 1).lt(time.slice(0, 0, hi - lo - 1)).sum();
   }
-  return out_of_order.item<int64_t>() == 0;
+  // ...less those across a column boundary: e the last edge of a column, e + 1 < E (each
+  // once: empty columns repeat a start).
+  const at::Tensor starts = colptr.slice(0, 1, colptr.numel() - 1).to(row.options());
+  const at::Tensor last =
+      std::get<0>(at::unique_consecutive(starts.masked_select((starts > 0) & (starts < num_edges)))) - 1;
+  if (last.numel() > 0) falls -= times_at(last + 1).lt(times_at(last)).sum();
+  return falls.item<int64_t>() == 0;
 }
 
 bool remembered_columns_sorted_by_time(const std::array<at::Tensor, 4>& given, const at::Tensor& colptr,
