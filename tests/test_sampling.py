@@ -405,6 +405,9 @@ def test_sort_columns_by_time():
         assert bool((perm[1:][ties] > perm[:-1][ties]).all())  # stable
         assert columns_sorted_by_time(colptr, new_row, nt, new_et)
         assert not columns_sorted_by_time(colptr, row, nt, et)
+    # times spread so wide that (column, time) overflows one int64 key: two stable sorts, same order
+    wide = sort_columns_by_time(colptr, row, node_time * 2 ** 55 - 2 ** 60)
+    assert all(torch.equal(a, b) for a, b in zip(wide[::2], sort_columns_by_time(colptr, row, node_time)[::2]))
     with pytest.raises(ValueError, match='node_time or edge_time'):
         sort_columns_by_time(colptr, row)
     assert not columns_sorted_by_time(colptr, row)  # no times: nothing to search

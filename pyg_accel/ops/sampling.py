@@ -178,8 +178,13 @@ def sort_columns_by_time(colptr: Tensor, row: Tensor, node_time: Optional[Tensor
         key = edge_time if key is None else torch.maximum(key, edge_time)
     col = torch.repeat_interleave(torch.arange(colptr.numel() - 1, device=row.device),
                                   (colptr[1:] - colptr[:-1]).to(row.device), output_size=row.numel())
-    order = torch.sort(key, stable=True).indices
-    order = order[torch.sort(col[order], stable=True).indices]  # by column, then time
+    key = key.long()
+    lo, hi = (int(v) for v in torch.aminmax(key)) if key.numel() else (0, 0)
+    if (colptr.numel() - 1) * (hi - lo + 1) < 2 ** 62:  # one stable sort of (column, time), as PyG does
+        order = torch.sort(col * (hi - lo + 1) + (key - lo), stable=True).indices
+    else:  # (the combined key would overflow: by time, then stably by column)
+        order = torch.sort(key, stable=True).indices
+        order = order[torch.sort(col[order], stable=True).indices]
     return row[order], None if edge_time is None else edge_time[order], order
 
 
