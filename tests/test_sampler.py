@@ -311,6 +311,42 @@ def test_workers_are_refused_with_gpu_stores(dataset):
         pyg_accel.loader.NeighborLoader((fs, gs), [2], input_nodes=torch.arange(8), batch_size=4, num_workers=1)
 
 
+@pytest.mark.parametrize('location', LOCATIONS)
+@pytest.mark.parametrize('kind', ['node', 'link'])
+def test_a_dropped_loader_is_freed_at_once(dataset, location, kind):
+    """Our loaders hold no reference cycle (PyG's keep a bound collate_fn), so dropping
+    one frees its sampler and stores, and their GPU memory, without waiting for the
+    garbage collector; the loader still iterates, in this process and in workers."""
+    import pickle
+    import weakref
+    fs, gs = from_data(dataset.data, location)
+    if kind == 'node':
+        loader = pyg_accel.loader.NeighborLoader((fs, gs), [3, 2], input_nodes=torch.arange(64), batch_size=16)
+    else:
+        loader = pyg_accel.loader.LinkNeighborLoader((fs, gs), [3, 2], edge_label_index=dataset.data.edge_index[:, :64],
+                                                     batch_size=16, neg_sampling='binary')
+    assert sum(1 for _ in loader) == 4
+    assert callable(loader.collate_fn) and loader.collate_fn.__self__ is loader
+    assert pickle.loads(pickle.dumps(loader.node_sampler if kind == 'node' else loader.link_sampler)) is not None
+    refs = [weakref.ref(x) for x in (loader, fs, gs)]
+    gc.collect()
+    gc.disable()
+    try:
+        del loader, fs, gs
+        assert [r() for r in refs] == [None] * 3
+    finally:
+        gc.enable()
+
+
+def test_our_cpu_loader_runs_in_worker_processes(cpu_stores):
+    fs, gs = cpu_stores
+    loader = pyg_accel.loader.NeighborLoader((fs, gs), [3, 2], input_nodes=torch.arange(64), batch_size=16,
+                                             num_workers=2)
+    batches = list(loader)
+    assert len(batches) == 4 and all(batch.batch_size == 16 and batch.edge_index.numel() > 0 for batch in batches)
+    assert torch.equal(torch.cat([batch.n_id[:16] for batch in batches]).sort().values, torch.arange(64))
+
+
 # Heterogeneous graphs ##########################################################
 
 def hetero_graph():

@@ -56,6 +56,7 @@ class _Pipelined:
     fast_index = True  # False: draw seed indices through the DataLoader (same batches, more host time)
 
     def _setup_pipeline(self, pipeline: bool, on_gpu: bool, sampler) -> None:
+        _drop_bound_collate_fn(self)
         self.pipeline, self._on_gpu = pipeline, on_gpu
         self._inverse_perms: Dict = {}  # per edge type, for edge features after transform_sampler_output
         # our sampler's directional output lists each node's edges together, in node order
@@ -87,6 +88,22 @@ class _Pipelined:
         else:  # the transform may have changed the edges: back from the batch's input edge ids
             positions = csc_positions(batch, graph_store, self._inverse_perms)
         return attach_edge_features(batch, graph_store, positions)
+
+
+def _drop_bound_collate_fn(loader) -> None:
+    """Breaks the reference cycle PyG's loaders make, so that a dropped loader (and its
+    sampler and stores, which may hold GBs of GPU memory) is freed at once rather than at
+    the next garbage collection.
+
+    PyG's ``NodeLoader`` / ``LinkLoader`` hand their bound ``self.collate_fn`` to
+    ``DataLoader``, which keeps it as an instance attribute: loader -> bound method ->
+    loader. Dropping that attribute lets ``loader.collate_fn`` resolve to the class's
+    method again (bound afresh on each access, as ``DataLoader``'s iterators read it),
+    with the same behaviour and pickling."""
+    bound = loader.__dict__.get('collate_fn')
+    if getattr(bound, '__self__', None) is loader and \
+            getattr(bound, '__func__', None) is getattr(type(loader).collate_fn, '__func__', type(loader).collate_fn):
+        del loader.__dict__['collate_fn']
 
 
 def _trusted(batches, dst_sorted: bool):
