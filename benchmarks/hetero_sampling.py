@@ -15,7 +15,8 @@ the GPU, and sampled edges per second.
                         (needs pyg-lib or torch-sparse), through sample_from_nodes, then
                         moved to the GPU.
 
-``--mode weighted`` draws every edge type by a random positive weight per edge;
+``--mode weighted`` draws every edge type by a random positive weight per edge
+(float32, read in place; "ours, float64 weights": the same sample from float64 copies);
 ``--mode temporal`` / ``temporal-last`` gives papers a time in [0, 1000) (seeds at their
 own time, disjoint trees): the edge types from papers are filtered by it, the others are
 always eligible. Their columns are sorted by time, as ``NeighborSampler`` sorts them, so
@@ -149,7 +150,8 @@ def profile_calls(fn, batches, device) -> Dict[str, float]:
 
 def plot(rows, path: Path, title: str) -> None:
     """Time per batch of each sampler (log scale), per fanout list."""
-    methods = ('ours', 'ours, columns scanned', 'ours, uniform', 'ours (CPU kernel) + copy', 'stock PyG (CPU)')
+    methods = ('ours', 'ours, columns scanned', 'ours, float64 weights', 'ours, uniform',
+               'ours (CPU kernel) + copy', 'stock PyG (CPU)')
     plot_times(rows, methods, path, title, [f"[{r['fanout']}]" for r in rows], 'fanout per edge type and hop',
                {'ours': 'ours (CUDA)'})
 
@@ -212,6 +214,9 @@ def main(argv=None) -> dict:
             methods['ours'] = (lambda s: ours(row, s, **options), args.batches)
             if scan_row is not None:
                 methods['ours, columns scanned'] = (lambda s: ours(scan_row, s, **options), args.batches)
+            if 'edge_weight' in options:  # the same weights widened: what reading them in place saves
+                wide = dict(options, edge_weight={et: w.double() for et, w in options['edge_weight'].items()})
+                methods['ours, float64 weights'] = (lambda s: ours(row, s, **wide), args.batches)
             if options:  # what the mode costs over a uniform sample (disjoint too for the temporal modes)
                 disjoint = options.get('disjoint', False)
                 methods['ours, uniform'] = (lambda s: ours(row, s, disjoint=disjoint), args.batches)

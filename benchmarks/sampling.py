@@ -28,7 +28,8 @@ positive weight per edge, ``edge_weight``), or temporal sampling with node times
 ``disjoint=True``, so they are timed beside ``ours, uniform`` in disjoint mode). A
 temporal graph's columns are sorted by time, as ``NeighborSampler`` sorts them, so the
 kernels binary-search each node's eligible neighbours; "ours, columns scanned" is the
-same sample on the graph in its CSC order, where they scan them. Stock
+same sample on the graph in its CSC order, where they scan them. Weights are float32,
+read in place; "ours, float64 weights" is the same sample from a float64 copy. Stock
 PyG (torch-sparse) and the per-hop sampler do neither, so those modes are timed against
 our uniform sample on the same device and our CPU kernel on a host copy of the graph.
 
@@ -247,6 +248,10 @@ def main(argv=None) -> dict:
                 if scan_row is not None:
                     methods['ours, columns scanned'] = (
                         lambda s: neighbor_sample(colptr, scan_row, s, fanouts, **options).row.numel(), args.batches)
+                if 'edge_weight' in options:  # the same weights widened: what reading them in place saves
+                    wide = dict(options, edge_weight=options['edge_weight'].double())
+                    methods['ours, float64 weights'] = (
+                        lambda s: neighbor_sample(colptr, row, s, fanouts, **wide).row.numel(), args.batches)
                 if not uniform:  # what the mode costs over a uniform sample (disjoint too for the temporal modes)
                     disjoint = options.get('disjoint', False)
                     methods['ours, uniform'] = (
@@ -302,7 +307,8 @@ def main(argv=None) -> dict:
 def plot(payload: dict, path: Path) -> None:
     """Time per batch of each sampler (log scale) per fanout and batch size."""
     rows = payload['rows']
-    methods = ('ours', 'ours, columns scanned', 'ours, uniform', 'ours, CPU kernel', 'per-hop torch', 'stock PyG (CPU)')
+    methods = ('ours', 'ours, columns scanned', 'ours, float64 weights', 'ours, uniform',
+               'ours, CPU kernel', 'per-hop torch', 'stock PyG (CPU)')
     plot_times(rows, methods, path, payload['table'].splitlines()[0], [f"{r['fanout']}\n{r['batch']}" for r in rows],
                'fanout, batch size', {'ours': f"ours ({payload['args']['device']})"})
 

@@ -4,22 +4,25 @@
 
 #include <string>
 
+#include "edge_weights.h"
 #include "time_order.h"
 
 namespace pyg_accel {
 namespace {
 
-// Entry i of an optional per-type tensor list as a contiguous tensor of `dtype`, or an
-// undefined tensor (no entry, or None); `expected` entries when the list is not empty.
+// Entry i of an optional per-type tensor list as a contiguous tensor of `dtype` (or,
+// `keep_float`, of sampler_weight_dtype: float32 stays), or an undefined tensor (no
+// entry, or None); `expected` entries when the list is not empty.
 at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
-                       at::ScalarType dtype, const char* name, const std::optional<at::Device>& device) {
+                       at::ScalarType dtype, const char* name, const std::optional<at::Device>& device,
+                       bool keep_float = false) {
   if (list.size() == 0) return at::Tensor();
   TORCH_CHECK(static_cast<int64_t>(list.size()) == expected, "hetero_neighbor_sample: ", name, " must have ",
               std::to_string(expected), " entries (one per type) or none");
   const std::optional<at::Tensor> t = list.get(i);
   if (!t.has_value()) return at::Tensor();
   TORCH_CHECK(!device || t->device() == *device, "hetero_neighbor_sample: ", name, " must be on the graph's GPU");
-  return t->to(dtype).contiguous();
+  return t->to(keep_float ? sampler_weight_dtype(t->scalar_type()) : dtype).contiguous();
 }
 
 // Entry i of an optional per-type tensor list as given, or an undefined tensor.
@@ -56,7 +59,7 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
     in.rows.push_back(row_list[r].to(at::kLong).contiguous());
     TORCH_CHECK(in.colptrs[r].numel() == num_nodes[dst_type[r]] + 1, "hetero_neighbor_sample: colptr of edge type ",
                 std::to_string(r), " must have ", std::to_string(num_nodes[dst_type[r]] + 1), " entries");
-    in.weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight", device));
+    in.weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight", device, /*keep_float=*/true));
     in.edge_times.push_back(type_tensor(edge_time, r, R, at::kLong, "edge_time", device));
     for (const at::Tensor* t : {&in.weights[r], &in.edge_times[r]}) {
       TORCH_CHECK(!t->defined() || t->numel() == in.rows[r].numel(), "hetero_neighbor_sample: edge_weight and "

@@ -10,7 +10,8 @@
 namespace pyg_accel {
 
 // The graph and the optional per-type tensors, contiguous: colptr / row / edge_time /
-// node_time / seed_time int64, edge_weight float64; undefined where a type has none.
+// node_time / seed_time int64, edge_weight float32 or float64 (sampler_weight_dtype);
+// undefined where a type has none.
 struct HeteroInputs {
   std::vector<at::Tensor> colptrs, rows, weights, edge_times;  // [R]
   std::vector<at::Tensor> node_times, seed_times;               // [T]

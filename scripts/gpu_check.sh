@@ -4,7 +4,7 @@
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
 #   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
 #   sampling_pinned = the sampler reading a graph in pinned host memory, sampling_modes = weighted and
-#   temporal sampling beside uniform, sampling_papers = both on a
+#   temporal sampling beside uniform (PYG_ACCEL_MODES="weighted" picks modes, here and in hetero_modes), sampling_papers = both on a
 #   papers100M-size topology, hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted
 #   and temporal), multigpu = sharded features on 2 GPUs,
 #   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
@@ -60,7 +60,7 @@ for stage in $STAGES; do
     sampling_pinned) run sampling_pinned python3 benchmarks/sampling.py --preset products --device cuda \
       --graph-location pinned --batch-sizes 1024 4096 --out "$OUT_DIR" ;;
     sampling_modes)  # weighted and temporal (node times, uniform and 'last') samples, against uniform ones
-      for mode in weighted temporal temporal-last; do
+      for mode in ${PYG_ACCEL_MODES:-weighted temporal temporal-last}; do
         run "sampling_$mode" python3 benchmarks/sampling.py --preset products --device cuda --mode "$mode" \
           --batch-sizes 1024 4096 --baseline-batches 2 --out "$OUT_DIR"
       done ;;
@@ -71,7 +71,7 @@ for stage in $STAGES; do
         --graph-location pinned --batch-sizes 1024 4096 --baseline-batches 2 --out "$OUT_DIR" ;;
     hetero) run hetero python3 benchmarks/hetero_sampling.py --out "$OUT_DIR" ;;
     hetero_modes)  # weighted and temporal (paper times, uniform and 'last') heterogeneous samples
-      for mode in weighted temporal temporal-last; do
+      for mode in ${PYG_ACCEL_MODES:-weighted temporal temporal-last}; do
         run "hetero_$mode" python3 benchmarks/hetero_sampling.py --mode "$mode" --baseline-batches 2 --out "$OUT_DIR"
       done ;;
     multigpu)  # two or more GPUs: sharded features read peer-to-peer (tests, example, benchmark)

@@ -295,17 +295,19 @@ def _uniform_open(key: int, draw: int) -> float:
 
 
 @pytest.mark.parametrize('fanout', [5, 40, 100])
-def test_weighted_draws_match_the_reference(sample_device, fanout):
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
+def test_weighted_draws_match_the_reference(sample_device, fanout, dtype):
     """Weighted draws without replacement, recomputed in Python from the shared RNG: the
     `fanout` largest Efraimidis-Spirakis keys log(u) / w of each node's positive edges,
     in decreasing order. Fanout 5: the CPU kernel's running top-k that passes over most
     positions without their log; 100: its full sort; 40: the CUDA kernel's serial draw
-    (above 32) against nodes of 30-5,000 edges (drawn by a thread, a warp or a block)."""
+    (above 32) against nodes of 30-5,000 edges (drawn by a thread, a warp or a block).
+    float32 weights are read as they are and widened exactly: the keys are float64's."""
     g = torch.Generator().manual_seed(12)
     degrees = [5000, 700, 64, 30, 0]
     colptr = torch.tensor([0] + degrees).cumsum(0)
     row = torch.randint(0, len(degrees), (int(colptr[-1]),), generator=g)
-    w = torch.rand(row.numel(), generator=g, dtype=torch.float64) * 5
+    w = (torch.rand(row.numel(), generator=g, dtype=torch.float64) * 5).to(dtype)
     w[torch.rand(row.numel(), generator=g) < 0.1] = 0
     seed = torch.arange(len(degrees))
     out = neighbor_sample(colptr.to(sample_device), row.to(sample_device), seed.to(sample_device), [fanout],
@@ -319,6 +321,42 @@ def test_weighted_draws_match_the_reference(sample_device, fanout):
         want = [e for _, e in sorted(keyed, key=lambda t: (-t[0], t[1]))[:fanout]]
         got = out.edge[out.col == i].tolist()
         assert got == want, f'node {v}'
+
+
+@pytest.mark.parametrize('replace', [False, True])
+def test_weights_of_every_float_dtype_give_the_same_sample(sample_device, replace):
+    """float32 and float64 weights are read as given, float16 and bfloat16 widened to
+    float64: weights of equal values give equal samples whatever their dtype, a
+    non-contiguous tensor included."""
+    colptr, row = random_graph(300, 20_000, device=sample_device, hubs=2)  # two of ~5,000 in-edges
+    g = torch.Generator().manual_seed(4)
+    w = torch.randint(0, 9, (row.numel(),), generator=g).double() / 8  # exact in every float dtype
+    seed = torch.cat([torch.arange(2), torch.randint(2, 300, (78,), generator=g)]).to(sample_device)
+    outs = []
+    for weights in (w, w.float(), w.half(), w.bfloat16(), torch.stack([w.float(), w.float()], 1)[:, 0]):
+        out = neighbor_sample(colptr, row, seed, [5, 40, -1], replace=replace, random_seed=8,
+                              edge_weight=weights.to(sample_device))
+        outs.append(out)
+    for out in outs[1:]:
+        for key in ('node', 'row', 'col', 'edge'):
+            assert torch.equal(getattr(out, key), getattr(outs[0], key)), key
+    assert outs[0].edge.numel() > 0 and bool((w.to(sample_device)[outs[0].edge] > 0).all())
+
+
+@requires_cuda
+def test_float32_weights_are_not_copied_on_the_gpu():
+    """A float32 weight tensor is read in place by the CUDA sampler: sampling with it
+    leaves no E-sized copy behind (a float64 copy would be 8 B per edge)."""
+    colptr, row = random_graph(20_000, 2_000_000, device='cuda')
+    w = torch.rand(row.numel(), device='cuda')
+    seed = torch.arange(256, device='cuda')
+    neighbor_sample(colptr, row, seed, [5, 5], random_seed=0)  # (the uniform plan's buffers)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for i in range(2):  # the plan is built, then replayed
+        neighbor_sample(colptr, row, seed, [5, 5], random_seed=i, edge_weight=w)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() - before < row.numel() * 2
 
 
 def test_weighted_counts_and_errors(sample_device):
@@ -783,7 +821,7 @@ def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index
         for et in [('paper', 'cites', 'paper'), ('author', 'writes', 'paper')]:
             w = torch.rand(rows[et].numel(), generator=g, dtype=torch.float64)
             w[torch.rand(w.numel(), generator=g) < 0.2] = 0
-            extra['edge_weight'][et] = w
+            extra['edge_weight'][et] = w if et[1] == 'cites' else w.float()  # (each type read in its dtype)
     elif mode.startswith('temporal'):  # node times on papers, edge times on one edge type
         extra = dict(node_time={'paper': torch.randint(0, 100, (num_nodes['paper'],), generator=g)},
                      edge_time={('author', 'knows', 'author'):

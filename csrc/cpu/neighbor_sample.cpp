@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../edge_weights.h"
 #include "../hetero_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
@@ -67,7 +68,7 @@ constexpr int64_t kInsertedTopK = 64;
 // included): below that bound (less a 1e-6 margin, far above the rounding of the
 // exact test) u is passed over without its log, which is almost every edge of a
 // large node.
-int64_t weighted_top_k(int64_t start, int64_t degree, int64_t fanout, uint64_t key, const double* weight,
+int64_t weighted_top_k(int64_t start, int64_t degree, int64_t fanout, uint64_t key, EdgeWeights weight,
                        int64_t* out) {
   if (fanout == 0) return 0;
   double top_key[kInsertedTopK];
@@ -101,7 +102,7 @@ int64_t weighted_top_k(int64_t start, int64_t degree, int64_t fanout, uint64_t k
 // replacement: inverse-CDF draws. Zero-weight edges are never drawn; k is capped at the
 // number of positive weights, and fanout -1 takes them all in CSC order.
 int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key,
-                      const double* weight, int64_t* out) {
+                      EdgeWeights weight, int64_t* out) {
   if (!replace && fanout >= 0 && fanout <= kInsertedTopK) {
     return weighted_top_k(start, degree, fanout, key, weight, out);
   }
@@ -207,9 +208,9 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   at::Tensor weight_c;
   if (edge_weight.has_value()) {
     TORCH_CHECK(edge_weight->numel() == row_c.numel(), "neighbor_sample: edge_weight must have one entry per edge");
-    weight_c = edge_weight->to(at::kDouble).contiguous();
+    weight_c = edge_weight->to(sampler_weight_dtype(edge_weight->scalar_type())).contiguous();  // (float32: no copy)
   }
-  const double* weight = weight_c.defined() ? weight_c.data_ptr<double>() : nullptr;
+  const EdgeWeights weight = edge_weights_of(weight_c);
   auto as_long = [](const std::optional<at::Tensor>& t) {
     return t.has_value() ? t->to(at::kLong).contiguous() : at::Tensor();
   };
@@ -218,7 +219,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   const bool temporal = node_time_c.defined() || edge_time_c.defined();
   TORCH_CHECK(!temporal || (disjoint && seed_time_c.defined() && seed_time_c.numel() == num_seeds),
               "neighbor_sample: temporal sampling needs disjoint=True and one seed_time per seed");
-  TORCH_CHECK(!temporal || weight == nullptr, "neighbor_sample: weighted temporal sampling is not supported");
+  TORCH_CHECK(!temporal || !weight, "neighbor_sample: weighted temporal sampling is not supported");
   TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
               "neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
   TORCH_CHECK(!edge_time_c.defined() || edge_time_c.numel() == row_c.numel(),
@@ -275,7 +276,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         if (temporal) {
           count[i] = draw_temporal(start, degree, fanout, replace, last, rng, seed_time[batch[frontier[i]]], row,
                                    node_time, edge_time, time_sorted, drawn.data() + offset[i]);
-        } else if (weight != nullptr) {
+        } else if (weight) {
           count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, drawn.data() + offset[i]);
         } else {
           draw_neighbors(start, degree, fanout, replace, rng, drawn.data() + offset[i]);
@@ -391,7 +392,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
       const int64_t s_t = src_type[r], d_t = dst_type[r], fanout = num_neighbors[r * num_hops + hop];
       const int64_t* colptr = colptrs[r].data_ptr<int64_t>();
       const int64_t* row = rows[r].data_ptr<int64_t>();
-      const double* weight = data_or_null<double>(weights[r]);
+      const EdgeWeights weight = edge_weights_of(weights[r]);
       const int64_t* node_time = data_or_null<int64_t>(node_times[s_t]);
       const int64_t* edge_time = data_or_null<int64_t>(edge_times[r]);
       const std::vector<int64_t>& from = frontier[d_t];
@@ -417,7 +418,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
           if (temporal && (node_time != nullptr || edge_time != nullptr)) {
             count[i] = draw_temporal(start, degree, fanout, replace, last, rng, tree_time[batch[d_t][from[i]]], row,
                                      node_time, edge_time, in.time_sorted[r], out);
-          } else if (weight != nullptr) {
+          } else if (weight) {
             count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, out);
           } else {
             draw_neighbors(start, degree, fanout, replace, rng, out);

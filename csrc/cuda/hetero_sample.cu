@@ -63,7 +63,8 @@ constexpr uint64_t kEpoch = 1;  // the table is zeroed per call, so every slot o
 struct Meta {
   const int64_t* colptr;       // [R] pointers
   const int64_t* row;          // [R] pointers
-  const int64_t* weight;       // [R] pointers to double (0: uniform)
+  const int64_t* weight;       // [R] pointers to float or double (0: uniform)
+  const int64_t* weight_single;  // [R] 1: the weights are float32 (EdgeWeights)
   const int64_t* edge_time;    // [R] pointers (0: none)
   const int64_t* time_sorted;  // [R] 1: the edge type's columns are in time order (columns_sorted_by_time)
   const int64_t* src_type;     // [R]
@@ -303,7 +304,7 @@ __device__ Task task_of(const HopArgs& a, int64_t q) {
 // when it has weights, else uniform.
 struct Draw {
   const int64_t* row;
-  const double* weight;
+  EdgeWeights weight;
   const int64_t* node_time;
   const int64_t* edge_time;
   int64_t start, degree, fanout;
@@ -314,7 +315,7 @@ __device__ Draw draw_of(const HopArgs& a, const Task& k) {
   const int64_t* colptr = ptr<const int64_t>(a.m.colptr, k.rel);
   Draw d;
   d.row = ptr<const int64_t>(a.m.row, k.rel);
-  d.weight = ptr<const double>(a.m.weight, k.rel);
+  d.weight = {ptr<const void>(a.m.weight, k.rel), a.m.weight_single[k.rel] != 0};
   d.node_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.node_time, a.m.src_type[k.rel]) : nullptr;
   d.edge_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.edge_time, k.rel) : nullptr;
   d.start = colptr[k.node];
@@ -329,11 +330,11 @@ __device__ Draw draw_of(const HopArgs& a, const Task& k) {
 // which search them instead.
 __device__ __forceinline__ bool temporal(const Draw& d) { return d.node_time != nullptr || d.edge_time != nullptr; }
 __device__ __forceinline__ bool filtered(const Draw& d) {
-  return (temporal(d) && !d.time_sorted) || d.weight != nullptr;
+  return (temporal(d) && !d.time_sorted) || d.weight;
 }
 
 // The weighted draws' weights (null for temporal ones) and the temporal filter of task k.
-__device__ __forceinline__ const double* weights_of(const Draw& d) { return temporal(d) ? nullptr : d.weight; }
+__device__ __forceinline__ EdgeWeights weights_of(const Draw& d) { return temporal(d) ? EdgeWeights{} : d.weight; }
 __device__ __forceinline__ NotLater not_later(const HopArgs& a, const Task& k, const Draw& d) {
   return {temporal(d) ? a.tree_time[k.tree] : 0, d.row, d.node_time, d.edge_time};
 }
@@ -413,7 +414,7 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
       } else if (temporal(d)) {
         draw_temporal(d.start, d.degree, d.fanout, a.replace, a.last, key, k, a.tree_time[task.tree], d.row,
                       d.node_time, d.edge_time, out);
-      } else if (d.weight != nullptr) {
+      } else if (d.weight) {
         draw_weighted(d.weight, d.start, d.degree, d.fanout, a.replace, key, k, out, keys + base);
       } else if (k == d.degree && (d.fanout < 0 || !a.replace)) {
         for (int64_t j = 0; j < k; ++j) out[j] = d.start + j;
@@ -650,11 +651,13 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     meta_host.insert(meta_host.end(), values.begin(), values.end());
     return at_;
   };
-  std::vector<int64_t> colptr_a(R), row_a(R), weight_a(R), edge_time_a(R), time_sorted_a(R, 0), src_a(R), dst_a(R);
+  std::vector<int64_t> colptr_a(R), row_a(R), weight_a(R), weight_single_a(R, 0), edge_time_a(R), time_sorted_a(R, 0),
+      src_a(R), dst_a(R);
   for (int64_t r = 0; r < R; ++r) {
     colptr_a[r] = address(colptrs[r]);
     row_a[r] = address(rows[r]);
     weight_a[r] = address(weights[r]);
+    weight_single_a[r] = edge_weights_of(weights[r]).single;
     edge_time_a[r] = address(edge_times[r]);
     time_sorted_a[r] = in.time_sorted[r];
     src_a[r] = src_type[r];
@@ -667,6 +670,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     batch_out_a[t] = disjoint ? address(batch_buffer[t]) : 0;
   }
   const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_weight = append(weight_a),
+                o_weight_single = append(weight_single_a),
                 o_edge_time = append(edge_time_a), o_time_sorted = append(time_sorted_a), o_src = append(src_a),
                 o_dst = append(dst_a), o_node_time = append(node_time_a), o_node_out = append(node_out_a),
                 o_batch_out = append(batch_out_a), o_offset = append(type_offset), o_num_nodes = append(num_nodes_a),
@@ -700,8 +704,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   int64_t* const md = base + o_meta;
   C10_CUDA_CHECK(cudaMemcpyAsync(md, meta_host.data(), meta_host.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
                                  stream));
-  const Meta m{md + o_colptr, md + o_row, md + o_weight, md + o_edge_time, md + o_time_sorted, md + o_src, md + o_dst,
-               md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
+  const Meta m{md + o_colptr,    md + o_row,       md + o_weight, md + o_weight_single, md + o_edge_time,
+               md + o_time_sorted, md + o_src, md + o_dst,    md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
                md + o_seed_start};
 
   // Inclusive sums of item over the live positions (at most `bound`), one kernel.

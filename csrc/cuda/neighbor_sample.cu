@@ -117,10 +117,10 @@ class SamplePlan {
                         " nodes of colptr (homogeneous graphs only)");
     }
     if (weight.has_value()) {
-      const at::Tensor w = converted(*weight, at::kDouble, weight_);
+      const at::Tensor w = converted(*weight, sampler_weight_dtype(weight->scalar_type()), weight_);
       TORCH_CHECK_VALUE(num_edges == 0 || (at::isfinite(w).all() & (w >= 0).all()).item<bool>(),
                         "neighbor_sample: edge_weight must be finite and non-negative");
-      weight_ptr_ = w.data_ptr<double>();
+      weights_ = edge_weights_of(w);
     }
     at::Tensor node_time_long, edge_time_long;
     if (node_time.has_value()) {
@@ -366,7 +366,7 @@ class SamplePlan {
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
     const Outputs* out = &params->out;
-    const GraphPtrs g{colptr_ptr_, row_ptr_, weight_ptr_, node_time_ptr_, edge_time_ptr_};
+    const GraphPtrs g{colptr_ptr_, row_ptr_, weights_, node_time_ptr_, edge_time_ptr_};
     auto hop_args = [&](int64_t h) {
       return HopArgs{g, key_.mode, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
@@ -513,7 +513,7 @@ class SamplePlan {
   int64_t node_len_ = 1, edge_len_ = 1, frontier_len_ = 1;
   const int64_t* colptr_ptr_ = nullptr;
   const int64_t* row_ptr_ = nullptr;
-  const double* weight_ptr_ = nullptr;
+  EdgeWeights weights_;
   bool time_sorted_ = false;  // temporal: every column in ascending time (columns_sorted_by_time)
   const int64_t* node_time_ptr_ = nullptr;
   const int64_t* edge_time_ptr_ = nullptr;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "../edge_weights.h"
 #include "../sampling_rng.h"
 
 namespace pyg_accel {
@@ -48,7 +49,7 @@ __device__ inline void draw_uniform(int64_t start, int64_t degree, int64_t k, bo
 
 // Which CSC positions a weighted or temporal draw may take.
 struct PositiveWeight {  // weighted: zero weights are never drawn
-  const double* weight;
+  EdgeWeights weight;
   __device__ __forceinline__ bool operator()(int64_t e) const { return weight[e] > 0; }
 };
 
@@ -102,8 +103,10 @@ __device__ __forceinline__ bool may_exceed(double u, double w, double kth) {
 
 // Weighted draws: with replacement, inverse-CDF over the positive weights in CSC
 // order; without, the k largest Efraimidis-Spirakis keys log(u) / w in decreasing
-// order (`keys` is scratch for k doubles); fanout -1 takes every positive edge.
-__device__ inline void draw_weighted(const double* weight, int64_t start, int64_t degree, int64_t fanout, bool replace,
+// order (`keys` is scratch for k doubles); fanout -1 takes every positive edge. W:
+// float or double (weights widened to double as they are read).
+template <typename W>
+__device__ inline void draw_weighted(const W* weight, int64_t start, int64_t degree, int64_t fanout, bool replace,
                                      uint64_t key, int64_t k, int64_t* out, double* keys) {
   if (k == 0) return;
   if (replace && fanout >= 0) {
@@ -173,6 +176,15 @@ __device__ inline void draw_weighted(const double* weight, int64_t start, int64_
     }
     keys[q] = kj;
     out[q] = start + j;
+  }
+}
+
+__device__ inline void draw_weighted(EdgeWeights weight, int64_t start, int64_t degree, int64_t fanout, bool replace,
+                                     uint64_t key, int64_t k, int64_t* out, double* keys) {
+  if (weight.single) {
+    draw_weighted(weight.as<float>(), start, degree, fanout, replace, key, k, out, keys);
+  } else {
+    draw_weighted(weight.as<double>(), start, degree, fanout, replace, key, k, out, keys);
   }
 }
 

@@ -31,7 +31,7 @@ enum class Mode : int { kUniform, kWeighted, kTemporalUniform, kTemporalLast };
 struct GraphPtrs {
   const int64_t* colptr;
   const int64_t* row;
-  const double* weight;      // [E] or null
+  EdgeWeights weight;        // [E] or none
   const int64_t* node_time;  // [N] or null
   const int64_t* edge_time;  // [E] or null
 };
@@ -133,8 +133,8 @@ __device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, 
 }
 
 // The weighted mode's weights (else null) and the temporal modes' filter for tree b.
-__device__ __forceinline__ const double* weights_of(const HopArgs& a) {
-  return a.mode == Mode::kWeighted ? a.g.weight : nullptr;
+__device__ __forceinline__ EdgeWeights weights_of(const HopArgs& a) {
+  return a.mode == Mode::kWeighted ? a.g.weight : EdgeWeights{};
 }
 __device__ __forceinline__ NotLater not_later(const HopArgs& a, int64_t b) {
   return {a.mode == Mode::kWeighted ? 0 : a.seed_time[b], a.g.row, a.g.node_time, a.g.edge_time};

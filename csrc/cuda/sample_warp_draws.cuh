@@ -67,6 +67,11 @@ __device__ __forceinline__ T broadcast(T value, int src) {
   }
 }
 
+// Lane src's weights, for every lane.
+__device__ __forceinline__ EdgeWeights broadcast(EdgeWeights value, int src) {
+  return {broadcast(value.data, src), __shfl_sync(kFullWarp, static_cast<int>(value.single), src) != 0};
+}
+
 // Appends the `value` of each lane whose `flag` is set to `queue`, in lane order, after
 // the *count entries already there (one atomic per warp). Every lane of the warp calls it.
 __device__ inline void warp_enqueue(bool flag, int64_t value, int64_t* count, int64_t* queue) {
@@ -199,8 +204,9 @@ struct WarpTopK {
 // Offers positions [begin, end) of a weighted node whose edges start at `origin` (the
 // keys' counters are positions - origin) to `top`, in CSC order: each step's random
 // numbers drawn by all lanes at once, the exact keys only where they may enter
-// (may_exceed).
-__device__ inline void warp_offer_weighted(const double* weight, int64_t origin, int64_t begin, int64_t end,
+// (may_exceed). W: float or double.
+template <typename W>
+__device__ inline void warp_offer_weighted(const W* weight, int64_t origin, int64_t begin, int64_t end,
                                            uint64_t key, WarpTopK& top) {
   const int lane = lane_id();
   for (int64_t base = begin; base < end; base += kWarpStep) {
@@ -222,21 +228,30 @@ __device__ inline void warp_offer_weighted(const double* weight, int64_t origin,
   }
 }
 
+__device__ inline void warp_offer_weighted(EdgeWeights weight, int64_t origin, int64_t begin, int64_t end,
+                                           uint64_t key, WarpTopK& top) {
+  if (weight.single) {
+    warp_offer_weighted(weight.as<float>(), origin, begin, end, key, top);
+  } else {
+    warp_offer_weighted(weight.as<double>(), origin, begin, end, key, top);
+  }
+}
+
 // draw_weighted without replacement and fanout >= 0, for k <= 32 (k <= the positive
 // weights): the k largest keys, in decreasing order, into out[0, k).
-__device__ inline void warp_draw_weighted(const double* weight, int64_t start, int64_t degree, uint64_t key, int64_t k,
+__device__ inline void warp_draw_weighted(EdgeWeights weight, int64_t start, int64_t degree, uint64_t key, int64_t k,
                                           int64_t* out) {
   WarpTopK top{k};
   warp_offer_weighted(weight, start, start, start + degree, key, top);
   if (lane_id() < k) out[lane_id()] = top.pos;
 }
 
-// The draw count of a weighted (`weight` not null) or temporal (`ok`; `last`: 'last')
+// The draw count of a weighted (`weight` given) or temporal (`ok`; `last`: 'last')
 // node whose edges are [start, start + degree), by one thread or (kWarp) by the warp.
 template <bool kWarp>
-__device__ int64_t filtered_count(const double* weight, const NotLater& ok, bool last, int64_t start, int64_t degree,
+__device__ int64_t filtered_count(EdgeWeights weight, const NotLater& ok, bool last, int64_t start, int64_t degree,
                                   int64_t fanout, bool replace) {
-  if (weight != nullptr) {
+  if (weight) {
     const PositiveWeight positive{weight};
     const int64_t cap = count_cap(fanout, replace);
     const int64_t n = kWarp ? warp_count_upto(positive, start, degree, cap) : count_upto(positive, start, degree, cap);
@@ -251,7 +266,7 @@ __device__ int64_t filtered_count(const double* weight, const NotLater& ok, bool
 // a node with more than kWarpDegree neighbours counted by the whole warp, after each
 // lane has counted its own light node; 0 for a lane without one. Every lane of the warp
 // calls it (`last` and `replace` are the same for all).
-__device__ inline int64_t warp_assisted_count(bool mine, const double* weight, const NotLater& ok, bool last,
+__device__ inline int64_t warp_assisted_count(bool mine, EdgeWeights weight, const NotLater& ok, bool last,
                                               int64_t start, int64_t degree, int64_t fanout, bool replace) {
   const bool heavy = mine && degree > kWarpDegree;
   int64_t count = mine && !heavy ? filtered_count<false>(weight, ok, last, start, degree, fanout, replace) : 0;
@@ -273,12 +288,12 @@ __device__ __forceinline__ bool warp_can_draw(bool weighted, bool last, int64_t 
   return last || fanout < 0 || k <= 32;
 }
 
-// draw_weighted (`weight` not null) or draw_temporal (`ok`) by the warp, for a node
+// draw_weighted (`weight` given) or draw_temporal (`ok`) by the warp, for a node
 // warp_can_draw accepts.
-__device__ inline void warp_draw_filtered(const double* weight, const NotLater& ok, bool last, int64_t start,
+__device__ inline void warp_draw_filtered(EdgeWeights weight, const NotLater& ok, bool last, int64_t start,
                                           int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t k,
                                           int64_t* out) {
-  if (weight != nullptr) {
+  if (weight) {
     if (fanout < 0) {
       warp_take_all(PositiveWeight{weight}, start, degree, out);
     } else {

@@ -408,7 +408,8 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
 
     A graph on a GPU is sampled there (CUDA kernel, the same sample as the CPU kernel
     for the same ``random_seed``): all hops without a host synchronisation, one read of
-    the counts at the end. Give weights as float64 to avoid a conversion per call.
+    the counts at the end. Weights are read as given when float32 or float64 (others are
+    converted per call).
     """
     edge_types = list(colptr_dict)
     if set(row_dict) != set(edge_types) or set(num_neighbors) != set(edge_types):

@@ -248,16 +248,25 @@ def _sort_hetero_columns_by_time(graph: _HeteroGraph) -> None:
             graph.edge_time[et] = one.edge_time
 
 
+def _weight_dtype(weight: Tensor) -> torch.dtype:
+    """The dtype the sampling kernels read ``weight`` in: float32 and float64 as they are
+    (a float32 weight is widened exactly as it is read: the same samples as its float64
+    copy, at half the bytes), any other dtype as float64."""
+    return weight.dtype if weight.dtype in (torch.float32, torch.float64) else torch.float64
+
+
 def _kernel_graph(graph: _HeteroGraph, device: torch.device, host_resident: bool) -> _HeteroGraph:
     """The graph as the sampling kernels take it on ``device`` (:func:`_readable_on`):
-    int64 ids, float64 weights and int64 times, converted here once rather than with
-    every batch (tensors already in those dtypes and there are used as they are). The
+    int64 ids, float32 or float64 weights (:func:`_weight_dtype`) and int64 times,
+    converted here once rather than with every batch (tensors already in those dtypes
+    and there are used as they are). The
     column pointers of a pinned graph are copied to the GPU (see :func:`_graph_on`)."""
     def convert(tensors, dtype=None, copy=False):
-        return {key: _readable_on(t, device, host_resident, dtype, copy) for key, t in tensors.items()}
+        return {key: _readable_on(t, device, host_resident, dtype(t) if callable(dtype) else dtype, copy)
+                for key, t in tensors.items()}
     return _HeteroGraph(convert(graph.colptr, torch.long, copy=True), convert(graph.row, torch.long),
                         convert(graph.perm),
-                        graph.num_nodes, convert(graph.edge_weight, torch.float64),
+                        graph.num_nodes, convert(graph.edge_weight, _weight_dtype),
                         convert(graph.node_time, torch.long), convert(graph.edge_time, torch.long))
 
 
