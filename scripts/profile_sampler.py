@@ -5,7 +5,7 @@ API, of the raw op, with and without CUDA-graph replay, and a profiler table. Wi
     python scripts/profile_sampler.py [--preset products] [--batch 1024] [--out DIR]
     python scripts/profile_sampler.py --mode weighted   # only the kernel table, eager
     ncu --clock-control none --kernel-name regex:expand --launch-skip 5 --launch-count 1 \
-        python3 scripts/profile_sampler.py --loop 3
+        python3 scripts/profile_sampler.py --loop 3 [--mode weighted]
 """
 import argparse
 import os
@@ -62,13 +62,14 @@ def main():
     args = p.parse_args()
     colptr, row, batches = graph_and_batches(args.preset, args.batch, 40)
     f = args.fanouts
-    if args.mode != 'uniform':
-        kernel_table(colptr, row, batches, f, mode_options(args.mode, colptr.numel() - 1, row.numel(), row.device))
-        return
+    options = mode_options(args.mode, colptr.numel() - 1, row.numel(), row.device)
     if args.loop:
         for i in range(args.loop):
-            out = neighbor_sample(colptr, row, batches[i % len(batches)], f)
+            out = neighbor_sample(colptr, row, batches[i % len(batches)], f, **options)
             print(i, out.num_sampled_nodes, out.num_sampled_edges, flush=True)
+        return
+    if args.mode != 'uniform':
+        kernel_table(colptr, row, batches, f, options)
         return
     api = lambda s: neighbor_sample(colptr, row, s, f)  # noqa: E731
     raw = lambda s: ops().neighbor_sample(colptr, row, s, f, False, False, 7, None, None, None, None,  # noqa: E731

@@ -20,8 +20,9 @@
 //   draw    one thread (or lane group) per frontier node: the CSC positions it draws
 //           (Floyd without replacement, uniform with, weighted or temporal draws;
 //           sample_draws.cuh); weighted and temporal nodes with many neighbours are
-//           queued and drawn a warp each by the next kernel (hub_draw_kernel), and
-//           temporal columns in time order are binary-searched;
+//           queued and drawn by the next kernel (hub_draw_kernel: a warp each, or a
+//           block for weighted ones of more than kBlockDegree, taken by whichever is
+//           free), and temporal columns in time order are binary-searched;
 //   expand  one thread per sampled edge (degree-balanced: a hub's edges spread over
 //           as many threads as it has draws): neighbour, tree, and a dedup-table
 //           insert that remembers the first edge reaching each node (sample_table.cuh);
@@ -371,7 +372,7 @@ class SamplePlan {
       return HopArgs{g, key_.mode, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
-                     seg_.data_ptr<int64_t>(), hub_queue_.data_ptr<int64_t>()};
+                     seg_.data_ptr<int64_t>(), hub_queue_.data_ptr<int64_t>(), hub_queue_.numel()};
     };
     // Numbers level `level`'s new nodes and sums their next-hop draws (one kernel).
     auto number_args = [&](const int64_t* count_ptr, int64_t static_count, int64_t level) {

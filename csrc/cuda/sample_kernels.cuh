@@ -60,12 +60,14 @@ struct Params {
 
 // The device counters of one sample, zeroed by the last kernel of the previous one
 // (after it published them to the host), in one int64 buffer:
-// [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed | hubs[H]].
+// [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed | hubs[H] |
+//  giants[H] | claimed[2H]].
 // nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
 // first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
-// bad_seed = 1 + an out-of-range seed (0 if none), hubs[h] = hop h's nodes queued for
-// warp draws (hub_draw_kernel). random_seed and epoch point into the device copy of the
-// call's Params.
+// bad_seed = 1 + an out-of-range seed (0 if none), hubs[h] / giants[h] = hop h's nodes
+// queued for warp / block draws (hub_draw_kernel), claimed[2h] / claimed[2h + 1] = how
+// many of them hub_draw_kernel's warps / blocks have taken. random_seed and epoch point
+// into the device copy of the call's Params.
 struct Counters {
   const int64_t* random_seed;
   const int64_t* epoch;
@@ -75,11 +77,14 @@ struct Counters {
   int64_t* edge_start;
   int64_t* bad_seed;
   int64_t* hubs;
-  static int64_t size(int64_t hops) { return 5 * hops + 4; }
+  int64_t* giants;
+  int64_t* claimed;
+  static int64_t size(int64_t hops) { return 8 * hops + 4; }
   static Counters at(int64_t* base, int64_t hops, const Params* params) {
     const bool device = params != nullptr;
     return {device ? &params->random_seed : nullptr, device ? &params->epoch : nullptr, base, base + 1 + hops,
-            base + 1 + 2 * hops, base + 2 + 3 * hops, base + 3 + 4 * hops, base + 4 + 4 * hops};
+            base + 1 + 2 * hops, base + 2 + 3 * hops, base + 3 + 4 * hops, base + 4 + 4 * hops,
+            base + 4 + 5 * hops, base + 4 + 6 * hops};
   }
 };
 
@@ -125,7 +130,8 @@ struct HopArgs {
   int64_t* drawn;            // CSC position of each hop edge (bounded fanouts; else sampling nodes only)
   double* drawn_key;         // weighted scratch
   int64_t* seg;              // frontier index of each hop edge (bounded fanouts)
-  int64_t* hub_queue;        // [frontier bound] frontier indices of the nodes warps draw (filtered modes)
+  int64_t* hub_queue;        // [frontier bound] frontier indices of the nodes warps draw (filtered modes),
+  int64_t hub_queue_len;     // and, from its end backwards, of those blocks draw (giants)
 };
 
 __device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
@@ -394,6 +400,15 @@ __device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out,
   for (int64_t t##_base = static_cast<int64_t>(blockIdx.x) * blockDim.x, t = t##_base + threadIdx.x;         \
        t##_base < (n); t##_base += static_cast<int64_t>(gridDim.x) * blockDim.x, t = t##_base + threadIdx.x)
 
+// Queued nodes with more than this many neighbours drawn weighted without replacement
+// ("giants") are drawn by a whole block: a slice each for its warps (at least 4 steps
+// each), then one merge of their top-k lists.
+#ifndef PYG_ACCEL_BLOCK_DEGREE
+#define PYG_ACCEL_BLOCK_DEGREE 4096
+#endif
+constexpr int64_t kBlockDegree = PYG_ACCEL_BLOCK_DEGREE;
+constexpr int kBlockWarps = kBlock / 32;
+
 // The CSC positions frontier node i draws (`live`: the lane has a node; bounded
 // fanouts: also every position's edge owner, so expand needs neither a search nor the
 // node's degree). kFiltered (weighted and temporal modes): every lane of the warp calls
@@ -438,18 +453,13 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
                     a.seed_time[a.out->batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
     }
   }
-  if constexpr (kFiltered) warp_enqueue(heavy, i, a.c.hubs + a.hop, a.hub_queue);
+  if constexpr (kFiltered) {
+    const bool giant = heavy && a.mode == Mode::kWeighted && a.fanout >= 0 && degree > kBlockDegree;
+    warp_enqueue(heavy && !giant, i, a.c.hubs + a.hop, a.hub_queue);
+    warp_enqueue(giant, i, a.c.giants + a.hop, a.hub_queue + a.hub_queue_len, /*from_back=*/true);
+  }
 }
 
-// Queued nodes with more than this many neighbours drawn weighted without replacement
-// are drawn by a whole block: a slice each for its warps (at least 4 steps each), then
-// one merge of their top-k lists.
-#ifndef PYG_ACCEL_BLOCK_DEGREE
-#define PYG_ACCEL_BLOCK_DEGREE 4096
-#endif
-constexpr int64_t kBlockDegree = PYG_ACCEL_BLOCK_DEGREE;
-constexpr int kBlockWarps = kBlock / 32;
-constexpr int kBlockNodes = 8;  // such nodes a block holds back for itself
 
 // Where a queued frontier node's draws come from and go.
 struct HubDraw {
@@ -497,37 +507,46 @@ __device__ void block_draw_weighted(const HopArgs& a, int64_t i) {
   __syncthreads();  // (the slices' lists are reused)
 }
 
-// The hop's queued nodes (draw_one), a warp each, over every warp of the grid: a warp
-// no longer draws the hubs of its own 32 lanes one after another, so a frontier of
-// hubs (on a products-like graph a node reached along an edge has ~1,100 neighbours)
-// keeps the whole GPU busy. Weighted nodes of more than kBlockDegree neighbours (up to
-// kBlockNodes per block) are held back and drawn by the whole block at the end.
+// The next of `count` queued items for a warp (every lane the same), taken from
+// `claimed`; `count` or more once none is left. It is claimed one item ahead (`ahead`,
+// lane 0's: the atomic's answer is only read when the next item starts), so a warp does
+// not wait on the atomic between items.
+__device__ __forceinline__ int64_t warp_next_item(unsigned long long& ahead, int64_t* claimed) {
+  const int64_t item = static_cast<int64_t>(__shfl_sync(kFullWarp, ahead, 0));
+  if (lane_id() == 0) ahead = atomicAdd(reinterpret_cast<unsigned long long*>(claimed), 1ull);
+  return item;
+}
+
+// The hop's queued nodes (draw_one), taken one at a time by whichever block (giants, the
+// nodes draw_one queued from the end, first: the longest draws start earliest) or warp
+// (the others) is free, over the whole grid. Degrees vary by orders of magnitude (on a
+// products-like graph a node reached along an edge has ~1,100 neighbours, a few have
+// 20,000), so a fixed share per warp left most of the GPU idle while a few warps drew
+// long lists (SMs active 45% of hop 2's time on products, 1024 x [15, 10, 5]).
 __global__ void __launch_bounds__(kBlock) hub_draw_kernel(HopArgs a) {
   after_previous_kernel();
-  __shared__ int64_t held_back[kBlockNodes];
-  __shared__ int num_held_back;
-  if (threadIdx.x == 0) num_held_back = 0;
-  __syncthreads();
-  const int64_t count = a.c.hubs[a.hop], warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  const bool by_blocks = a.mode == Mode::kWeighted && a.fanout >= 0;  // (queued weighted draws: k <= 32)
-  for (int64_t q = global_thread() / 32; q < count; q += warps) {  // (warp-uniform)
-    const int64_t i = a.hub_queue[q];
-    const HubDraw d(a, i);
-    if (by_blocks && d.degree > kBlockDegree) {
-      int slot = 0;
-      if (lane_id() == 0) slot = atomicAdd(&num_held_back, 1);
-      slot = __shfl_sync(kFullWarp, slot, 0);
-      if (slot < kBlockNodes) {
-        if (lane_id() == 0) held_back[slot] = i;
-        continue;
-      }
+  __shared__ int64_t giant;
+  const int64_t num_giants = a.c.giants[a.hop];
+  int64_t* const giants_end = a.hub_queue + a.hub_queue_len;
+  while (true) {  // (block-uniform)
+    if (threadIdx.x == 0) {
+      giant = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(a.c.claimed + 2 * a.hop + 1), 1ull));
     }
+    __syncthreads();
+    const int64_t j = giant;
+    __syncthreads();  // (read before thread 0 claims again)
+    if (j >= num_giants) break;
+    block_draw_weighted(a, giants_end[-1 - j]);
+  }
+  const int64_t count = a.c.hubs[a.hop];
+  int64_t* const claimed = a.c.claimed + 2 * a.hop;
+  unsigned long long ahead = 0;
+  if (lane_id() == 0) ahead = atomicAdd(reinterpret_cast<unsigned long long*>(claimed), 1ull);
+  for (int64_t q = warp_next_item(ahead, claimed); q < count; q = warp_next_item(ahead, claimed)) {  // (warp-uniform)
+    const HubDraw d(a, a.hub_queue[q]);
     warp_draw_filtered(weights_of(a), not_later(a, d.tree), a.mode == Mode::kTemporalLast, d.start, d.degree,
                        a.fanout, a.replace, d.key, d.k, a.drawn + d.o);
   }
-  __syncthreads();
-  const int held = min(num_held_back, kBlockNodes);
-  for (int j = 0; j < held; ++j) block_draw_weighted(a, held_back[j]);
 }
 
 // The frontier's live size (its bound, or the nodes the level actually got).

@@ -74,7 +74,9 @@ __device__ __forceinline__ EdgeWeights broadcast(EdgeWeights value, int src) {
 
 // Appends the `value` of each lane whose `flag` is set to `queue`, in lane order, after
 // the *count entries already there (one atomic per warp). Every lane of the warp calls it.
-__device__ inline void warp_enqueue(bool flag, int64_t value, int64_t* count, int64_t* queue) {
+// With `from_back`, entry j is written at queue[-1 - j] (queue: the end of its buffer),
+// so two queues whose lengths sum to at most the buffer's can share it.
+__device__ inline void warp_enqueue(bool flag, int64_t value, int64_t* count, int64_t* queue, bool from_back = false) {
   const unsigned lanes = __ballot_sync(kFullWarp, flag);
   if (lanes == 0) return;
   const int leader = __ffs(lanes) - 1;
@@ -83,7 +85,8 @@ __device__ inline void warp_enqueue(bool flag, int64_t value, int64_t* count, in
     first = atomicAdd(reinterpret_cast<unsigned long long*>(count), static_cast<unsigned long long>(__popc(lanes)));
   }
   first = __shfl_sync(kFullWarp, first, leader);
-  if (flag) queue[first + __popc(lanes & lanes_below())] = value;
+  const int64_t j = static_cast<int64_t>(first) + __popc(lanes & lanes_below());
+  if (flag) queue[from_back ? -1 - j : j] = value;
 }
 
 // count_upto by a warp: the count may pass `cap` by less than a step.
