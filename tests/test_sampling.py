@@ -768,17 +768,18 @@ def test_int32_graph_copies_are_reused_until_the_graph_changes():
     assert _graph_long(row) is row
 
 
-def random_hetero_graph(seed=0, hubs=0):
+def random_hetero_graph(seed=0, hubs=0, scale=1):
     """Three node types (one with no edges in or out: 'venue'), four edge types (one
     from a type to itself, two into 'paper'), with self-loops, duplicate edges and
     isolated nodes; CSC per edge type. ``hubs`` > 0: half of each edge type's edges lead
-    to its first ``hubs`` destination nodes."""
+    to its first ``hubs`` destination nodes. ``scale``: times as many edges."""
     num_nodes = {'paper': 400, 'author': 250, 'venue': 7}
     specs = {('paper', 'cites', 'paper'): 3000, ('author', 'writes', 'paper'): 1500,
              ('paper', 'written_by', 'author'): 1500, ('author', 'knows', 'author'): 600}
     g = torch.Generator().manual_seed(seed)
     colptrs, rows = {}, {}
     for et, num_edges in specs.items():
+        num_edges *= scale
         src, _, dst = et
         row = torch.randint(0, num_nodes[src], (num_edges,), generator=g)
         col = torch.randint(0, num_nodes[dst] - 10, (num_edges,), generator=g)  # the last 10 have no in-edges
@@ -848,15 +849,50 @@ def test_hetero_cpu_and_cuda_give_the_same_sample(mode, disjoint, replace, index
                                      random_seed=5 + batch, **extra)
         gpu = hetero_neighbor_sample(*[cuda(a) for a in args], cuda(seeds), HETERO_FANOUTS, num_nodes, replace,
                                      disjoint, random_seed=5 + batch, **{k: cuda(v) for k, v in extra.items()})
-        assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges
-        for t in num_nodes:
-            assert gpu.node[t].is_cuda and torch.equal(cpu.node[t], gpu.node[t].cpu()), f'node[{t}], batch {batch}'
-            if disjoint:
-                assert torch.equal(cpu.batch[t], gpu.batch[t].cpu()), f'batch[{t}]'
-        for et in colptrs:
-            for name in ('row', 'col', 'edge'):
-                assert torch.equal(getattr(cpu, name)[et], getattr(gpu, name)[et].cpu()), f'{name}[{et}]'
-        assert sum(sum(v) for v in gpu.num_sampled_edges.values()) > 0
+        assert_same_hetero_sample(cpu, gpu, num_nodes, colptrs, disjoint, batch)
+
+
+def assert_same_hetero_sample(cpu, gpu, num_nodes, colptrs, disjoint, batch=0):
+    """The CPU and CUDA heterogeneous samples are equal, field by field, and not empty."""
+    assert cpu.num_sampled_nodes == gpu.num_sampled_nodes and cpu.num_sampled_edges == gpu.num_sampled_edges
+    for t in num_nodes:
+        assert gpu.node[t].is_cuda and torch.equal(cpu.node[t], gpu.node[t].cpu()), f'node[{t}], batch {batch}'
+        if disjoint:
+            assert torch.equal(cpu.batch[t], gpu.batch[t].cpu()), f'batch[{t}]'
+    for et in colptrs:
+        for name in ('row', 'col', 'edge'):
+            assert torch.equal(getattr(cpu, name)[et], getattr(gpu, name)[et].cpu()), f'{name}[{et}]'
+    assert sum(sum(v) for v in gpu.num_sampled_edges.values()) > 0
+
+
+@requires_cuda
+@pytest.mark.parametrize('disjoint', [False, True])
+def test_hetero_weighted_giants_are_drawn_as_on_the_cpu(disjoint):
+    """Weighted nodes of more than 4,096 in-edges (two papers cited ~7,500 times each,
+    seeded in every batch and reached again) are queued apart and drawn by whole CUDA
+    blocks, before the other hubs, which warps take as they come free: the same sample
+    as the CPU kernel, on a poisoned allocator."""
+    colptrs, rows, num_nodes = random_hetero_graph(hubs=2, scale=10)
+    cites, writes = ('paper', 'cites', 'paper'), ('author', 'writes', 'paper')
+    assert int((colptrs[cites][1:] - colptrs[cites][:-1]).max()) > 4096
+    g = torch.Generator().manual_seed(3)
+    weights = {}
+    for et in (cites, writes):
+        w = torch.rand(rows[et].numel(), generator=g, dtype=torch.float64)
+        w[torch.rand(w.numel(), generator=g) < 0.2] = 0
+        weights[et] = w.float() if et == writes else w
+    fanouts = {cites: [6, 3], writes: [4, 2], ('paper', 'written_by', 'author'): [5, 2],
+               ('author', 'knows', 'author'): [3, 2]}
+    cuda = lambda d: {k: v.cuda() for k, v in d.items()}  # noqa: E731
+    for batch in range(3):
+        seeds = {'paper': torch.cat([torch.arange(2), torch.randint(2, 400, (60,), generator=g)]),
+                 'author': torch.randint(0, 250, (20,), generator=g)}
+        poison_cuda_allocator()
+        cpu = hetero_neighbor_sample(colptrs, rows, seeds, fanouts, num_nodes, disjoint=disjoint, random_seed=batch,
+                                     edge_weight=weights)
+        gpu = hetero_neighbor_sample(cuda(colptrs), cuda(rows), cuda(seeds), fanouts, num_nodes, disjoint=disjoint,
+                                     random_seed=batch, edge_weight=cuda(weights))
+        assert_same_hetero_sample(cpu, gpu, num_nodes, colptrs, disjoint, batch)
 
 
 @requires_cuda

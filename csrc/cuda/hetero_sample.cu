@@ -46,6 +46,7 @@
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "sample_draws.cuh"
+#include "sample_hub_queue.cuh"
 #include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
 #include "../tensor_id.h"
@@ -92,6 +93,8 @@ __device__ __forceinline__ T* ptr(const int64_t* table, int64_t i) {
 //   bad         [2]            1 + the position of an out-of-range seed; 1 + the edge type
 //                              of an out-of-range row (0: none)
 //   hubs        [H]            tasks queued for warp draws per hop (hub_draw_kernel)
+//   giants      [H]            tasks queued for block draws per hop (hub_draw_kernel)
+//   claimed     [2H]           hubs / giants hub_draw_kernel has taken, per hop
 struct Counters {
   int64_t* level_count;
   int64_t* level_start;
@@ -101,8 +104,10 @@ struct Counters {
   int64_t* seg_base;
   int64_t* bad;
   int64_t* hubs;
+  int64_t* giants;
+  int64_t* claimed;
   static int64_t size(int64_t T, int64_t R, int64_t H) {
-    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 2 + H;
+    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 2 + 4 * H;
   }
   static Counters at(int64_t* base, int64_t T, int64_t R, int64_t H) {
     Counters c;
@@ -114,6 +119,8 @@ struct Counters {
     c.seg_base = c.task_start + R + 1;
     c.bad = c.seg_base + std::max(T, R);
     c.hubs = c.bad + 2;
+    c.giants = c.hubs + H;
+    c.claimed = c.giants + H;
     return c;
   }
 };
@@ -386,7 +393,8 @@ __device__ __forceinline__ uint64_t task_key(uint64_t key_of_hop, const Task& ta
 // Each task's draws: the CSC positions (grouped by task, in task order), and per
 // position the local id of the node drawn for (col) and, in disjoint mode, its tree.
 // kFiltered: a weighted or temporal node with more than kWarpDegree neighbours whose
-// draws a warp can make is queued (hub_queue) for hub_draw_kernel instead.
+// draws a warp can make is queued (hub_queue, of `bound` entries; sample_hub_queue.cuh)
+// for hub_draw_kernel instead.
 template <bool kFiltered>
 __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64_t* edge, int64_t* col,
                             int64_t* tree, double* keys, int64_t* hub_queue) {
@@ -422,7 +430,10 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
         draw_uniform(d.start, d.degree, k, a.replace, key, out);
       }
     }
-    if constexpr (kFiltered) warp_enqueue(heavy, q, a.c.hubs + a.hop, hub_queue);
+    if constexpr (kFiltered) {
+      enqueue_hub(heavy, is_giant(!temporal(d), d.fanout, d.degree), q, a.c.hubs + a.hop, a.c.giants + a.hop,
+                  hub_queue, bound);
+    }
     for (int64_t j = 0; j < k; ++j) {
       col[base + j] = task.local_id;
       if (tree != nullptr) tree[base + j] = task.tree;
@@ -430,18 +441,26 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
   }
 }
 
-// The hop's queued tasks (draw_kernel), a warp each, over every warp of the grid (not a
-// warp's own lanes' hubs one after another).
-__global__ void hub_draw_kernel(HopArgs a, const int64_t* scan, const int64_t* hub_queue, int64_t* edge) {
-  const int64_t count = a.c.hubs[a.hop], warps = thread_count() / 32;
+// The hop's queued tasks (draw_kernel; sample_hub_queue.cuh): giants by whole blocks,
+// first, then the others a warp each, each taken by whichever is free. `bound`: the
+// queue buffer's length.
+__global__ void __launch_bounds__(kThreads) hub_draw_kernel(HopArgs a, const int64_t* scan, const int64_t* hub_queue,
+                                                            int64_t bound, int64_t* edge) {
   const uint64_t key_of_hop = hop_key(a.random_seed, a.hop);
-  for (int64_t j = thread_index() / 32; j < count; j += warps) {  // (warp-uniform)
-    const int64_t q = hub_queue[j], k = element(scan, q), base = scan[q] - k;
+  auto draw = [&](int64_t q, bool by_block) {
+    const int64_t k = element(scan, q), base = scan[q] - k;
     const Task t = task_of(a, q);
     const Draw e = draw_of(a, t);
-    warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
-                       task_key(key_of_hop, t), k, edge + base);
-  }
+    if (by_block) {
+      block_draw_weighted<kThreads / 32>(e.weight, e.start, e.degree, task_key(key_of_hop, t), k, edge + base);
+    } else {
+      warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
+                         task_key(key_of_hop, t), k, edge + base);
+    }
+  };
+  draw_hub_queue<kThreads / 32>(
+      hub_queue, a.c.hubs[a.hop], hub_queue + bound, a.c.giants[a.hop], a.c.claimed + 2 * a.hop,
+      [&](int64_t q) { draw(q, true); }, [&](int64_t q) { draw(q, false); });
 }
 
 // A position per thread (balanced whatever the degrees): the neighbour the drawn edge
@@ -743,7 +762,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     launch(weighted || temporal ? draw_kernel<true> : draw_kernel<false>, task_bound[h], stream, a, task_scan,
            task_bound[h], base + o_hop_edge[h], base + o_hop_col[h], tree_ptr, keys, base + o_hub_queue);
     if (weighted || temporal) {
-      launch(hub_draw_kernel, 32 * task_bound[h], stream, a, task_scan, base + o_hub_queue, base + o_hop_edge[h]);
+      launch(hub_draw_kernel, 32 * task_bound[h], stream, a, task_scan, base + o_hub_queue, task_bound[h],
+             base + o_hop_edge[h]);
     }
     const Segments seg{c.rel_start + h * (R + 1), m.src_type, R};
     const Positions pos{base + o_hop_slot[h], base + o_node, tree_ptr};

@@ -16,6 +16,7 @@
 
 #include "../sampling_rng.h"
 #include "sample_draws.cuh"
+#include "sample_hub_queue.cuh"
 #include "sample_table.cuh"
 #include "sample_warp_draws.cuh"
 #include "tile_scan.cuh"
@@ -400,15 +401,6 @@ __device__ __forceinline__ void write_row(const RowsArgs& r, const Outputs* out,
   for (int64_t t##_base = static_cast<int64_t>(blockIdx.x) * blockDim.x, t = t##_base + threadIdx.x;         \
        t##_base < (n); t##_base += static_cast<int64_t>(gridDim.x) * blockDim.x, t = t##_base + threadIdx.x)
 
-// Queued nodes with more than this many neighbours drawn weighted without replacement
-// ("giants") are drawn by a whole block: a slice each for its warps (at least 4 steps
-// each), then one merge of their top-k lists.
-#ifndef PYG_ACCEL_BLOCK_DEGREE
-#define PYG_ACCEL_BLOCK_DEGREE 4096
-#endif
-constexpr int64_t kBlockDegree = PYG_ACCEL_BLOCK_DEGREE;
-constexpr int kBlockWarps = kBlock / 32;
-
 // The CSC positions frontier node i draws (`live`: the lane has a node; bounded
 // fanouts: also every position's edge owner, so expand needs neither a search nor the
 // node's degree). kFiltered (weighted and temporal modes): every lane of the warp calls
@@ -454,9 +446,8 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
     }
   }
   if constexpr (kFiltered) {
-    const bool giant = heavy && a.mode == Mode::kWeighted && a.fanout >= 0 && degree > kBlockDegree;
-    warp_enqueue(heavy && !giant, i, a.c.hubs + a.hop, a.hub_queue);
-    warp_enqueue(giant, i, a.c.giants + a.hop, a.hub_queue + a.hub_queue_len, /*from_back=*/true);
+    enqueue_hub(heavy, is_giant(a.mode == Mode::kWeighted, a.fanout, degree), i, a.c.hubs + a.hop,
+                a.c.giants + a.hop, a.hub_queue, a.hub_queue_len);
   }
 }
 
@@ -476,77 +467,23 @@ struct HubDraw {
   }
 };
 
-// Queued node i, drawn by the block: warp w offers the w-th slice of its positions to
-// a top-k of its own; warp 0 then offers the slices' lists in slice order (each in its
-// held order: keys descending, equal keys by position), which keeps draw_weighted's
-// result. Every thread of the block calls it.
-__device__ void block_draw_weighted(const HopArgs& a, int64_t i) {
-  __shared__ double slice_key[kBlockWarps][32];
-  __shared__ int64_t slice_pos[kBlockWarps][32];
-  __shared__ int64_t slice_held[kBlockWarps];
-  const HubDraw d(a, i);
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = lane_id();
-  const int64_t width = (d.degree + kBlockWarps - 1) / kBlockWarps;
-  const int64_t begin = d.start + min(d.degree, warp * width), end = d.start + min(d.degree, (warp + 1) * width);
-  WarpTopK slice{d.k};
-  warp_offer_weighted(a.g.weight, d.start, begin, end, d.key, slice);
-  slice_key[warp][lane] = slice.key;
-  slice_pos[warp][lane] = slice.pos;
-  if (lane == 0) slice_held[warp] = slice.n;
-  __syncthreads();
-  if (warp == 0) {
-    WarpTopK top{d.k};
-    for (int w = 0; w < kBlockWarps; ++w) {
-      const bool held = lane < slice_held[w];
-      const double c = held ? slice_key[w][lane] : 0.0;
-      const bool wanted = top.wants(c);  // (every lane: a shuffle)
-      top.offer_lanes(held && wanted, c, held ? slice_pos[w][lane] : -1);
-    }
-    if (lane < d.k) a.drawn[d.o + lane] = top.pos;
-  }
-  __syncthreads();  // (the slices' lists are reused)
-}
+constexpr int kBlockWarps = kBlock / 32;
 
-// The next of `count` queued items for a warp (every lane the same), taken from
-// `claimed`; `count` or more once none is left. It is claimed one item ahead (`ahead`,
-// lane 0's: the atomic's answer is only read when the next item starts), so a warp does
-// not wait on the atomic between items.
-__device__ __forceinline__ int64_t warp_next_item(unsigned long long& ahead, int64_t* claimed) {
-  const int64_t item = static_cast<int64_t>(__shfl_sync(kFullWarp, ahead, 0));
-  if (lane_id() == 0) ahead = atomicAdd(reinterpret_cast<unsigned long long*>(claimed), 1ull);
-  return item;
-}
-
-// The hop's queued nodes (draw_one), taken one at a time by whichever block (giants, the
-// nodes draw_one queued from the end, first: the longest draws start earliest) or warp
-// (the others) is free, over the whole grid. Degrees vary by orders of magnitude (on a
-// products-like graph a node reached along an edge has ~1,100 neighbours, a few have
-// 20,000), so a fixed share per warp left most of the GPU idle while a few warps drew
-// long lists (SMs active 45% of hop 2's time on products, 1024 x [15, 10, 5]).
+// The hop's queued nodes (draw_one; sample_hub_queue.cuh): giants by whole blocks,
+// first, then the others a warp each, each taken by whichever is free.
 __global__ void __launch_bounds__(kBlock) hub_draw_kernel(HopArgs a) {
   after_previous_kernel();
-  __shared__ int64_t giant;
-  const int64_t num_giants = a.c.giants[a.hop];
-  int64_t* const giants_end = a.hub_queue + a.hub_queue_len;
-  while (true) {  // (block-uniform)
-    if (threadIdx.x == 0) {
-      giant = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(a.c.claimed + 2 * a.hop + 1), 1ull));
-    }
-    __syncthreads();
-    const int64_t j = giant;
-    __syncthreads();  // (read before thread 0 claims again)
-    if (j >= num_giants) break;
-    block_draw_weighted(a, giants_end[-1 - j]);
-  }
-  const int64_t count = a.c.hubs[a.hop];
-  int64_t* const claimed = a.c.claimed + 2 * a.hop;
-  unsigned long long ahead = 0;
-  if (lane_id() == 0) ahead = atomicAdd(reinterpret_cast<unsigned long long*>(claimed), 1ull);
-  for (int64_t q = warp_next_item(ahead, claimed); q < count; q = warp_next_item(ahead, claimed)) {  // (warp-uniform)
-    const HubDraw d(a, a.hub_queue[q]);
-    warp_draw_filtered(weights_of(a), not_later(a, d.tree), a.mode == Mode::kTemporalLast, d.start, d.degree,
-                       a.fanout, a.replace, d.key, d.k, a.drawn + d.o);
-  }
+  draw_hub_queue<kBlockWarps>(
+      a.hub_queue, a.c.hubs[a.hop], a.hub_queue + a.hub_queue_len, a.c.giants[a.hop], a.c.claimed + 2 * a.hop,
+      [&](int64_t i) {
+        const HubDraw d(a, i);
+        block_draw_weighted<kBlockWarps>(a.g.weight, d.start, d.degree, d.key, d.k, a.drawn + d.o);
+      },
+      [&](int64_t i) {
+        const HubDraw d(a, i);
+        warp_draw_filtered(weights_of(a), not_later(a, d.tree), a.mode == Mode::kTemporalLast, d.start, d.degree,
+                           a.fanout, a.replace, d.key, d.k, a.drawn + d.o);
+      });
 }
 
 // The frontier's live size (its bound, or the nodes the level actually got).
