@@ -5,9 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pyg_accel.datasets import (PRESETS, SyntheticSpec, load_dataset, load_default, load_ogb_node_dataset,
-                                save_ogb_node_dataset, synthetic_dataset, synthetic_graph, synthetic_stores,
-                                synthetic_topology, SyntheticTopology)
+from pyg_accel.datasets import (PRESETS, SyntheticSpec, load_dataset, load_default, load_hetero_dataset,
+                                load_ogb_hetero_node_dataset, load_ogb_node_dataset, save_ogb_hetero_node_dataset,
+                                save_ogb_node_dataset, synthetic_dataset, synthetic_graph, synthetic_mag,
+                                synthetic_stores, synthetic_topology, SyntheticTopology)
+from pyg_accel.datasets.hetero import MAG_EDGES, MAG_NUM_NODES
 
 from conftest import requires_cuda
 
@@ -141,6 +143,80 @@ def test_ogb_missing_files_message(tmp_path):
         load_ogb_node_dataset('ogbn-products', tmp_path)
     with pytest.raises(ValueError, match='unknown OGB node dataset'):
         load_ogb_node_dataset('ogbn-nothing', tmp_path)
+
+
+@needs_ogb
+def test_ogb_hetero_round_trip(tmp_path):
+    """A heterogeneous dataset written in OGB's raw format (a folder per relation and per
+    node type) reads back equal, from the CSVs and then from the processed cache."""
+    d = synthetic_mag(scale=0.002, seed=1)
+    save_ogb_hetero_node_dataset(d, 'ogbn-mag', tmp_path)
+    for loaded in (load_ogb_hetero_node_dataset('ogbn-mag', tmp_path), load_hetero_dataset('ogbn-mag', tmp_path)):
+        assert loaded.target == 'paper' and loaded.num_classes == 349  # (OGB's meta for ogbn-mag)
+        assert sorted(loaded.data.edge_types) == sorted(d.data.edge_types)
+        for t in d.data.node_types:
+            assert loaded.data[t].num_nodes == d.data[t].num_nodes
+            assert ('x' in loaded.data[t]) == (t == 'paper')
+        for et in d.data.edge_types:
+            assert torch.equal(loaded.data[et].edge_index, d.data[et].edge_index), et
+        assert torch.allclose(loaded.data['paper'].x, d.data['paper'].x, atol=1e-6)
+        assert torch.equal(loaded.data['paper'].y, d.data['paper'].y)
+        for key in ('train', 'valid', 'test'):
+            assert torch.equal(loaded.split[key], d.split[key])
+    assert (tmp_path / 'ogbn_mag' / 'processed').is_dir()
+
+
+@needs_ogb
+def test_ogb_hetero_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r'never downloads.*mag.zip.*--root'):
+        load_ogb_hetero_node_dataset('ogbn-mag', tmp_path)
+    with pytest.raises(ValueError, match='load_ogb_hetero_node_dataset'):
+        load_ogb_node_dataset('ogbn-mag', tmp_path)
+    with pytest.raises(ValueError, match='homogeneous'):
+        load_ogb_hetero_node_dataset('ogbn-arxiv', tmp_path)
+
+
+def test_synthetic_mag_schema_sizes_and_seed():
+    d = synthetic_mag(scale=0.005, seed=4)
+    data = d.data
+    assert sorted(data.edge_types) == sorted(MAG_EDGES) and sorted(data.node_types) == sorted(MAG_NUM_NODES)
+    for t, n in MAG_NUM_NODES.items():
+        assert data[t].num_nodes == max(int(n * 0.005), 10)
+    for (src, rel, dst), count in MAG_EDGES.items():
+        ei = data[src, rel, dst].edge_index
+        assert ei.dtype == torch.long and 0.3 * count * 0.005 < ei.shape[1] <= count * 0.005  # (duplicates dropped)
+        assert int(ei[0].max()) < data[src].num_nodes and int(ei[1].max()) < data[dst].num_nodes
+        key = ei[0] * data[dst].num_nodes + ei[1]
+        assert bool((key[1:] > key[:-1]).all())  # sorted, no duplicates
+    assert not bool((data['paper', 'cites', 'paper'].edge_index.diff(dim=0) == 0).any())  # no self-citations
+    x, y = data['paper'].x, data['paper'].y
+    assert x.shape == (data['paper'].num_nodes, 128) and int(y.min()) >= 0 and int(y.max()) < d.num_classes
+    ids = torch.cat([d.split[k] for k in ('train', 'valid', 'test')])
+    assert ids.unique().numel() == ids.numel() <= data['paper'].num_nodes  # disjoint
+    assert 0.8 < d.split['train'].numel() / data['paper'].num_nodes < 0.9
+    again = synthetic_mag(scale=0.005, seed=4)
+    assert torch.equal(again.data['author', 'writes', 'paper'].edge_index, data['author', 'writes', 'paper'].edge_index)
+    assert torch.equal(again.data['paper'].x, x)
+    other = synthetic_mag(scale=0.005, seed=5)
+    assert not torch.equal(other.data['paper'].y, y)
+    with pytest.raises(ValueError, match='scale'):
+        synthetic_mag(scale=0)
+    with pytest.raises(ValueError, match='synthetic-mag'):
+        load_hetero_dataset('mag')
+
+
+def test_synthetic_mag_authors_tell_a_papers_class():
+    """The schema carries the task: a paper's class agrees with its authors' other papers'
+    classes far more often than chance, while its own features alone say little."""
+    d = synthetic_mag(scale=0.01, seed=0)
+    y = d.data['paper'].y
+    author, paper = d.data['author', 'writes', 'paper'].edge_index
+    # for each writes edge, another paper of the same author (the next edge of that author)
+    order = torch.argsort(author, stable=True)
+    a, p = author[order], paper[order]
+    same_author = a[1:] == a[:-1]
+    agree = (y[p[1:]] == y[p[:-1]])[same_author].float().mean()
+    assert agree > 0.2 > 5 / d.num_classes  # (0.33 here; chance is 1 / 32)
 
 
 def _check_csc(topo):

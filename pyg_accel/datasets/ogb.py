@@ -9,6 +9,15 @@ Layout under ``root`` (``ogbn-products`` shown; ``papers100M`` is binary ``.npz`
 
     root/ogbn_products/raw/{edge,node-feat,node-label,num-node-list,num-edge-list}.csv.gz
     root/ogbn_products/split/sales_ranking/{train,valid,test}.csv.gz
+
+Heterogeneous datasets (``ogbn-mag``) keep a folder per relation and per node type::
+
+    root/ogbn_mag/raw/{num-node-dict,triplet-type-list,nodetype-has-label}.csv.gz
+    root/ogbn_mag/raw/relations/author___writes___paper/{edge,num-edge-list}.csv.gz
+    root/ogbn_mag/raw/node-feat/paper/node-feat.csv.gz
+    root/ogbn_mag/raw/node-label/paper/node-label.csv.gz
+    root/ogbn_mag/split/time/nodetype-has-split.csv.gz
+    root/ogbn_mag/split/time/paper/{train,valid,test}.csv.gz
 """
 from __future__ import annotations
 
@@ -18,11 +27,13 @@ from typing import Dict, Union
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
 from .base import NodeDataset, check_split
+from .hetero import HeteroNodeDataset
 
-__all__ = ['load_ogb_node_dataset', 'save_ogb_node_dataset', 'ogb_meta']
+__all__ = ['load_ogb_node_dataset', 'save_ogb_node_dataset', 'load_ogb_hetero_node_dataset',
+           'save_ogb_hetero_node_dataset', 'ogb_meta']
 
 _CACHE_NAME = 'pyg_accel_processed.pt'
 
@@ -103,7 +114,7 @@ def load_ogb_node_dataset(name: str, root: Union[str, Path] = 'data/ogb', cache:
     read_graph_raw = _require_ogb()
     meta = ogb_meta(name)
     if meta['is hetero'] == 'True':
-        raise ValueError(f"'{name}' is heterogeneous; only homogeneous OGB node datasets are supported")
+        raise ValueError(f"'{name}' is heterogeneous: load it with load_ogb_hetero_node_dataset")
     root = Path(root).expanduser()
     folder = _dataset_dir(name, root)
     raw = folder / 'raw'
@@ -170,4 +181,98 @@ def save_ogb_node_dataset(dataset: NodeDataset, name: str, root: Union[str, Path
     for key, ids in dataset.split.items():
         csv(ids.cpu().numpy().reshape(-1, 1), split_dir / f'{key}.csv.gz')
     (folder / f"RELEASE_v{meta['version']}.txt").write_text('written by pyg_accel.datasets.save_ogb_node_dataset\n')
+    return folder
+
+
+_HETERO_RAW = ['num-node-dict.csv.gz', 'triplet-type-list.csv.gz', 'nodetype-has-label.csv.gz']
+
+
+def load_ogb_hetero_node_dataset(name: str = 'ogbn-mag', root: Union[str, Path] = 'data/ogb',
+                                 cache: bool = True) -> HeteroNodeDataset:
+    """Loads a heterogeneous OGB node dataset (``'ogbn-mag'``) from OGB's files under
+    ``root``, as a :class:`~pyg_accel.datasets.HeteroNodeDataset`: every relation's
+    ``edge_index`` as OGB stores it (PyG's examples then add reverse edges with
+    ``T.ToUndirected()``), node features where OGB has them (ogbn-mag: papers only),
+    labels and the split of the one labelled node type. Parsed tensors are cached in
+    ``processed/``, as by :func:`load_ogb_node_dataset`.
+
+    Raises:
+        FileNotFoundError: with instructions, when the files are not there.
+        ValueError: for a homogeneous dataset, or several labelled node types.
+    """
+    _require_ogb()
+    from ogb.io.read_graph_raw import read_csv_heterograph_raw, read_node_label_hetero, \
+        read_nodesplitidx_split_hetero
+    meta = ogb_meta(name)
+    if meta['is hetero'] != 'True':
+        raise ValueError(f"'{name}' is homogeneous: load it with load_ogb_node_dataset")
+    root = Path(root).expanduser()
+    folder = _dataset_dir(name, root)
+    raw = folder / 'raw'
+    missing = [f for f in _HETERO_RAW if not (raw / f).is_file()]
+    if missing:
+        raise FileNotFoundError(_missing_message(name, root, folder, meta, missing))
+    cached = folder / 'processed' / _CACHE_NAME
+    if cache and cached.is_file() and os.path.getmtime(cached) >= max(os.path.getmtime(raw / f) for f in _HETERO_RAW):
+        blob = torch.load(cached, weights_only=True)
+        return HeteroNodeDataset(name, HeteroData.from_dict(blob['data']), blob['target'], blob['split'],
+                                 int(blob['num_classes']))
+
+    graph = read_csv_heterograph_raw(str(raw), add_inverse_edge=meta['add_inverse_edge'] == 'True')[0]
+    labels = read_node_label_hetero(str(raw))
+    if len(labels) != 1:
+        raise ValueError(f"'{name}': expected one labelled node type, found {sorted(labels)}")
+    target = next(iter(labels))
+    data = HeteroData()
+    for node_type, count in graph['num_nodes_dict'].items():
+        data[node_type].num_nodes = int(np.sum(count))
+    for node_type, feat in (graph['node_feat_dict'] or {}).items():
+        data[node_type].x = torch.from_numpy(np.ascontiguousarray(feat)).float()
+    for edge_type, edge_index in graph['edge_index_dict'].items():
+        data[tuple(edge_type)].edge_index = torch.from_numpy(np.ascontiguousarray(edge_index)).long()
+    y = np.asarray(labels[target], dtype=np.float64).reshape(-1)
+    data[target].y = torch.from_numpy(np.where(np.isnan(y), -1, y).astype(np.int64))
+    splits = read_nodesplitidx_split_hetero(str(folder / 'split' / meta['split']))
+    split = check_split({key: np.array(splits[i][target]) for i, key in enumerate(('train', 'valid', 'test'))},
+                        data[target].num_nodes)
+    dataset = HeteroNodeDataset(name, data, target, split, int(meta['num classes']))
+    if cache:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({'data': data.to_dict(), 'target': target, 'split': split,
+                    'num_classes': dataset.num_classes}, cached)
+    return dataset
+
+
+def save_ogb_hetero_node_dataset(dataset: HeteroNodeDataset, name: str, root: Union[str, Path]) -> Path:
+    """Writes ``dataset`` in OGB's raw heterogeneous format for ``name`` (tests use it;
+    it also exports :func:`~pyg_accel.datasets.synthetic_mag` for other tools). Returns
+    the dataset folder."""
+    meta = ogb_meta(name)
+    import pandas as pd
+    folder = _dataset_dir(name, root)
+    raw, split_dir = folder / 'raw', folder / 'split' / meta['split']
+    data, target = dataset.data, dataset.target
+
+    def csv(array, path: Path, header=False):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame = array if isinstance(array, pd.DataFrame) else pd.DataFrame(array)
+        frame.to_csv(path, header=header, index=False, compression='gzip')
+
+    node_types = data.node_types
+    csv(pd.DataFrame({t: [data[t].num_nodes] for t in node_types}), raw / 'num-node-dict.csv.gz', header=True)
+    csv(np.array([list(et) for et in data.edge_types]), raw / 'triplet-type-list.csv.gz')
+    for et in data.edge_types:
+        edge_index = data[et].edge_index.cpu().numpy().astype(np.int64)
+        csv(edge_index.T, raw / 'relations' / '___'.join(et) / 'edge.csv.gz')
+        csv(np.array([[edge_index.shape[1]]]), raw / 'relations' / '___'.join(et) / 'num-edge-list.csv.gz')
+    for t in node_types:
+        if 'x' in data[t]:
+            csv(data[t].x.cpu().numpy().astype(np.float32), raw / 'node-feat' / t / 'node-feat.csv.gz')
+    csv(pd.DataFrame({t: [t == target] for t in node_types}), raw / 'nodetype-has-label.csv.gz', header=True)
+    csv(data[target].y.cpu().numpy().reshape(-1, 1), raw / 'node-label' / target / 'node-label.csv.gz')
+    csv(pd.DataFrame({t: [t == target] for t in node_types}), split_dir / 'nodetype-has-split.csv.gz', header=True)
+    for key, ids in dataset.split.items():
+        csv(ids.cpu().numpy().reshape(-1, 1), split_dir / target / f'{key}.csv.gz')
+    note = 'written by pyg_accel.datasets.save_ogb_hetero_node_dataset\n'
+    (folder / f"RELEASE_v{meta['version']}.txt").write_text(note)
     return folder

@@ -95,14 +95,22 @@ class EdgeSampler:
     def partners(self, nodes: Tensor) -> Tensor:
         """One partner per node, drawn ``∝ w``: with probability ``homophily`` inside the
         node's community, else from the whole graph."""
-        n = nodes.numel()
+        return self.members_of(self.community[nodes])
+
+    def members_of(self, community: Tensor) -> Tensor:
+        """One node per entry of ``community`` (ids in ``[0, C)``), drawn ``∝ w``: with
+        probability ``homophily`` among that community's nodes (when it has any), else
+        from the whole graph. It draws, for instance, the paper an author of that
+        community writes (:func:`~pyg_accel.datasets.synthetic_mag`)."""
+        n = community.numel()
         out = sample_by_weight(self.cdf, n, self.gen)
-        local = torch.rand(n, generator=self.gen, device=nodes.device) < self.homophily
-        c = self.community[nodes[local]]
+        local = torch.rand(n, generator=self.gen, device=community.device) < self.homophily
+        local &= self.end[community] > self.start[community]
+        c = community[local]
         lo, hi = self.start[c], self.end[c]
         base = torch.where(lo > 0, self.sorted_cdf[(lo - 1).clamp(min=0)], torch.zeros_like(lo, dtype=torch.double))
         span = self.sorted_cdf[hi - 1] - base
-        u = base + torch.rand(c.numel(), generator=self.gen, device=nodes.device, dtype=torch.double) * span
+        u = base + torch.rand(c.numel(), generator=self.gen, device=community.device, dtype=torch.double) * span
         pos = torch.searchsorted(self.sorted_cdf, u, right=True)
         out[local] = self.order[torch.minimum(torch.maximum(pos, lo), hi - 1)]
         return out
