@@ -2,16 +2,18 @@
 # Build, CUDA tests, example and benchmarks on a GPU machine, in one command.
 #
 #   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
-#   (default: the first five, ~8 min on an H100; bench = gather, sampling = sampler,
-#   sampling_pinned = the sampler reading a graph in pinned host memory, sampling_modes = weighted and
-#   temporal sampling beside uniform (PYG_ACCEL_MODES="weighted" picks modes, here and in hetero_modes), sampling_papers = both on a
-#   papers100M-size topology, hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted
-#   and temporal), multigpu = sharded features on 2 GPUs,
-#   fullgraph = full-graph training partitioned across 2 GPUs, sparse = SpMM/SDDMM kernels, layers = GCN/SAGE/GAT layers vs PyG, primitives = costs of
-#   the PyTorch gathers/sorts the layers use, e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls,
-#   e2e_pinned: features in pinned host memory, e2e_pinned_graph: the graph there too),
-#   cache = pinned features behind a GPU row cache, example_papers_full = the main example at papers100M's
-#   full size, generated into the stores)
+#   (default: the first five, ~8 min on an H100). Stages:
+#   - bench = gather; sampling = sampler; sampling_pinned = the sampler reading a graph in pinned host
+#     memory; sampling_modes = weighted and temporal sampling beside uniform (PYG_ACCEL_MODES="weighted"
+#     picks modes, here and in hetero_modes); sampling_papers = both on a papers100M-size topology;
+#   - hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted and temporal);
+#   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
+#   - sparse = SpMM/SDDMM kernels; layers = GCN/SAGE/GAT layers vs PyG; primitives = costs of the
+#     PyTorch gathers/sorts the layers use;
+#   - e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls, e2e_pinned: features in pinned
+#     host memory, e2e_pinned_graph: the graph there too); cache = pinned features behind a GPU row cache;
+#   - example_hetero = the ogbn-mag-shaped example, ours and stock PyG; example_papers_full = the main
+#     example at papers100M's full size, generated into the stores.
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage;
 # PYG_ACCEL_FULLGRAPH_ARGS (e.g. '--orders none cluster') is passed to benchmarks/full_graph.py.
@@ -52,6 +54,11 @@ for stage in $STAGES; do
       run example_link python3 examples/link_prediction.py --epochs 5 --out "$OUT_DIR/example_link"
       run example_papers python3 examples/node_classification.py --dataset synthetic-papers100M --scale 0.02 \
         --cache-fraction 0.2 --epochs 3 --out "$OUT_DIR/example_papers" ;;
+    example_hetero)  # ogbn-mag's task on a synthetic graph of a tenth of its size: ours, then stock PyG's loader and layers
+      run example_hetero python3 examples/hetero_node_classification.py --scale 0.1 --epochs 3 \
+        --out "$OUT_DIR/example_hetero"
+      run example_hetero_pyg python3 examples/hetero_node_classification.py --scale 0.1 --epochs 3 --baseline pyg \
+        --out "$OUT_DIR/example_hetero_pyg" ;;
     example_papers_full)  # papers100M's size generated into the stores: graph on the GPU, 57 GB of features pinned
       run example_papers_full python3 examples/node_classification.py --dataset synthetic-papers100M --large \
         --cache-fraction 0.2 --epochs 3 --out "$OUT_DIR/example_papers_full" ;;
