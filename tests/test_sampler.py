@@ -471,6 +471,33 @@ def test_pinned_heterogeneous_graph_is_sampled_on_the_gpu():
             assert torch.equal(pinned_batch[edge_type].edge_index, gpu_batch[edge_type].edge_index.cpu())
 
 
+@requires_cuda
+def test_a_heterodata_on_the_gpu_is_sampled_there():
+    """A HeteroData held on a GPU is sampled by the CUDA kernel (as a Data is), with
+    the CPU kernel's sample for the same seed, and its features are not copied into a
+    store of the sampler's own; batches stay on the GPU."""
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    data = hetero_graph()
+    data['paper'].x = torch.randn(80, 50_000)  # 16 MB: a copy would show
+    seeds = torch.arange(24)
+    gpu_data = data.to('cuda')
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    gpu_sampler = NeighborSampler(gpu_data, [3, 2], seed=0)
+    grew = torch.cuda.memory_allocated() - before
+    assert gpu_sampler.device.type == 'cuda'
+    assert grew < 1 << 20  # the graph's CSC only (~850 edges), no copy of the features
+    cpu_sampler = NeighborSampler(data, [3, 2], seed=0)
+    gpu, cpu = gpu_sampler._sample({'paper': seeds.cuda()}), cpu_sampler._sample({'paper': seeds})
+    for edge_type in data.edge_types:
+        assert torch.equal(gpu.row[edge_type].cpu(), cpu.row[edge_type]), edge_type
+    for node_type in data.node_types:
+        assert torch.equal(gpu.node[node_type].cpu(), cpu.node[node_type]), node_type
+    batch = next(iter(OurLoader(gpu_data, [3, 2], input_nodes=('paper', seeds.cuda()), batch_size=8)))
+    assert batch['paper'].x.is_cuda and batch['author', 'writes', 'paper'].edge_index.is_cuda
+    check_hetero_batch(batch.to('cpu'), data, seeds[:8], fanouts=[3, 2])
+
+
 def test_heterogeneous_per_edge_type_fanouts():
     data = hetero_graph()
     fs, gs = from_data(data, 'cpu')

@@ -31,6 +31,15 @@ def _put_edges(gs: GraphStore, store, edge_type, size: Tuple[int, int]) -> None:
             gs.put_edge_feature(value, key, edge_type)
 
 
+def put_hetero_edges(gs: GraphStore, data: HeteroData) -> GraphStore:
+    """Puts every edge type of ``data`` (its ``edge_index``, sized by its node types, and
+    its per-edge tensors) into ``gs``; returns ``gs``."""
+    for edge_type in data.edge_types:
+        src, _, dst = edge_type
+        _put_edges(gs, data[edge_type], edge_type, (data[src].num_nodes, data[dst].num_nodes))
+    return gs
+
+
 def _warn_skipped(store, used) -> None:
     skipped = [k for k, v in store.items() if isinstance(v, Tensor) and k not in used
                and not store.is_node_attr(k) and not store.is_edge_attr(k)]
@@ -72,9 +81,7 @@ def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', de
     if isinstance(data, HeteroData):
         for node_type in data.node_types:
             _put_node_attrs(fs, data[node_type], node_type)
-        for edge_type in data.edge_types:
-            src, _, dst = edge_type
-            _put_edges(gs, data[edge_type], edge_type, (data[src].num_nodes, data[dst].num_nodes))
+        put_hetero_edges(gs, data)
         return fs, gs
     if not isinstance(data, Data):
         raise TypeError(f'from_data: expected a torch_geometric Data or HeteroData, got {type(data).__name__}')

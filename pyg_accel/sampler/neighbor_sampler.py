@@ -26,6 +26,7 @@ from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSample
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
+from ..data.convert import put_hetero_edges
 from ..data.graph_store import GraphStore
 from ..data.host_memory import pinned_copy
 from ..ops.gather import trust_index, uva_view
@@ -178,12 +179,9 @@ def _load_hetero_graph(data, weight_attr: Optional[str] = None,
                        time_attr: Optional[str] = None) -> Tuple[_HeteroGraph, Tuple[torch.device, bool]]:
     """The heterogeneous graph of ``data`` as its store holds it, and
     :func:`_sampling_place`'s answer."""
-    if isinstance(data, HeteroData):
-        from ..data.convert import from_data
-        fs, gs = from_data(data, 'cpu')
-    else:
-        fs, gs = data
-    num_nodes: Dict[str, int] = {}
+    raw = data if isinstance(data, HeteroData) else None
+    fs, gs = (None, _hetero_graph_store(raw)) if raw is not None else data
+    num_nodes: Dict[str, int] = {} if raw is None else {t: int(raw[t].num_nodes) for t in raw.node_types}
     for attr in gs.get_all_edge_attrs():
         if attr.size is None:
             raise ValueError(f'NeighborSampler: edge type {attr.edge_type} has no size')
@@ -204,12 +202,25 @@ def _load_hetero_graph(data, weight_attr: Optional[str] = None,
     if weight_attr is not None:
         graph.edge_weight = _edge_features_by_type(gs, list(colptrs), weight_attr, 'weight_attr')
     if time_attr is not None:
-        graph.node_time = {t: nt for t in num_nodes if (nt := _node_time_of_type(fs, t, time_attr)) is not None}
+        graph.node_time = {t: nt for t in num_nodes if (nt := _node_time_of_type(fs, t, time_attr, raw)) is not None}
         if not graph.node_time:
             graph.edge_time = _edge_features_by_type(gs, list(colptrs), time_attr, 'time_attr')
         _sort_hetero_columns_by_time(graph)
     held_on = next(iter(colptrs.values())).device if colptrs else torch.device('cpu')
     return graph, _sampling_place(gs, held_on)
+
+
+def _hetero_graph_store(data: HeteroData) -> GraphStore:
+    """Our GraphStore of ``data``'s edges (with their per-edge tensors) where they are:
+    a HeteroData held on a GPU is sampled on that GPU, as a ``Data`` is. Its node
+    features are not copied (PyG's loader gathers them from ``data``)."""
+    devices = {data[et].edge_index.device for et in data.edge_types if 'edge_index' in data[et]}
+    if len(devices) > 1:
+        raise ValueError('NeighborSampler: the edge types of the HeteroData are on different devices: '
+                         f'{sorted(map(str, devices))}')
+    device = devices.pop() if devices else torch.device('cpu')
+    store = GraphStore('cuda', device=device) if device.type == 'cuda' else GraphStore('cpu')
+    return put_hetero_edges(store, data)
 
 
 def _edge_features_by_type(graph_store, edge_types: List[EdgeType], name: str, what: str) -> Dict[EdgeType, Tensor]:
@@ -225,8 +236,13 @@ def _edge_features_by_type(graph_store, edge_types: List[EdgeType], name: str, w
     return found
 
 
-def _node_time_of_type(feature_store, node_type: Optional[str], name: str) -> Optional[Tensor]:
-    """The node-level tensor ``name`` of a FeatureStore group, or ``None``."""
+def _node_time_of_type(feature_store, node_type: Optional[str], name: str,
+                       data: Optional[HeteroData] = None) -> Optional[Tensor]:
+    """The node-level tensor ``name`` of a FeatureStore group (or of ``data``'s node
+    type), or ``None``."""
+    if data is not None:
+        store = data[node_type]
+        return store[name] if name in store and store.is_node_attr(name) else None
     if feature_store is None:
         return None
     try:
