@@ -498,6 +498,32 @@ def test_a_heterodata_on_the_gpu_is_sampled_there():
     check_hetero_batch(batch.to('cpu'), data, seeds[:8], fanouts=[3, 2])
 
 
+@pytest.mark.parametrize('mode', ['weighted', 'node_time', 'edge_time'])
+def test_a_heterodata_samples_as_its_stores_do(mode):
+    """A HeteroData passed as it is (a GraphStore of its edges and the named per-edge
+    tensors, nothing else copied) gives the sample of the same data in our stores."""
+    data = hetero_graph()
+    writes = ('author', 'writes', 'paper')
+    kwargs, seed_time = {}, None
+    if mode == 'weighted':
+        data[writes].w = torch.rand(data[writes].num_edges)
+        kwargs = dict(weight_attr='w')
+    elif mode == 'node_time':
+        data['paper'].time, data['author'].time = torch.randint(0, 10, (80,)), torch.randint(0, 10, (40,))
+        kwargs, seed_time = dict(time_attr='time'), {'paper': torch.full((20,), 5)}
+    else:
+        data[writes].t = torch.randint(0, 10, (data[writes].num_edges,))
+        kwargs, seed_time = dict(time_attr='t'), {'paper': torch.full((20,), 5)}
+    seeds = {'paper': torch.arange(20)}
+    direct = NeighborSampler(data, [3, 2], seed=1, **kwargs)._sample(seeds, seed_time=seed_time)
+    stored = NeighborSampler(from_data(data, 'cpu'), [3, 2], seed=1, **kwargs)._sample(seeds, seed_time=seed_time)
+    for node_type in data.node_types:
+        assert torch.equal(direct.node[node_type], stored.node[node_type]), node_type
+    for edge_type in data.edge_types:
+        for name in ('row', 'col', 'edge'):
+            assert torch.equal(getattr(direct, name)[edge_type], getattr(stored, name)[edge_type]), (name, edge_type)
+
+
 def test_heterogeneous_per_edge_type_fanouts():
     data = hetero_graph()
     fs, gs = from_data(data, 'cpu')
