@@ -139,7 +139,7 @@ __device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, 
   return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
 }
 
-// The weighted mode's weights (else null) and the temporal modes' filter for tree b.
+// The weighted mode's weights (else none) and the temporal modes' filter for tree b.
 __device__ __forceinline__ EdgeWeights weights_of(const HopArgs& a) {
   return a.mode == Mode::kWeighted ? a.g.weight : EdgeWeights{};
 }
@@ -450,7 +450,6 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
                 a.c.giants + a.hop, a.hub_queue, a.hub_queue_len);
   }
 }
-
 
 // Where a queued frontier node's draws come from and go.
 struct HubDraw {
