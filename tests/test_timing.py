@@ -57,3 +57,21 @@ def test_stock_pyg_loader_can_be_instrumented_and_others_cannot(data):
     assert len(list(loader)) == 2 and set(timer.summary()) == {'sampling', 'gathering'}
     with pytest.raises(TypeError, match='filter_fn'):
         timer.instrument(torch.utils.data.DataLoader(range(4)))
+
+
+def test_an_instrumented_loader_is_freed_at_once(data):
+    """The timed wrappers reach the loader through a weak reference: dropping an
+    instrumented loader of ours frees it (and its stores) without a garbage collection."""
+    import gc
+    import weakref
+    fs, gs = from_data(data, 'cpu')
+    loader = StageTimer().instrument(NeighborLoader((fs, gs), [3], input_nodes=torch.arange(64), batch_size=32))
+    assert len(list(loader)) == 2
+    refs = [weakref.ref(x) for x in (loader, fs, gs)]
+    gc.collect()
+    gc.disable()
+    try:
+        del loader, fs, gs
+        assert [r() for r in refs] == [None] * 3
+    finally:
+        gc.enable()

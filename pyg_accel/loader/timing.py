@@ -19,11 +19,22 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
 __all__ = ['StageTimer']
+
+
+def _unbound(method, loader):
+    """``method``, called through a weak reference when it is bound to ``loader``: the
+    timed wrappers are stored on the loader, and a strong reference back to it would
+    keep a dropped loader (and its stores' memory) alive until a garbage collection."""
+    if getattr(method, '__self__', None) is not loader:
+        return method
+    func, owner = method.__func__, weakref.ref(loader)
+    return lambda *args: func(owner(), *args)
 
 
 class StageTimer:
@@ -60,10 +71,10 @@ class StageTimer:
         ``filter_fn``: features and the batch object) as stages. Works on PyG's
         ``NodeLoader`` / ``LinkLoader`` family, pyg_accel's loaders included; returns
         ``loader``."""
-        collate, filter_fn = loader.collate_fn, getattr(loader, 'filter_fn', None)
-        if filter_fn is None:
+        if getattr(loader, 'filter_fn', None) is None:
             raise TypeError(f'StageTimer.instrument: {type(loader).__name__} has no filter_fn; '
                             f'expected a PyG NodeLoader / LinkLoader (NeighborLoader, LinkNeighborLoader, ...)')
+        collate, filter_fn = _unbound(loader.collate_fn, loader), _unbound(loader.filter_fn, loader)
 
         def timed_collate(index):
             with self.stage('sampling'):
