@@ -219,7 +219,9 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
             makes runs reproducible).
         edge_weight: ``[E]`` non-negative weights in CSC order: neighbours are drawn with
             probability proportional to their weight (without replacement: one at a time,
-            renormalising; zero-weight edges are never drawn).
+            renormalising; zero-weight edges are never drawn). float32 and float64 are
+            read as given (the same sample either way); other float dtypes are widened
+            to float64 per call.
         node_time, edge_time: ``[N]`` / ``[E]`` (CSC order) integer times for temporal
             sampling (needs ``disjoint=True``): in seed ``i``'s tree only neighbours with
             ``node_time <= seed_time[i]`` over edges with ``edge_time <= seed_time[i]``
