@@ -524,6 +524,42 @@ def test_a_heterodata_samples_as_its_stores_do(mode):
             assert torch.equal(getattr(direct, name)[edge_type], getattr(stored, name)[edge_type]), (name, edge_type)
 
 
+@pytest.mark.parametrize('location', LOCATIONS)
+@pytest.mark.parametrize('neg_sampling', ['binary', 'triplet'])
+def test_heterogeneous_link_loader_with_negatives(location, neg_sampling):
+    """Link prediction on one edge type of a heterogeneous graph: our LinkNeighborLoader
+    over a HeteroData (where its edges are) or our stores, with PyG's negatives. The
+    positive pairs map back to the input edges, negatives are of the right node types,
+    and every sampled edge exists."""
+    data = hetero_graph()
+    writes = ('author', 'writes', 'paper')
+    edges = data[writes].edge_index[:, :64]
+    source = data.to('cuda') if location == 'cuda' else data
+    loader = pyg_accel.loader.LinkNeighborLoader(source, [3, 2], edge_label_index=(writes, edges.to(location)),
+                                                 batch_size=32, neg_sampling=neg_sampling, shuffle=False)
+    batches = [b.to('cpu') for b in loader]
+    assert len(batches) == 2
+    for i, batch in enumerate(batches):
+        want = edges[:, 32 * i:32 * (i + 1)]
+        authors, papers = batch['author'].n_id, batch['paper'].n_id
+        if neg_sampling == 'binary':
+            label_index, label = batch[writes].edge_label_index, batch[writes].edge_label
+            assert label_index.shape == (2, 64) and label.tolist() == [1.0] * 32 + [0.0] * 32
+            assert torch.equal(authors[label_index[0, :32]], want[0]) and torch.equal(papers[label_index[1, :32]],
+                                                                                      want[1])
+            assert int(label_index[0].max()) < authors.numel() and int(label_index[1].max()) < papers.numel()
+        else:
+            assert torch.equal(authors[batch['author'].src_index], want[0])
+            assert torch.equal(papers[batch['paper'].dst_pos_index], want[1])
+            assert batch['paper'].dst_neg_index.shape == (32,)
+            assert int(batch['paper'].dst_neg_index.max()) < papers.numel()
+        for edge_type in data.edge_types:  # every sampled edge is an edge of the graph
+            src, _, dst = edge_type
+            local = batch[edge_type].edge_index
+            got = torch.stack([batch[src].n_id[local[0]], batch[dst].n_id[local[1]]])
+            assert torch.equal(got, data[edge_type].edge_index[:, batch[edge_type].e_id]), edge_type
+
+
 def test_heterogeneous_per_edge_type_fanouts():
     data = hetero_graph()
     fs, gs = from_data(data, 'cpu')
