@@ -203,6 +203,8 @@ def test_synthetic_mag_schema_sizes_and_seed():
         synthetic_mag(scale=0)
     with pytest.raises(ValueError, match='synthetic-mag'):
         load_hetero_dataset('mag')
+    with pytest.raises(ValueError, match='load_hetero_dataset'):
+        load_dataset('synthetic-mag')
 
 
 def test_synthetic_mag_authors_tell_a_papers_class():

@@ -47,6 +47,9 @@ def load_dataset(name: str = 'default', root: Union[str, Path] = 'data/ogb', sca
     everything is returned on ``device``."""
     if name == 'default':
         return load_default().to(device)
+    if name == 'synthetic-mag':
+        raise ValueError("'synthetic-mag' is heterogeneous: load it with load_hetero_dataset (see "
+                         "examples/hetero_node_classification.py)")
     if name.startswith('synthetic-'):
         return synthetic_dataset(name[len('synthetic-'):], scale=scale, seed=seed, device=device)
     if name.startswith('ogbn-'):

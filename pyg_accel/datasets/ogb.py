@@ -114,7 +114,8 @@ def load_ogb_node_dataset(name: str, root: Union[str, Path] = 'data/ogb', cache:
     read_graph_raw = _require_ogb()
     meta = ogb_meta(name)
     if meta['is hetero'] == 'True':
-        raise ValueError(f"'{name}' is heterogeneous: load it with load_ogb_hetero_node_dataset")
+        raise ValueError(f"'{name}' is heterogeneous: load it with load_ogb_hetero_node_dataset or "
+                         "load_hetero_dataset (see examples/hetero_node_classification.py)")
     root = Path(root).expanduser()
     folder = _dataset_dir(name, root)
     raw = folder / 'raw'
