@@ -83,6 +83,11 @@ class HeteroSAGE(torch.nn.Module):
         return self.head(x_dict[self.target])
 
 
+def torch_geometric_sage(in_channels, out_channels):
+    """PyG's own ``SAGEConv`` (``--baseline pyg``)."""
+    return pyg_nn.SAGEConv(in_channels, out_channels)
+
+
 def make_loader(args, data, input_nodes, shuffle: bool):
     """Mini-batches of ``input_nodes`` (target ids): pyg_accel's loader, or stock PyG's
     with ``--baseline pyg``."""
@@ -178,11 +183,6 @@ def main(argv=None) -> dict:
     summary = accuracy_summary(history, dataset=dataset.name, device=str(device), baseline=args.baseline)
     report_accuracy(history, args, summary, f'heterogeneous GraphSAGE on {args.dataset}')
     return summary
-
-
-def torch_geometric_sage(in_channels, out_channels):
-    """PyG's own ``SAGEConv`` (``--baseline pyg``)."""
-    return pyg_nn.SAGEConv(in_channels, out_channels)
 
 
 if __name__ == '__main__':
