@@ -118,12 +118,12 @@ def evaluate(model, loaders: Dict[str, object], target: str, device) -> Dict[str
     model.eval()
     acc = {}
     for name, loader in loaders.items():
-        correct = total = 0
+        correct, total = torch.zeros((), device=device, dtype=torch.long), 0
         for batch in loader:
             logits, y = forward(model, batch, target, device)
-            correct += int((logits.argmax(-1) == y).sum())
+            correct += (logits.argmax(-1) == y).sum()  # (summed on the device: one read per split)
             total += y.numel()
-        acc[name] = correct / max(total, 1)
+        acc[name] = int(correct) / max(total, 1)
     return acc
 
 
