@@ -150,3 +150,18 @@ def test_hetero_example_baseline_matches_ours(tmp_path):
     ours = hetero_node_classification.main(args + ['--out', str(tmp_path / 'ours')])
     pyg = hetero_node_classification.main(args + ['--baseline', 'pyg', '--out', str(tmp_path / 'pyg')])
     assert abs(ours['test_acc'] - pyg['test_acc']) < 0.15 and pyg['test_acc'] > 0.4
+
+
+def test_accuracy_parity_script_runs_the_heterogeneous_example(tmp_path):
+    """scripts/accuracy_parity.py --models hetero-sage: ours and stock PyG on the
+    heterogeneous example, a table and its JSON."""
+    import torch_geometric.typing
+    if not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE):
+        pytest.skip("stock PyG's NeighborLoader needs pyg-lib or torch-sparse")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'scripts'))
+    import accuracy_parity
+    accuracy_parity.main(['--models', 'hetero-sage', '--seeds', '0', '--epochs', '2', '--hetero-scale', '0.003',
+                          '--out', str(tmp_path)])
+    rows = json.loads((tmp_path / 'parity.json').read_text())['rows']
+    assert [r['model'] for r in rows] == ['hetero-sage'] and 0 < rows[0]['pyg_accel'] <= 1
+    assert (tmp_path / 'parity.md').is_file()
