@@ -214,7 +214,8 @@ def load_ogb_hetero_node_dataset(name: str = 'ogbn-mag', root: Union[str, Path] 
     if missing:
         raise FileNotFoundError(_missing_message(name, root, folder, meta, missing))
     cached = folder / 'processed' / _CACHE_NAME
-    if cache and cached.is_file() and os.path.getmtime(cached) >= max(os.path.getmtime(raw / f) for f in _HETERO_RAW):
+    newest_raw = max(os.path.getmtime(f) for f in raw.rglob('*') if f.is_file())  # (every relation's folder too)
+    if cache and cached.is_file() and os.path.getmtime(cached) >= newest_raw:
         blob = torch.load(cached, weights_only=True)
         return HeteroNodeDataset(name, HeteroData.from_dict(blob['data']), blob['target'], blob['split'],
                                  int(blob['num_classes']))
