@@ -10,19 +10,22 @@
 namespace pyg_accel {
 namespace {
 
-// Entry i of an optional per-type tensor list as a contiguous tensor of `dtype` (or,
-// `keep_float`, of sampler_weight_dtype: float32 stays), or an undefined tensor (no
-// entry, or None); `expected` entries when the list is not empty.
+// The dtype times are read in, whatever they are given in.
+at::ScalarType as_long(at::ScalarType) { return at::kLong; }
+
+// Entry i of an optional per-type tensor list as a contiguous tensor of dtype_of(its
+// dtype), or an undefined tensor (no entry, or None); `expected` entries when the list
+// is not empty.
 at::Tensor type_tensor(const c10::List<std::optional<at::Tensor>>& list, int64_t i, int64_t expected,
-                       at::ScalarType dtype, const char* name, const std::optional<at::Device>& device,
-                       bool keep_float = false) {
+                       at::ScalarType (*dtype_of)(at::ScalarType), const char* name,
+                       const std::optional<at::Device>& device) {
   if (list.size() == 0) return at::Tensor();
   TORCH_CHECK(static_cast<int64_t>(list.size()) == expected, "hetero_neighbor_sample: ", name, " must have ",
               std::to_string(expected), " entries (one per type) or none");
   const std::optional<at::Tensor> t = list.get(i);
   if (!t.has_value()) return at::Tensor();
   TORCH_CHECK(!device || t->device() == *device, "hetero_neighbor_sample: ", name, " must be on the graph's GPU");
-  return t->to(keep_float ? sampler_weight_dtype(t->scalar_type()) : dtype).contiguous();
+  return t->to(dtype_of(t->scalar_type())).contiguous();
 }
 
 // Entry i of an optional per-type tensor list as given, or an undefined tensor.
@@ -59,8 +62,8 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
     in.rows.push_back(row_list[r].to(at::kLong).contiguous());
     TORCH_CHECK(in.colptrs[r].numel() == num_nodes[dst_type[r]] + 1, "hetero_neighbor_sample: colptr of edge type ",
                 std::to_string(r), " must have ", std::to_string(num_nodes[dst_type[r]] + 1), " entries");
-    in.weights.push_back(type_tensor(edge_weight, r, R, at::kDouble, "edge_weight", device, /*keep_float=*/true));
-    in.edge_times.push_back(type_tensor(edge_time, r, R, at::kLong, "edge_time", device));
+    in.weights.push_back(type_tensor(edge_weight, r, R, sampler_weight_dtype, "edge_weight", device));
+    in.edge_times.push_back(type_tensor(edge_time, r, R, as_long, "edge_time", device));
     for (const at::Tensor* t : {&in.weights[r], &in.edge_times[r]}) {
       TORCH_CHECK(!t->defined() || t->numel() == in.rows[r].numel(), "hetero_neighbor_sample: edge_weight and "
                   "edge_time of edge type ", std::to_string(r), " need one entry per edge");
@@ -71,8 +74,8 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
   for (int64_t t = 0; t < T; ++t) {
     TORCH_CHECK(!device || seed_list[t].device() == *device,
                 "hetero_neighbor_sample: the seeds must be on the graph's GPU");
-    in.node_times.push_back(type_tensor(node_time, t, T, at::kLong, "node_time", device));
-    in.seed_times.push_back(type_tensor(seed_time, t, T, at::kLong, "seed_time", device));
+    in.node_times.push_back(type_tensor(node_time, t, T, as_long, "node_time", device));
+    in.seed_times.push_back(type_tensor(seed_time, t, T, as_long, "seed_time", device));
     TORCH_CHECK(!in.node_times[t].defined() || in.node_times[t].numel() >= num_nodes[t],
                 "hetero_neighbor_sample: node_time of node type ", std::to_string(t), " needs one entry per node");
     TORCH_CHECK(!in.seed_times[t].defined() || in.seed_times[t].numel() == seed_list[t].numel(),

@@ -3,12 +3,18 @@ import zlib
 
 import pytest
 import torch
+import torch_geometric.typing
 from torch_geometric.data import HeteroData
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ['cpu'] + (['cuda'] if HAS_CUDA else [])
 
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason='needs a CUDA GPU')
+# Stock PyG's CPU sampler, the baseline of several tests, needs pyg-lib or torch-sparse
+# (an optional extra: ../shared/cpu-wheels, ../shared/gpu-wheels).
+requires_stock_sampler = pytest.mark.skipif(
+    not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE),
+    reason="stock PyG's sampler needs pyg-lib or torch-sparse")
 requires_two_gpus = pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason='needs 2 GPUs')
 
 
@@ -105,3 +111,19 @@ def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> No
     expected = 'cuda' if gpus else 'cpu'
     assert [(Path(tmp_path) / f'rank-{r}').read_text() for r in range(nproc)] == [
         f'rank {r} on {expected}' for r in range(nproc)]
+
+
+def assert_freed_without_gc(objects: list) -> None:
+    """Empties ``objects`` (which must hold the only references the caller keeps) with
+    the garbage collector off and asserts each object was freed at once: none of them
+    is kept alive by a reference cycle."""
+    import gc
+    import weakref
+    refs = [weakref.ref(o) for o in objects]
+    gc.collect()
+    gc.disable()
+    try:
+        objects.clear()
+        assert [r() for r in refs] == [None] * len(refs)
+    finally:
+        gc.enable()

@@ -8,6 +8,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
 import hetero_node_classification  # noqa: E402
 import node_classification  # noqa: E402
+from conftest import requires_stock_sampler  # noqa: E402
 
 
 @pytest.mark.parametrize('model,trim', [('sage', False), ('gcn', False), ('sage', True)])
@@ -141,23 +142,19 @@ def test_hetero_example_trains_on_synthetic_mag(tmp_path):
     assert (tmp_path / 'curves.png').is_file()
 
 
+@requires_stock_sampler
 def test_hetero_example_baseline_matches_ours(tmp_path):
     """--baseline pyg (PyG's SAGEConv, stock PyG's loader) learns the same task as well."""
-    import torch_geometric.typing
-    if not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE):
-        pytest.skip("stock PyG's NeighborLoader needs pyg-lib or torch-sparse")
     args = ['--scale', '0.005', '--epochs', '4']
     ours = hetero_node_classification.main(args + ['--out', str(tmp_path / 'ours')])
     pyg = hetero_node_classification.main(args + ['--baseline', 'pyg', '--out', str(tmp_path / 'pyg')])
     assert abs(ours['test_acc'] - pyg['test_acc']) < 0.15 and pyg['test_acc'] > 0.4
 
 
+@requires_stock_sampler
 def test_accuracy_parity_script_runs_the_heterogeneous_example(tmp_path):
     """scripts/accuracy_parity.py --models hetero-sage: ours and stock PyG on the
     heterogeneous example, a table and its JSON."""
-    import torch_geometric.typing
-    if not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE):
-        pytest.skip("stock PyG's NeighborLoader needs pyg-lib or torch-sparse")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'scripts'))
     import accuracy_parity
     accuracy_parity.main(['--models', 'hetero-sage', '--seeds', '0', '--epochs', '2', '--hetero-scale', '0.003',

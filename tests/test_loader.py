@@ -1,16 +1,13 @@
 """PyG's own loaders on our stores (PyG's CPU sampler needs pyg-lib or torch-sparse)."""
 import pytest
 import torch
-import torch_geometric.typing as pyg_typing
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
 from pyg_accel.data import from_data
 
-from conftest import HAS_CUDA, paper_author_graph
+from conftest import HAS_CUDA, paper_author_graph, requires_stock_sampler
 
-WITH_CPU_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
-requires_cpu_sampler = pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="PyG's CPU sampler needs torch-sparse")
 # PyG's CPU sampler reads host memory: our 'cpu' and 'pinned' tiers.
 SAMPLER_LOCATIONS = ['cpu'] + (['pinned'] if HAS_CUDA else [])
 
@@ -31,7 +28,7 @@ def test_neighbor_loader_accepts_our_stores_and_reads_the_held_csc():
     assert sampler.colptr is colptr and sampler.row is row and sampler.perm is perm  # no copy of the graph
 
 
-@requires_cpu_sampler
+@requires_stock_sampler
 @pytest.mark.parametrize('location', SAMPLER_LOCATIONS)
 def test_neighbor_loader_end_to_end_matches_data_loader(location):
     data = random_data()
@@ -49,7 +46,7 @@ def test_neighbor_loader_end_to_end_matches_data_loader(location):
         assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
 
 
-@requires_cpu_sampler
+@requires_stock_sampler
 def test_heterogeneous_neighbor_loader_end_to_end():
     data = paper_author_graph(60, 30, 200)
     data['paper', 'written_by', 'author'].edge_index = data['author', 'writes', 'paper'].edge_index.flip(0)

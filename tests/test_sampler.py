@@ -4,7 +4,6 @@ import gc
 import pytest
 import torch
 import torch.nn.functional as F
-import torch_geometric.typing as pyg_typing
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 
@@ -13,9 +12,8 @@ from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.sampler import NeighborSampler
 
-from conftest import HAS_CUDA, paper_author_graph, requires_cuda
+from conftest import HAS_CUDA, assert_freed_without_gc, paper_author_graph, requires_cuda, requires_stock_sampler
 
-WITH_CPU_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 LOCATIONS = ['cpu'] + (['cuda'] if HAS_CUDA else [])
 
 
@@ -154,7 +152,7 @@ def test_induced_edges_on_degenerate_graphs(dtype):
         assert r.numel() == c.numel() == e.numel() == 0
 
 
-@pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")
+@requires_stock_sampler
 def test_induced_matches_stock_pyg_at_full_fanout(dataset, stores):
     seeds = dataset.split['train'][:128]
     induced = NeighborSampler(stores, [-1], subgraph_type='induced')
@@ -193,7 +191,7 @@ def test_unsupported_options_are_clear_errors(stores):
         NeighborSampler(stores, [2])._sample(torch.arange(3), seed_time=torch.zeros(3))
 
 
-@pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")
+@requires_stock_sampler
 def test_matches_stock_pyg_sampler(dataset, stores):
     seeds = dataset.split['train'][:256]
     # -1 everywhere is deterministic: the same node and edge sets as PyG's sampler
@@ -318,7 +316,6 @@ def test_a_dropped_loader_is_freed_at_once(dataset, location, kind):
     one frees its sampler and stores, and their GPU memory, without waiting for the
     garbage collector; the loader still iterates, in this process and in workers."""
     import pickle
-    import weakref
     fs, gs = from_data(dataset.data, location)
     if kind == 'node':
         loader = pyg_accel.loader.NeighborLoader((fs, gs), [3, 2], input_nodes=torch.arange(64), batch_size=16)
@@ -328,14 +325,9 @@ def test_a_dropped_loader_is_freed_at_once(dataset, location, kind):
     assert sum(1 for _ in loader) == 4
     assert callable(loader.collate_fn) and loader.collate_fn.__self__ is loader
     assert pickle.loads(pickle.dumps(loader.node_sampler if kind == 'node' else loader.link_sampler)) is not None
-    refs = [weakref.ref(x) for x in (loader, fs, gs)]
-    gc.collect()
-    gc.disable()
-    try:
-        del loader, fs, gs
-        assert [r() for r in refs] == [None] * 3
-    finally:
-        gc.enable()
+    objects = [loader, fs, gs]
+    del loader, fs, gs
+    assert_freed_without_gc(objects)
 
 
 def test_our_cpu_loader_runs_in_worker_processes(cpu_stores):
@@ -686,7 +678,7 @@ def test_heterogeneous_temporal_graph_on_the_gpu_samples_as_on_the_cpu():
         assert torch.equal(outs[1].edge[edge_type].cpu(), outs[0].edge[edge_type])
 
 
-@pytest.mark.skipif(not WITH_CPU_SAMPLER, reason="stock PyG's sampler needs torch-sparse")
+@requires_stock_sampler
 def test_heterogeneous_matches_stock_pyg_at_full_fanout():
     data = hetero_graph()
     seeds = ('paper', torch.arange(16))

@@ -9,7 +9,7 @@ from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.loader import NeighborLoader, StageTimer
 
-from conftest import locations
+from conftest import assert_freed_without_gc, locations
 
 
 @pytest.fixture(scope='module')
@@ -62,16 +62,9 @@ def test_stock_pyg_loader_can_be_instrumented_and_others_cannot(data):
 def test_an_instrumented_loader_is_freed_at_once(data):
     """The timed wrappers reach the loader through a weak reference: dropping an
     instrumented loader of ours frees it (and its stores) without a garbage collection."""
-    import gc
-    import weakref
     fs, gs = from_data(data, 'cpu')
     loader = StageTimer().instrument(NeighborLoader((fs, gs), [3], input_nodes=torch.arange(64), batch_size=32))
     assert len(list(loader)) == 2
-    refs = [weakref.ref(x) for x in (loader, fs, gs)]
-    gc.collect()
-    gc.disable()
-    try:
-        del loader, fs, gs
-        assert [r() for r in refs] == [None] * 3
-    finally:
-        gc.enable()
+    objects = [loader, fs, gs]
+    del loader, fs, gs
+    assert_freed_without_gc(objects)

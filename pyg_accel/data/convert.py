@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -21,22 +21,25 @@ def _put_node_attrs(fs: FeatureStore, store, group) -> None:
             fs.put_tensor(value, group_name=group, attr_name=key, index=None)
 
 
-def _put_edges(gs: GraphStore, store, edge_type, size: Tuple[int, int]) -> None:
+def _put_edges(gs: GraphStore, store, edge_type, size: Tuple[int, int], edge_attrs: Optional[List[str]] = None) -> None:
+    """``store``'s edges, and its per-edge tensors (those named in ``edge_attrs`` only,
+    if given), into ``gs``."""
     if 'edge_index' not in store:
-        raise ValueError(f'from_data: edge type {edge_type!r} has no edge_index '
+        raise ValueError(f'edge type {edge_type!r} has no edge_index '
                          "(SparseTensor 'adj_t' inputs: convert with data.adj_t.t().coo() first)")
     gs.put_edge_index(store.edge_index, edge_type=edge_type, layout='coo', size=size)
     for key, value in store.items():
-        if key != 'edge_index' and isinstance(value, Tensor) and store.is_edge_attr(key):
+        if key != 'edge_index' and isinstance(value, Tensor) and store.is_edge_attr(key) and \
+                (edge_attrs is None or key in edge_attrs):
             gs.put_edge_feature(value, key, edge_type)
 
 
-def put_hetero_edges(gs: GraphStore, data: HeteroData) -> GraphStore:
+def put_hetero_edges(gs: GraphStore, data: HeteroData, edge_attrs: Optional[List[str]] = None) -> GraphStore:
     """Puts every edge type of ``data`` (its ``edge_index``, sized by its node types, and
-    its per-edge tensors) into ``gs``; returns ``gs``."""
+    its per-edge tensors, or those named in ``edge_attrs``) into ``gs``; returns ``gs``."""
     for edge_type in data.edge_types:
         src, _, dst = edge_type
-        _put_edges(gs, data[edge_type], edge_type, (data[src].num_nodes, data[dst].num_nodes))
+        _put_edges(gs, data[edge_type], edge_type, (data[src].num_nodes, data[dst].num_nodes), edge_attrs)
     return gs
 
 

@@ -26,6 +26,7 @@ from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSample
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
+from ..data.convert import put_hetero_edges
 from ..data.graph_store import GraphStore
 from ..data.host_memory import pinned_copy
 from ..ops.gather import trust_index, uva_view
@@ -215,23 +216,13 @@ def _hetero_graph_store(data: HeteroData, edge_attrs: List[str]) -> GraphStore:
     ``edge_attrs``, where the edges are: a HeteroData held on a GPU is sampled on that
     GPU, as a ``Data`` is. Nothing else is copied (PyG's loader gathers node features
     and other edge tensors from ``data``)."""
-    missing = [et for et in data.edge_types if 'edge_index' not in data[et]]
-    if missing:
-        raise ValueError(f'NeighborSampler: edge types {missing} of the HeteroData have no edge_index')
-    devices = {data[et].edge_index.device for et in data.edge_types}
+    devices = {data[et].edge_index.device for et in data.edge_types if 'edge_index' in data[et]}
     if len(devices) > 1:
         raise ValueError('NeighborSampler: the edge types of the HeteroData are on different devices: '
                          f'{sorted(map(str, devices))}')
     device = devices.pop() if devices else torch.device('cpu')
     store = GraphStore('cuda', device=device) if device.type == 'cuda' else GraphStore('cpu')
-    for et in data.edge_types:
-        edges = data[et]
-        store.put_edge_index(edges.edge_index, edge_type=et, layout='coo',
-                             size=(data[et[0]].num_nodes, data[et[-1]].num_nodes))
-        for name in edge_attrs:
-            if name in edges and edges.is_edge_attr(name):
-                store.put_edge_feature(edges[name], name, et)
-    return store
+    return put_hetero_edges(store, data, edge_attrs)
 
 
 def _edge_features_by_type(graph_store, edge_types: List[EdgeType], name: str, what: str) -> Dict[EdgeType, Tensor]:
