@@ -472,7 +472,7 @@ def test_a_heterodata_on_the_gpu_is_sampled_there():
     data = hetero_graph()
     data['paper'].x = torch.randn(80, 50_000)  # 16 MB: a copy would show
     seeds = torch.arange(24)
-    gpu_data = data.to('cuda')
+    gpu_data = data.clone().to('cuda')  # HeteroData.to moves in place
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     gpu_sampler = NeighborSampler(gpu_data, [3, 2], seed=0)
@@ -526,7 +526,7 @@ def test_heterogeneous_link_loader_with_negatives(location, neg_sampling):
     data = hetero_graph()
     writes = ('author', 'writes', 'paper')
     edges = data[writes].edge_index[:, :64]
-    source = data.to('cuda') if location == 'cuda' else data
+    source = data.clone().to('cuda') if location == 'cuda' else data  # .to moves in place
     loader = pyg_accel.loader.LinkNeighborLoader(source, [3, 2], edge_label_index=(writes, edges.to(location)),
                                                  batch_size=32, neg_sampling=neg_sampling, shuffle=False)
     batches = [b.to('cpu') for b in loader]
