@@ -622,6 +622,43 @@ def test_heterogeneous_weighted_sampling(location):
         NeighborSampler(from_data(data, location), [2], weight_attr='nope')
 
 
+HETERO_MODES = {'uniform': {}, 'disjoint': dict(disjoint=True), 'replace': dict(replace=True),
+                'weighted': dict(weight_attr='w'), 'temporal': dict(time_attr='time'),
+                'temporal-last-disjoint': dict(time_attr='time', temporal_strategy='last', disjoint=True),
+                'induced': dict(subgraph_type='induced')}
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+@pytest.mark.parametrize('mode', list(HETERO_MODES))
+def test_heterogeneous_batches_are_sorted_by_destination(location, mode):
+    """Every edge type of a heterogeneous batch lists its edges by destination, and the
+    loader marks it so (pyg_accel's layers then build its graph without a sort); a
+    bidirectional batch is not marked."""
+    from pyg_accel.ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
+    data = hetero_graph()
+    g = torch.Generator().manual_seed(2)
+    data['author', 'writes', 'paper'].w = torch.rand(data['author', 'writes', 'paper'].num_edges, generator=g)
+    data['paper'].time = torch.randint(0, 10, (80,), generator=g)
+    data['author'].time = torch.randint(0, 10, (40,), generator=g)
+    source = data.clone().to(location)
+    kwargs = HETERO_MODES[mode]
+    time = dict(input_time=torch.full((80,), 7, device=location)) if 'time_attr' in kwargs else {}
+    seeds = ('paper', torch.arange(80, device=location))
+    loader = pyg_accel.loader.NeighborLoader(source, [4, 3, 2], input_nodes=seeds, batch_size=20, shuffle=True,
+                                             **kwargs, **time)
+    for batch in loader:
+        for edge_type in batch.edge_types:
+            edge_index = batch[edge_type].edge_index
+            dst = edge_index[1]
+            assert bool((dst[1:] >= dst[:-1]).all()), edge_type
+            assert is_trusted_dst_sorted(edge_index), edge_type
+    bidirectional = pyg_accel.loader.NeighborLoader(source, [4, 3], input_nodes=('paper', torch.arange(20)),
+                                                    batch_size=20, subgraph_type='bidirectional')
+    batch = next(iter(bidirectional))
+    edge_index = batch['paper', 'cites', 'paper'].edge_index
+    assert is_trusted_edge_index(edge_index, (batch['paper'].num_nodes,) * 2) and not is_trusted_dst_sorted(edge_index)
+
+
 def time_graph(node_level: bool):
     data = hetero_graph()
     g = torch.Generator().manual_seed(5)

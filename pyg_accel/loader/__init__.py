@@ -59,8 +59,8 @@ class _Pipelined:
         _drop_bound_collate_fn(self)
         self.pipeline, self._on_gpu = pipeline, on_gpu
         self._inverse_perms: Dict = {}  # per edge type, for edge features after transform_sampler_output
-        # our sampler's directional output lists each node's edges together, in node order
-        # (so does the induced output: edges by destination, then CSC position)
+        # our sampler's directional output lists each node's edges together, in node order,
+        # per edge type too (so does the induced output: edges by destination, then CSC position)
         self._dst_sorted = (isinstance(sampler, NeighborSampler)
                             and sampler.subgraph_type in (SubgraphType.directional, SubgraphType.induced))
 
@@ -107,15 +107,15 @@ def _drop_bound_collate_fn(loader) -> None:
 
 
 def _trusted(batches, dst_sorted: bool):
-    """Marks each batch's edge indices as in range (our sampler made them), and a
-    homogeneous batch's as sorted by destination when ``dst_sorted``, so that
-    pyg_accel's layers skip the validating host sync and the sort."""
+    """Marks each batch's edge indices as in range (our sampler made them), and as
+    sorted by destination when ``dst_sorted`` (every edge type's, in a heterogeneous
+    batch), so that pyg_accel's layers skip the validating host sync and the sort."""
     for batch in batches:
         if isinstance(batch, HeteroData):
             for (src, _, dst) in batch.edge_types:
                 edge_index = batch[src, _, dst].get('edge_index')
                 if isinstance(edge_index, torch.Tensor):
-                    trust_edge_index(edge_index, batch[src].num_nodes, batch[dst].num_nodes)
+                    trust_edge_index(edge_index, batch[src].num_nodes, batch[dst].num_nodes, dst_sorted=dst_sorted)
         elif isinstance(getattr(batch, 'edge_index', None), torch.Tensor):
             trust_edge_index(batch.edge_index, batch.num_nodes, batch.num_nodes, dst_sorted=dst_sorted)
         yield batch
