@@ -83,6 +83,12 @@ TORCH_LIBRARY(pyg_accel, m) {
   // out[d] += ..., rows of destinations without edges untouched (a second edge set
   // aggregated into the rows a first SpMM wrote, e.g. after a halo exchange).
   m.def("spmm_add_(Tensor(a!) out, Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x) -> ()");
+  // SpMM over the reversed edges without building the reversed graph: out[s, h, :] =
+  // sum over edges e with src[e] = s of weight[e, h] * x[dst[e], h, :], for x
+  // [num_dst, H, C]; out is [num_src, H, C] in x's dtype (SpMM's gradient with respect to
+  // its input). Ids in src must be below num_src (not scanned). CPU: a loop over the
+  // edges in order per feature slice (deterministic); CUDA: atomic sums, no sort.
+  m.def("spmm_transposed(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x, int num_src) -> Tensor");
   // Max aggregation: out[d, h, c] = max over d's edges e of x[src[e], h, c] (0 for a
   // destination without edges, as PyG's scatter max), and ties[d, h, c] (int32) = how
   // many of d's edges reach that maximum. Its backward runs on the transposed graph

@@ -43,6 +43,14 @@ void check_spmm(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& 
   }
 }
 
+void check_spmm_transposed(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                           const std::optional<at::Tensor>& weight, const at::Tensor& x, int64_t num_src) {
+  check_spmm(ptr, dst, src, weight, x, "spmm_transposed");
+  TORCH_CHECK(x.size(0) == ptr.numel() - 1, "spmm_transposed: x must have one row per destination (",
+              std::to_string(ptr.numel() - 1), "), got ", std::to_string(x.size(0)));
+  TORCH_CHECK(num_src >= 0, "spmm_transposed: num_src must be non-negative");
+}
+
 void check_accumulator(const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& x, const char* op) {
   TORCH_CHECK(out.dim() == 3 && out.size(0) == ptr.numel() - 1 && out.size(1) == x.size(1) &&
                   out.size(2) == x.size(2),

@@ -22,6 +22,10 @@ void check_edge_values(const at::Tensor& t, const at::Tensor& ptr, int64_t num_e
 void check_spmm(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
                 const std::optional<at::Tensor>& weight, const at::Tensor& x, const char* op);
 
+// Checks spmm_transposed's inputs: SpMM's, with x [num_dst, H, C] and num_src >= 0.
+void check_spmm_transposed(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                           const std::optional<at::Tensor>& weight, const at::Tensor& x, int64_t num_src);
+
 // Checks the output spmm_add_ adds into: [num_dst, H, C], x's dtype and device, contiguous.
 void check_accumulator(const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& x, const char* op);
 

@@ -62,7 +62,7 @@ def main():
     for _ in range(3):
         step(next(batches))
     elsewhere = sorted({f'{store._key or "graph"}.{k}' for store in next(batches).stores for k, v in store.items()
-                        if isinstance(v, torch.Tensor) and v.device != device})
+                        if isinstance(v, torch.Tensor) and v.device.type != device.type})
     print(f'batch tensors not on {device}: {", ".join(elsewhere) or "none"}')
     enqueue, finish, phases = [], [], []
     for _ in range(args.steps):

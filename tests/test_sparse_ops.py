@@ -374,6 +374,79 @@ def test_spmm_adjoint_is_the_gradient_of_spmm(device, dtype, reduce):
         spmm_adjoint(g, grad[:20], reduce)
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
+@pytest.mark.parametrize('layout', [(1, 64), (1, 6), (3, 8), (1, 1)], ids=['64', '6', '3x8', '1'])
+@pytest.mark.parametrize('weighted', [False, True])
+def test_spmm_transposed_sums_into_the_sources(device, dtype, index_dtype, layout, weighted):
+    """spmm_transposed(ptr, dst, src, w, x, num_src)[s] = sum over s's edges of w * x[dst],
+    on the sorted edges and on the same edges in any order (a hub source too); sources
+    without edges (and the rows past the largest id) are exactly 0 on a poisoned
+    allocator."""
+    from pyg_accel.ops._library import ops
+    H, C = layout
+    ei = torch.cat([random_edges(device=device), torch.tensor([[2] * 200, [7] * 200], device=device)], 1)
+    g = CooGraph.from_edge_index(ei.to(index_dtype), (45, 30))
+    x = torch.randn(30, H, C, device=device).to(dtype)
+    w = torch.rand(g.num_edges, H, device=device).to(dtype) if weighted else None
+    ref = torch.zeros(45, H, C, dtype=torch.float64, device=device).index_add_(
+        0, g.src.long(), x.double()[g.dst.long()] * (1 if w is None else w.double().unsqueeze(-1)))
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype in (torch.float32, torch.float64) else TOL[dtype]
+    shuffle = torch.randperm(g.num_edges, device=device)
+    for dst, src, weight in ((g.dst, g.src, w), (g.dst[shuffle], g.src[shuffle], None if w is None else w[shuffle])):
+        poison_cuda_allocator()
+        out = ops().spmm_transposed(g.ptr, dst, src, weight, x, 45)
+        assert out.shape == (45, H, C) and out.dtype == dtype
+        torch.testing.assert_close(out.double(), ref, **tol)
+        assert torch.equal(out[40:], torch.zeros_like(out[40:]))  # no edges: exactly 0
+    if device.type == 'cpu':  # deterministic: the same bits on every call
+        again = ops().spmm_transposed(g.ptr, g.dst, g.src, w, x, 45)
+        assert torch.equal(again, ops().spmm_transposed(g.ptr, g.dst, g.src, w, x, 45))
+
+
+@pytest.mark.parametrize('adjoint', ['scatter', 'transpose'])
+@pytest.mark.parametrize('heads', [None, 3])
+@pytest.mark.parametrize('reduce', ['sum', 'mean'])
+def test_spmm_gradient_by_either_adjoint(device, adjoint, heads, reduce, monkeypatch):
+    """x's gradient of spmm is the reference's whether the transposed SpMM runs by atomics
+    over the graph's edges or over the built transpose (edge weights' gradient too)."""
+    monkeypatch.setenv('PYG_ACCEL_SPMM_ADJOINT', adjoint)
+    ei = random_edges(device=device)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    H = heads or 1
+    x = torch.randn(40, H, 8, device=device, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(ei.size(1), H, device=device, dtype=torch.float64, requires_grad=True)
+    xin, win = (x, w) if heads else (x[:, 0], w[:, 0])
+    out = spmm(g, xin, g.sort_edges(win), reduce=reduce)
+    ref = ref_spmm(ei, x, w, reduce, 30)
+    ref = ref if heads else ref[:, 0]
+    grad = torch.randn_like(ref)
+    for got, want in zip(torch.autograd.grad(out, [x, w], grad), torch.autograd.grad(ref, [x, w], grad)):
+        torch.testing.assert_close(got, want, **TOL[torch.float64])
+    assert (g._transpose is None) == (adjoint == 'scatter')  # the atomic path builds no transpose
+
+
+def test_spmm_adjoint_choice(device, monkeypatch):
+    """By default a CUDA graph without a built transpose (a sampled batch's) takes the
+    atomic transposed SpMM up to SCATTER_ADJOINT_MAX edge-features, and the transpose
+    once it exists (a full graph's, after its first backward) or the graph is larger; the
+    CPU always takes the transpose (deterministic)."""
+    from pyg_accel.ops import sparse
+    g = CooGraph.from_edge_index(random_edges(device=device), (40, 30))
+    x = torch.randn(30, 2, 8, device=device)
+    assert sparse._scatters(g, x) == (device.type == 'cuda')
+    monkeypatch.setattr(sparse, 'SCATTER_ADJOINT_MAX', g.num_edges * 16 - 1)
+    assert not sparse._scatters(g, x)
+    monkeypatch.setattr(sparse, 'SCATTER_ADJOINT_MAX', g.num_edges * 16)
+    g.transpose()
+    assert not sparse._scatters(g, x)
+    monkeypatch.setenv('PYG_ACCEL_SPMM_ADJOINT', 'scatter')
+    assert sparse._scatters(g, x)
+    monkeypatch.setenv('PYG_ACCEL_SPMM_ADJOINT', 'sideways')
+    with pytest.raises(ValueError, match='PYG_ACCEL_SPMM_ADJOINT'):
+        sparse._scatters(g, x)
+
+
 def test_bad_input_is_a_clear_error():
     ei = random_edges()
     g = CooGraph.from_edge_index(ei, (40, 30))
@@ -422,6 +495,11 @@ def test_opcheck(device):
     torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, None, x))
     torch.library.opcheck(ops().spmm_add_.default, (torch.randn(30, 2, 8, device=device), g.ptr, g.dst, g.src, w, x))
     torch.library.opcheck(ops().sddmm.default, (g.ptr, g.dst, g.src, a, x))
+    torch.library.opcheck(ops().spmm_transposed.default, (g.ptr, g.dst, g.src, w, a, 40))
+    with pytest.raises(RuntimeError, match='one row per destination'):
+        ops().spmm_transposed(g.ptr, g.dst, g.src, w, x, 40)
+    with pytest.raises(RuntimeError, match='num_src must be non-negative'):
+        ops().spmm_transposed(g.ptr, g.dst, g.src, w, a, -1)
     torch.library.opcheck(ops().edge_softmax.default, (g.ptr, logits))
     torch.library.opcheck(ops().edge_softmax_backward.default, (g.ptr, logits.softmax(-1), logits))
     out, ties = ops().spmm_max(g.ptr, g.dst, g.src, x)

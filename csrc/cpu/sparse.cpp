@@ -1,7 +1,7 @@
 // CPU SpMM, SDDMM and edge softmax over a destination-sorted COO graph (schemas and
 // semantics: csrc/ops.cpp). Destinations are independent, so every kernel runs a
 // parallel loop over them and reduces each one's edges in a private accumulator
-// (deterministic, no atomics).
+// (deterministic, no atomics); the transposed SpMM splits the features instead.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -68,6 +68,38 @@ void spmm_add_cpu(at::Tensor& out, const at::Tensor& ptr, const at::Tensor& dst,
   check_spmm(ptr, dst, src, weight, x, "spmm_add_");
   check_accumulator(out, ptr, x, "spmm_add_");
   spmm_into(ptr, src, weight, x, out, /*accumulate=*/true);
+}
+
+// out[src_e] += w_e * x[dst_e], edge by edge in order: each task owns a slice of the
+// features (a fixed summation order whatever the thread count).
+at::Tensor spmm_transposed_cpu(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
+                               const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t, int64_t num_src) {
+  check_spmm_transposed(ptr, dst_t, src_t, weight_t, x_t, num_src);
+  const int64_t E = src_t.numel(), H = x_t.size(1), C = x_t.size(2), F = H * C;
+  const at::Tensor dst = dst_t.to(at::kLong).contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
+  const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
+  const at::ScalarType acc_type = at::toOpMathType(x.scalar_type());
+  at::Tensor acc = at::zeros({num_src, H, C}, x.options().dtype(acc_type));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_transposed_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* d = dst.data_ptr<int64_t>();
+    const int64_t* s = src.data_ptr<int64_t>();
+    const scalar_t* xs = x.data_ptr<scalar_t>();
+    const scalar_t* w = weight.defined() ? weight.data_ptr<scalar_t>() : nullptr;
+    acc_t* o = acc.data_ptr<acc_t>();
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(E, 1));
+    at::parallel_for(0, F, grain, [&](int64_t f_begin, int64_t f_end) {
+      for (int64_t e = 0; e < E; ++e) {
+        const scalar_t* row = xs + d[e] * F;
+        acc_t* out_row = o + s[e] * F;
+        for (int64_t f = f_begin; f < f_end; ++f) {
+          const acc_t we = w != nullptr ? static_cast<acc_t>(w[e * H + f / C]) : acc_t(1);
+          out_row[f] += we * static_cast<acc_t>(row[f]);
+        }
+      }
+    });
+  });
+  return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
 }
 
 std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t,
@@ -258,6 +290,7 @@ at::Tensor edge_softmax_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& 
 TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
   m.impl("spmm", &spmm_cpu);
   m.impl("spmm_add_", &spmm_add_cpu);
+  m.impl("spmm_transposed", &spmm_transposed_cpu);
   m.impl("spmm_max", &spmm_max_cpu);
   m.impl("spmm_max_backward", &spmm_max_backward_cpu);
   m.impl("sddmm", &sddmm_cpu);

@@ -465,6 +465,9 @@ bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tenso
   return true;
 }
 
+void generic_spmm(const at::Tensor& key, const at::Tensor& row, const at::Tensor& weight, const at::Tensor& x,
+                  at::Tensor& acc, cudaStream_t stream);
+
 // SpMM into the [num_dst, H, C] acc_type tensor `acc`: allocated here, or with
 // `accumulate` given (x's dtype is then acc_type), holding values the sums are added to.
 void spmm_acc_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
@@ -481,20 +484,40 @@ void spmm_acc_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Ten
     return;
   }
   if (!accumulate) acc = at::zeros({num_dst, H, C}, x.options().dtype(acc_type));
-  if (E > 0 && F > 0) {
-    const int tpg = group_size((F + kPerLane - 1) / kPerLane);
-    const int64_t slices = (F + tpg * kPerLane - 1) / (tpg * kPerLane);
-    const dim3 grid(blocks_for((E + kChunk - 1) / kChunk * 32), static_cast<unsigned>(slices));
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cuda", [&] {
-      using acc_t = at::opmath_type<scalar_t>;
-      AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_cuda_index", [&] {
-        spmm_kernel<scalar_t, acc_t, index_t><<<grid, kThreads, 0, stream>>>(
-            dst.data_ptr<index_t>(), src.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
-            x.data_ptr<scalar_t>(), acc.data_ptr<acc_t>(), E, H, C, tpg);
-      });
+  generic_spmm(dst, src, weight, x, acc, stream);
+}
+
+// The generic kernel: acc[key[e]] += w_e * x[row[e]] (acc zero-filled or accumulated
+// into, [*, H, C] of x's acc_type; keys in any order: sorted keys make fewer atomics).
+void generic_spmm(const at::Tensor& key, const at::Tensor& row, const at::Tensor& weight, const at::Tensor& x,
+                  at::Tensor& acc, cudaStream_t stream) {
+  const int64_t E = key.numel(), H = x.size(1), C = x.size(2), F = H * C;
+  if (E == 0 || F == 0) return;
+  const int tpg = group_size((F + kPerLane - 1) / kPerLane);
+  const int64_t slices = (F + tpg * kPerLane - 1) / (tpg * kPerLane);
+  const dim3 grid(blocks_for((E + kChunk - 1) / kChunk * 32), static_cast<unsigned>(slices));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cuda", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    AT_DISPATCH_INDEX_TYPES(key.scalar_type(), "spmm_cuda_index", [&] {
+      spmm_kernel<scalar_t, acc_t, index_t><<<grid, kThreads, 0, stream>>>(
+          key.data_ptr<index_t>(), row.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
+          x.data_ptr<scalar_t>(), acc.data_ptr<acc_t>(), E, H, C, tpg);
     });
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The transposed SpMM on the edges as they are: the generic kernel with the two ends
+// swapped (its running sums then rarely span two edges, so most sums land by atomics).
+at::Tensor spmm_transposed_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
+                                const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t, int64_t num_src) {
+  check_spmm_transposed(ptr, dst_t, src_t, weight_t, x_t, num_src);
+  const c10::cuda::CUDAGuard guard(ptr.device());
+  const at::Tensor dst = dst_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous();
+  const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
+  at::Tensor acc = at::zeros({num_src, x.size(1), x.size(2)}, x.options().dtype(at::toOpMathType(x.scalar_type())));
+  generic_spmm(src, dst, weight, x, acc, at::cuda::getCurrentCUDAStream());
+  return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
 }
 
 at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
@@ -637,6 +660,7 @@ at::Tensor edge_softmax_backward_cuda(const at::Tensor& ptr, const at::Tensor& o
 TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
   m.impl("spmm", &spmm_cuda);
   m.impl("spmm_add_", &spmm_add_cuda);
+  m.impl("spmm_transposed", &spmm_transposed_cuda);
   m.impl("spmm_max", &spmm_max_cuda);
   m.impl("spmm_max_backward", &spmm_max_backward_cuda);
   m.impl("sddmm", &sddmm_cuda);

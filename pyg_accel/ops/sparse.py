@@ -8,6 +8,7 @@ given in ``edge_index`` order into it). No op builds an ``E x F`` tensor.
 """
 from __future__ import annotations
 
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -251,9 +252,34 @@ def _check_graph_and(graph: CooGraph, *tensors: Tensor) -> None:
     check_cuda_built(graph.device)
 
 
+# Up to this many edge-features (E x H x C) a CUDA graph without a built transpose takes
+# its transposed SpMM by atomics over its own edges: building the transpose (a sort, a
+# gather, a binary search: ~8 launches, ~0.1 ms) costs more than the atomics. On an
+# H100 the atomics were 1.9-7x faster up to 2**24 edge-features, about even at 2**26
+# with F <= 64, and 1.3-1.8x slower from 2**26 at F = 256 (benchmarks/spmm_adjoint.py;
+# docs/benchmarks.md). Above it, and whenever the transpose exists (a full graph's,
+# memoised across steps), the SpMM over the transpose.
+SCATTER_ADJOINT_MAX = 1 << 25
+
+
+def _scatters(graph: CooGraph, x: Tensor) -> bool:
+    """Whether the transposed SpMM of ``graph`` for ``x`` ``[num_dst, H, C]`` runs by
+    atomics (``spmm_transposed``) rather than over the built transpose.
+    ``PYG_ACCEL_SPMM_ADJOINT=scatter|transpose`` forces either (default ``auto``)."""
+    choice = os.environ.get('PYG_ACCEL_SPMM_ADJOINT', 'auto')
+    if choice not in ('auto', 'scatter', 'transpose'):
+        raise ValueError(f"PYG_ACCEL_SPMM_ADJOINT must be 'auto', 'scatter' or 'transpose', got {choice!r}")
+    if choice != 'auto':
+        return choice == 'scatter'
+    return x.is_cuda and graph._transpose is None and graph.num_edges * x[0].numel() <= SCATTER_ADJOINT_MAX
+
+
 def _spmm_transposed(graph: CooGraph, weight: Optional[Tensor], grad: Tensor) -> Tensor:
-    """``[num_src, H, C]``: x's gradient of the raw SpMM for ``grad`` ``[num_dst, H, C]``,
-    an SpMM over the transpose (x[s] gets w[e] * grad[dst] over s's edges)."""
+    """``[num_src, H, C]``: x's gradient of the raw SpMM for ``grad`` ``[num_dst, H, C]``
+    (x[s] gets w[e] * grad[dst] over s's edges): by atomics over the graph's own edges,
+    or an SpMM over the transpose (see :data:`SCATTER_ADJOINT_MAX`)."""
+    if _scatters(graph, grad):
+        return ops().spmm_transposed(graph.ptr, graph.dst, graph.src, weight, grad, graph.num_src)
     rev, order = graph.transpose()
     w = None if weight is None else take_rows(weight, order)
     return ops().spmm(rev.ptr, rev.dst, rev.src, w, grad)
@@ -463,6 +489,10 @@ def _fake_spmm(ptr, dst, src, weight, x):
     return x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
 
 
+def _fake_spmm_transposed(ptr, dst, src, weight, x, num_src):
+    return x.new_empty((num_src, x.shape[1], x.shape[2]))
+
+
 def _fake_spmm_max(ptr, dst, src, x):
     out = x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
     return out, out.new_empty(out.shape, dtype=torch.int32)
@@ -476,6 +506,7 @@ def _fake_sddmm(ptr, dst, src, a, b):
 def _register() -> None:
     torch.library.register_fake('pyg_accel::spmm')(_fake_spmm)
     torch.library.register_fake('pyg_accel::spmm_add_')(lambda out, ptr, dst, src, weight, x: None)
+    torch.library.register_fake('pyg_accel::spmm_transposed')(_fake_spmm_transposed)
     torch.library.register_fake('pyg_accel::sddmm')(_fake_sddmm)
     torch.library.register_fake('pyg_accel::spmm_max')(_fake_spmm_max)
     torch.library.register_fake('pyg_accel::spmm_max_backward')(
