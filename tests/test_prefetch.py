@@ -209,48 +209,6 @@ def test_tensor_index_batches_equal_the_dataloader_path(shuffle, drop_last):
     assert [b.input_id.tolist() for b in a] == first
 
 
-@requires_cuda
-@pytest.mark.parametrize('kind', ['node', 'hetero', 'link'])
-def test_seeds_on_the_gpu_are_indexed_there(kind):
-    """A loader sampling on the GPU keeps its seeds there (given there, or copied there
-    once: 'node' and 'link' pass CPU seeds) and draws each batch's seed positions there
-    (one copy per epoch): input_id is a GPU tensor, so moving the batch in a training
-    step (``batch.to('cuda')``) waits for nothing; the batches are the DataLoader path's."""
-    from conftest import paper_author_graph
-
-    from pyg_accel.loader import LinkNeighborLoader
-    data = community_data()
-    if kind == 'hetero':
-        source = paper_author_graph(60, 30, 300).to('cuda')
-        make = lambda: NeighborLoader(source, [3, 2], input_nodes=('paper', torch.arange(5, 55, device='cuda')),  # noqa
-                                      batch_size=16, shuffle=True)
-    elif kind == 'node':
-        stores = from_data(data, 'cuda')
-        make = lambda: NeighborLoader(stores, [3, 2], input_nodes=torch.arange(5, 95),  # noqa
-                                      batch_size=16, shuffle=True)
-    else:
-        stores = from_data(data, 'cuda')
-        make = lambda: LinkNeighborLoader(stores, [3], edge_label_index=data.edge_index[:, :40],  # noqa
-                                          batch_size=16, shuffle=True)
-    runs = []
-    for fast in (True, False):
-        loader = make()
-        loader.fast_index = fast
-        torch.manual_seed(7)
-        batches = list(loader)
-        seeds = [b['paper'] if kind == 'hetero' else b for b in batches]
-        if fast:
-            assert all(s.input_id.is_cuda for s in seeds)
-            torch.cuda.synchronize()
-            torch.cuda.set_sync_debug_mode('error')
-            try:
-                [b.to('cuda') for b in batches]
-            finally:
-                torch.cuda.set_sync_debug_mode(0)
-        runs.append([(s.input_id.tolist(), s.n_id.tolist()) for s in seeds])
-    assert runs[0] == runs[1]
-
-
 def test_index_batches_defers_to_the_dataloader_when_it_must():
     from torch.utils.data import SubsetRandomSampler
 

@@ -1,11 +1,8 @@
 """PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` with pyg_accel's sampler chosen for you.
 
 Same signatures as PyG's; pass ``neighbor_sampler=`` to override. Batches stay on the
-device of the graph; when it samples on a GPU, the seeds (``input_nodes``,
-``edge_label_index`` and their labels and times) are copied there once, so each batch's
-``input_id`` is a GPU tensor like its ``n_id`` and no batch copies seeds from the host.
-Use ``num_workers=0`` with GPU-resident graphs: CUDA cannot run in forked DataLoader
-workers, so asking for workers then is an error.
+device of the graph. Use ``num_workers=0`` with GPU-resident graphs: CUDA cannot run in
+forked DataLoader workers, so asking for workers then is an error.
 
 With GPU batches the loaders pipeline by default (``pipeline=True``): batch *i + 1* is
 sampled and gathered on a side CUDA stream while batch *i* trains (see
@@ -14,7 +11,6 @@ loaders). ``pipeline=False`` iterates plainly.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, Optional
 
 import torch
@@ -67,9 +63,6 @@ class _Pipelined:
         # per edge type too (so does the induced output: edges by destination, then CSC position)
         self._dst_sorted = (isinstance(sampler, NeighborSampler)
                             and sampler.subgraph_type in (SubgraphType.directional, SubgraphType.induced))
-        device = getattr(sampler, 'device', None)
-        if isinstance(sampler, NeighborSampler) and device is not None and device.type == 'cuda':
-            self.input_data = _seeds_on(self.input_data, device)
 
     def __iter__(self):
         indices = index_batches(self) if self.fast_index else None
@@ -95,18 +88,6 @@ class _Pipelined:
         else:  # the transform may have changed the edges: back from the batch's input edge ids
             positions = csc_positions(batch, graph_store, self._inverse_perms)
         return attach_edge_features(batch, graph_store, positions)
-
-
-def _seeds_on(input_data, device: torch.device):
-    """PyG's ``NodeSamplerInput`` / ``EdgeSamplerInput`` with its tensors on ``device``
-    (a copy): a batch's seed positions are then drawn there (``index_batches``) and index
-    the seeds without a host-to-device copy per batch, which from pageable memory waits
-    for the GPU's queued work."""
-    moved = copy.copy(input_data)
-    for name, value in vars(input_data).items():
-        if isinstance(value, torch.Tensor) and value.device != device:
-            setattr(moved, name, value.to(device))
-    return moved
 
 
 def _drop_bound_collate_fn(loader) -> None:

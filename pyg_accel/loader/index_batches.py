@@ -22,9 +22,8 @@ __all__ = ['index_batches']
 
 def index_batches(loader: DataLoader) -> Optional[Iterator[Tensor]]:
     """Seed positions per batch as int64 tensors, in the order ``loader``'s own sampler
-    would give them (on the seeds' GPU when they all live on one), or ``None`` when the
-    loader needs the DataLoader's machinery (workers, memory pinning, a custom or
-    with-replacement sampler)."""
+    would give them, or ``None`` when the loader needs the DataLoader's machinery
+    (workers, memory pinning, a custom or with-replacement sampler)."""
     batch_sampler = loader.batch_sampler
     if loader.num_workers != 0 or loader.pin_memory or type(batch_sampler) is not BatchSampler:
         return None
@@ -36,24 +35,10 @@ def index_batches(loader: DataLoader) -> Optional[Iterator[Tensor]]:
         return None
     # the DataLoader's iterator draws a base seed for its workers even without workers
     torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
-    return _split(sampler, len(loader.dataset), batch_sampler.batch_size, batch_sampler.drop_last,
-                  _seed_device(getattr(loader, 'input_data', None)))
+    return _split(sampler, len(loader.dataset), batch_sampler.batch_size, batch_sampler.drop_last)
 
 
-def _seed_device(input_data) -> Optional[torch.device]:
-    """The CUDA device every tensor of the loader's seed input (PyG's ``NodeSamplerInput``
-    / ``EdgeSamplerInput``) lives on, else ``None``. Indices drawn there index the seeds
-    without a copy per batch: a CPU index would be copied to the GPU per batch, from
-    pageable memory, which waits for the stream's queued work (and so do the batch's
-    ``input_id``, moved by ``batch.to(device)`` in the training step)."""
-    fields = getattr(input_data, '__dict__', {}).values()
-    devices = {t.device for t in fields if isinstance(t, Tensor)}
-    device = devices.pop() if len(devices) == 1 else None
-    return device if device is not None and device.type == 'cuda' else None
-
-
-def _split(sampler, num_items: int, batch_size: int, drop_last: bool,
-           device: Optional[torch.device]) -> Iterator[Tensor]:
+def _split(sampler, num_items: int, batch_size: int, drop_last: bool) -> Iterator[Tensor]:
     if isinstance(sampler, RandomSampler):  # RandomSampler.__iter__'s random numbers, one permutation
         generator = sampler.generator
         if generator is None:
@@ -62,8 +47,6 @@ def _split(sampler, num_items: int, batch_size: int, drop_last: bool,
         order = torch.randperm(num_items, generator=generator)
     else:
         order = torch.arange(num_items)
-    if device is not None:
-        order = order.to(device)  # one copy per epoch, not one per batch
     for chunk in order.split(batch_size):
         if drop_last and chunk.numel() < batch_size:
             break
