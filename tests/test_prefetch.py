@@ -209,6 +209,42 @@ def test_tensor_index_batches_equal_the_dataloader_path(shuffle, drop_last):
     assert [b.input_id.tolist() for b in a] == first
 
 
+@requires_cuda
+@pytest.mark.parametrize('kind', ['node', 'hetero', 'link'])
+def test_gpu_batches_carry_their_seed_ids_on_the_gpu(kind):
+    """PyG keeps sampler inputs on the CPU; a GPU sampler moves each batch's input_id (and
+    seed times / labels) to the GPU without waiting, so moving the batch in a training
+    step (``batch.to('cuda')``) copies nothing and waits for nothing (a blocking copy
+    would wait for every kernel queued before it); the ids are the CPU index's."""
+    from conftest import paper_author_graph
+
+    from pyg_accel.loader import LinkNeighborLoader
+    data = community_data()
+    if kind == 'hetero':
+        loader = NeighborLoader(paper_author_graph(60, 30, 300).to('cuda'), [3, 2],
+                                input_nodes=('paper', torch.arange(5, 55)), batch_size=16, shuffle=True)
+    elif kind == 'node':
+        loader = NeighborLoader(from_data(data, 'cuda'), [3, 2], input_nodes=torch.arange(5, 95), batch_size=16,
+                                shuffle=True)
+    else:
+        loader = LinkNeighborLoader(from_data(data, 'cuda'), [3], edge_label_index=data.edge_index[:, :40],
+                                    batch_size=16, shuffle=True)
+    torch.manual_seed(7)
+    batches = list(loader)
+    seeds = [b['paper'] if kind == 'hetero' else b for b in batches]
+    assert all(s.input_id.is_cuda for s in seeds)
+    assert sorted(torch.cat([s.input_id for s in seeds]).tolist()) == list(range(50 if kind == 'hetero' else
+                                                                                 90 if kind == 'node' else 40))
+    if kind == 'node':
+        assert all(torch.equal(s.n_id[:s.batch_size].cpu(), s.input_id.cpu() + 5) for s in seeds)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode('error')
+    try:
+        [b.to('cuda') for b in batches]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
 def test_index_batches_defers_to_the_dataloader_when_it_must():
     from torch.utils.data import SubsetRandomSampler
 

@@ -443,7 +443,7 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
             continue
         if not isinstance(s, Tensor) or s.dtype not in (torch.int32, torch.int64) or s.dim() != 1:
             raise TypeError(f'hetero_neighbor_sample: seeds of {t!r} must be a 1-D integer tensor')
-        seeds.append(s.to(device, torch.long))
+        seeds.append(s.to(device, torch.long, non_blocking=True))  # (a pageable copy then waits for nothing)
     sizes = {et: row_dict[et].numel() for et in edge_types}
     weights = _per_type(edge_weight, edge_types, sizes, 'edge_weight', device, floating=True)
     node_times = _per_type(node_time, node_types, num_nodes, 'node_time', device)

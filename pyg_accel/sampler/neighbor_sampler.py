@@ -415,7 +415,13 @@ class NeighborSampler(BaseSampler):
         return self.hetero.perm if self.hetero is not None else self.perm
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
-        return node_sample(index, self._sample)
+        out = node_sample(index, self._sample)
+        # PyG keeps the seeds' ids and times on the CPU: moved to the batch's device here,
+        # without waiting, so that a training step's batch.to(device) finds nothing to copy
+        # (a blocking copy there would wait for every kernel queued before it)
+        out.metadata = tuple(t.to(self.device, non_blocking=True) if isinstance(t, Tensor) else t
+                             for t in out.metadata)
+        return out
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
@@ -433,9 +439,10 @@ class NeighborSampler(BaseSampler):
             raise ValueError('NeighborSampler: heterogeneous seeds for a homogeneous graph')
         if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
-        out = neighbor_sample(self.colptr, self.row, seed.to(self.device), self.fanouts, self.replace,
-                              self.disjoint, self._random_seed(), self.edge_weight, self.node_time, self.edge_time,
-                              None if seed_time is None else seed_time.to(self.device), self.temporal_strategy)
+        seed_time = None if seed_time is None else seed_time.to(self.device, non_blocking=True)
+        out = neighbor_sample(self.colptr, self.row, seed.to(self.device, non_blocking=True), self.fanouts,
+                              self.replace, self.disjoint, self._random_seed(), self.edge_weight, self.node_time,
+                              self.edge_time, seed_time, self.temporal_strategy)
         trust_index(out.node, self.num_nodes)  # feature gathers by these ids skip the bounds check's sync
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             row, col, edge = induced_edges(self.colptr, self.row, out.node, out.node)
