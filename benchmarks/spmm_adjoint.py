@@ -1,5 +1,5 @@
 """SpMM's backward with respect to its input, ``grad_x[s] = sum over s's edges of w_e *
-grad[dst_e]``, two ways (CUDA):
+grad[dst_e]``, two ways (on a GPU; ``--device cpu`` runs the CPU kernels):
 
 * ``scatter``: ``spmm_transposed`` over the graph's own (destination-sorted) edges,
   summing by atomics: one launch, nothing built;
@@ -15,6 +15,7 @@ idle GPU (the host's launch work included: a sampled batch's backward is host-bo
 on a CUDA graph without a built transpose up to ``SCATTER_ADJOINT_MAX`` edge-features.
 
     python benchmarks/spmm_adjoint.py --out OUT
+    python benchmarks/spmm_adjoint.py --device cpu --edges 4096 --features 16   # quick, CPU
 """
 from __future__ import annotations
 
@@ -45,9 +46,11 @@ def main(argv=None) -> dict:
     p.add_argument('--edges', type=int, nargs='*', default=[1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24])
     p.add_argument('--features', type=int, nargs='*', default=[16, 64, 256])
     p.add_argument('--reps', type=int, default=20)
+    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+                   help="'cpu' runs the same comparison on the CPU kernels (a smoke test)")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
-    device = torch.device('cuda')
+    device = torch.device(args.device)
     rows = []
     for E in args.edges:
         graph = batch_like_graph(E, device)
@@ -78,15 +81,16 @@ def main(argv=None) -> dict:
             r['transpose / scatter (latency)'] = r['transpose latency ms'] / r['scatter latency ms']
             r['transpose / scatter (device)'] = r['transpose device ms'] / r['scatter device ms']
             r['cached / scatter (device)'] = r['cached transpose device ms'] / r['scatter device ms']
-            r['auto takes'] = 'scatter' if E * F <= SCATTER_ADJOINT_MAX else 'transpose'
+            r['auto takes'] = 'scatter' if device.type == 'cuda' and E * F <= SCATTER_ADJOINT_MAX else 'transpose'
             rows.append(r)
             print(r, flush=True)
             del grad
         del graph, cached
-        torch.cuda.empty_cache()
+        if device.type == 'cuda':
+            torch.cuda.empty_cache()
     payload = {'env': environment(), 'args': vars(args), 'scatter_adjoint_max': SCATTER_ADJOINT_MAX, 'rows': rows}
     payload['table'] = print_table(rows, list(rows[0]), 'SpMM backward: atomics over the edges vs the transpose, '
-                                   'median ms (fp32)')
+                                   f'median ms (fp32, {device})')
     save_json(Path(args.out) / 'spmm_adjoint.json', payload)
     return payload
 

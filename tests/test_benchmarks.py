@@ -68,6 +68,17 @@ def test_sparse_benchmark_smoke(tmp_path):
     assert (tmp_path / 'sparse.json').is_file()
 
 
+import spmm_adjoint as adjoint_bench  # noqa: E402
+
+
+def test_spmm_adjoint_benchmark_smoke(tmp_path):
+    result = adjoint_bench.main(['--device', 'cpu', '--edges', '2048', '--features', '16', '--reps', '2',
+                                 '--out', str(tmp_path)])
+    row = result['rows'][0]
+    assert row['scatter device ms'] > 0 and row['transpose device ms'] > 0 and row['auto takes'] == 'transpose'
+    assert (tmp_path / 'spmm_adjoint.json').is_file()
+
+
 import layers as layers_bench  # noqa: E402
 
 
