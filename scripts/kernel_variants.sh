@@ -12,6 +12,9 @@
 #       kernels (seeds, then numbering) instead of one block; grids of one thread per
 #       item instead of capped grid-stride grids; expand with registers capped for 8
 #       blocks per SM
+#   scripts/kernel_variants.sh OUT_DIR sampler_hub   # the homogeneous hub_draw_kernel (weighted
+#       sampling) with registers for 1 or 3 blocks per SM (the compiler's choice, 64 with
+#       small spills, allows 4)
 #   scripts/kernel_variants.sh OUT_DIR sparse        # csrc/cuda/sparse_vec.cuh: SpMM with registers
 #       uncapped (3 blocks per SM) and capped for 5 (the default caps them for 4)
 # (The sparse kernels' two families are switched at run time:
@@ -31,9 +34,12 @@ case $FAMILY in
                    -DPYG_ACCEL_EXPAND_MIN_BLOCKS=8); TESTS=(tests/test_sampling.py)
           BENCH=(benchmarks/sampling.py --preset products --device cuda --batch-sizes 1024 4096 --fanouts 15-10-5
                  --batches 60 --baseline-batches 1) ;;
+  sampler_hub) VARIANTS=(-DPYG_ACCEL_HUB_MIN_BLOCKS={1,3}); TESTS=(tests/test_sampling.py)
+          BENCH=(benchmarks/sampling.py --preset products --device cuda --mode weighted --batch-sizes 1024 4096
+                 --fanouts 15-10-5 --batches 60 --baseline-batches 1) ;;
   sparse) VARIANTS=(-DPYG_ACCEL_SPMM_MIN_BLOCKS={1,5}); TESTS=(tests/test_sparse_ops.py)
           BENCH=(benchmarks/sparse.py --preset products --features 16 32 64 --reps 5) ;;
-  *) echo "unknown kernel family '$FAMILY' (gather, gather_host, sampler, sparse)"; exit 2 ;;
+  *) echo "unknown kernel family '$FAMILY' (gather, gather_host, sampler, sampler_hub, sparse)"; exit 2 ;;
 esac
 i=0
 # KERNEL_VARIANTS='-DA=1 -DB=2' replaces the family's list (one flag per variant).

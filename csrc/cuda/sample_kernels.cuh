@@ -468,9 +468,18 @@ struct HubDraw {
 
 constexpr int kBlockWarps = kBlock / 32;
 
+#ifndef PYG_ACCEL_HUB_MIN_BLOCKS
+#define PYG_ACCEL_HUB_MIN_BLOCKS 0  // resident blocks per SM asked of the compiler (0: its choice, 64 registers)
+#endif
+#if PYG_ACCEL_HUB_MIN_BLOCKS > 0
+#define PYG_ACCEL_HUB_BOUNDS __launch_bounds__(kBlock, PYG_ACCEL_HUB_MIN_BLOCKS)
+#else
+#define PYG_ACCEL_HUB_BOUNDS __launch_bounds__(kBlock)
+#endif
+
 // The hop's queued nodes (draw_one; sample_hub_queue.cuh): giants by whole blocks,
 // first, then the others a warp each, each taken by whichever is free.
-__global__ void __launch_bounds__(kBlock) hub_draw_kernel(HopArgs a) {
+__global__ void PYG_ACCEL_HUB_BOUNDS hub_draw_kernel(HopArgs a) {
   after_previous_kernel();
   draw_hub_queue<kBlockWarps>(
       a.hub_queue, a.c.hubs[a.hop], a.hub_queue + a.hub_queue_len, a.c.giants[a.hop], a.c.claimed + 2 * a.hop,
