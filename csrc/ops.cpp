@@ -79,6 +79,12 @@ TORCH_LIBRARY(pyg_accel, m) {
   // out[d, h, :] = sum over d's edges e of weight[e, h] * x[src[e], h, :]  (weight
   // None: 1). out is [num_dst, H, C] with num_dst = ptr.numel() - 1, in x's dtype.
   m.def("spmm(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x) -> Tensor");
+  // Building blocks of such a graph. csr_ptr: ptr [num_rows + 1] int64, ptr[r] = how
+  // many keys are below r, for keys (int32 / int64) sorted and in [0, num_rows) (not
+  // scanned): one binary search per row. mean_edge_weight: [E] 1 / max(1, in-degree of
+  // dst[e]) in dtype (floating), the weights that make a weighted sum the mean.
+  m.def("csr_ptr(Tensor key, int num_rows) -> Tensor");
+  m.def("mean_edge_weight(Tensor ptr, Tensor dst, ScalarType dtype) -> Tensor");
   // The same sum added into an existing out ([num_dst, H, C], x's dtype, contiguous):
   // out[d] += ..., rows of destinations without edges untouched (a second edge set
   // aggregated into the rows a first SpMM wrote, e.g. after a halo exchange).

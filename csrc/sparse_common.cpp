@@ -43,6 +43,21 @@ void check_spmm(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& 
   }
 }
 
+void check_csr_ptr(const at::Tensor& key, int64_t num_rows) {
+  TORCH_CHECK(key.dim() == 1 && (key.scalar_type() == at::kInt || key.scalar_type() == at::kLong),
+              "csr_ptr: key must be a 1-D int32 or int64 tensor");
+  TORCH_CHECK(num_rows >= 0, "csr_ptr: num_rows must be non-negative");
+}
+
+void check_mean_edge_weight(const at::Tensor& ptr, const at::Tensor& dst, at::ScalarType dtype) {
+  TORCH_CHECK(ptr.dim() == 1 && ptr.numel() >= 1 && ptr.scalar_type() == at::kLong,
+              "mean_edge_weight: ptr must be a 1-D int64 tensor of num_dst + 1 entries");
+  TORCH_CHECK(dst.dim() == 1 && (dst.scalar_type() == at::kInt || dst.scalar_type() == at::kLong),
+              "mean_edge_weight: dst must be a 1-D int32 or int64 tensor");
+  TORCH_CHECK(dst.device() == ptr.device(), "mean_edge_weight: ptr and dst must be on one device");
+  TORCH_CHECK(at::isFloatingType(dtype), "mean_edge_weight: dtype must be floating");
+}
+
 void check_spmm_transposed(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
                            const std::optional<at::Tensor>& weight, const at::Tensor& x, int64_t num_src) {
   check_spmm(ptr, dst, src, weight, x, "spmm_transposed");

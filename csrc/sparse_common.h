@@ -22,6 +22,13 @@ void check_edge_values(const at::Tensor& t, const at::Tensor& ptr, int64_t num_e
 void check_spmm(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
                 const std::optional<at::Tensor>& weight, const at::Tensor& x, const char* op);
 
+// Checks csr_ptr's inputs: key 1-D int32 / int64, num_rows >= 0.
+void check_csr_ptr(const at::Tensor& key, int64_t num_rows);
+
+// Checks mean_edge_weight's inputs: ptr 1-D int64, dst 1-D int32 / int64 on ptr's
+// device, dtype floating.
+void check_mean_edge_weight(const at::Tensor& ptr, const at::Tensor& dst, at::ScalarType dtype);
+
 // Checks spmm_transposed's inputs: SpMM's, with x [num_dst, H, C] and num_src >= 0.
 void check_spmm_transposed(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
                            const std::optional<at::Tensor>& weight, const at::Tensor& x, int64_t num_src);

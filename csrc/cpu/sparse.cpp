@@ -70,6 +70,37 @@ void spmm_add_cpu(at::Tensor& out, const at::Tensor& ptr, const at::Tensor& dst,
   spmm_into(ptr, src, weight, x, out, /*accumulate=*/true);
 }
 
+at::Tensor csr_ptr_cpu(const at::Tensor& key_t, int64_t num_rows) {
+  check_csr_ptr(key_t, num_rows);
+  const at::Tensor key = key_t.to(at::kLong).contiguous();
+  at::Tensor ptr = at::empty({num_rows + 1}, key.options());
+  const int64_t* k = key.data_ptr<int64_t>();
+  int64_t* p = ptr.data_ptr<int64_t>();
+  const int64_t E = key.numel();
+  at::parallel_for(0, num_rows + 1, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) p[r] = std::lower_bound(k, k + E, r) - k;
+  });
+  return ptr;
+}
+
+at::Tensor mean_edge_weight_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, at::ScalarType dtype) {
+  check_mean_edge_weight(ptr_t, dst_t, dtype);
+  const at::Tensor ptr = ptr_t.contiguous(), dst = dst_t.to(at::kLong).contiguous();
+  at::Tensor out = at::empty({dst.numel()}, dst.options().dtype(dtype));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mean_edge_weight_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    const int64_t* d = dst.data_ptr<int64_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, dst.numel(), 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) {
+        o[e] = static_cast<scalar_t>(acc_t(1) / static_cast<acc_t>(std::max<int64_t>(1, p[d[e] + 1] - p[d[e]])));
+      }
+    });
+  });
+  return out;
+}
+
 // out[src_e] += w_e * x[dst_e], edge by edge in order: each task owns a slice of the
 // features (a fixed summation order whatever the thread count).
 at::Tensor spmm_transposed_cpu(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
@@ -291,6 +322,8 @@ TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
   m.impl("spmm", &spmm_cpu);
   m.impl("spmm_add_", &spmm_add_cpu);
   m.impl("spmm_transposed", &spmm_transposed_cpu);
+  m.impl("csr_ptr", &csr_ptr_cpu);
+  m.impl("mean_edge_weight", &mean_edge_weight_cpu);
   m.impl("spmm_max", &spmm_max_cpu);
   m.impl("spmm_max_backward", &spmm_max_backward_cpu);
   m.impl("sddmm", &sddmm_cpu);

@@ -507,6 +507,62 @@ void generic_spmm(const at::Tensor& key, const at::Tensor& row, const at::Tensor
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+template <typename index_t>
+__global__ void csr_ptr_kernel(const index_t* __restrict__ key, int64_t num_keys, int64_t* __restrict__ ptr,
+                               int64_t num_rows) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r <= num_rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t lo = 0, hi = num_keys;  // first key >= r
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (static_cast<int64_t>(key[mid]) < r) lo = mid + 1; else hi = mid;
+    }
+    ptr[r] = lo;
+  }
+}
+
+template <typename scalar_t, typename index_t>
+__global__ void mean_edge_weight_kernel(const int64_t* __restrict__ ptr, const index_t* __restrict__ dst,
+                                        int64_t num_edges, scalar_t* __restrict__ out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < num_edges;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t d = dst[e];
+    const int64_t degree = ptr[d + 1] - ptr[d];
+    out[e] = static_cast<scalar_t>(acc_t(1) / static_cast<acc_t>(degree > 1 ? degree : 1));
+  }
+}
+
+at::Tensor csr_ptr_cuda(const at::Tensor& key_t, int64_t num_rows) {
+  check_csr_ptr(key_t, num_rows);
+  const c10::cuda::CUDAGuard guard(key_t.device());
+  const at::Tensor key = key_t.contiguous();
+  at::Tensor ptr = at::empty({num_rows + 1}, key.options().dtype(at::kLong));
+  AT_DISPATCH_INDEX_TYPES(key.scalar_type(), "csr_ptr_cuda", [&] {
+    csr_ptr_kernel<index_t><<<blocks_for(num_rows + 1), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        key.data_ptr<index_t>(), key.numel(), ptr.data_ptr<int64_t>(), num_rows);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return ptr;
+}
+
+at::Tensor mean_edge_weight_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t, at::ScalarType dtype) {
+  check_mean_edge_weight(ptr_t, dst_t, dtype);
+  const c10::cuda::CUDAGuard guard(ptr_t.device());
+  const at::Tensor ptr = ptr_t.contiguous(), dst = dst_t.contiguous();
+  const int64_t E = dst.numel();
+  at::Tensor out = at::empty({E}, dst.options().dtype(dtype));
+  if (E == 0) return out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "mean_edge_weight_cuda", [&] {
+    AT_DISPATCH_INDEX_TYPES(dst.scalar_type(), "mean_edge_weight_cuda_index", [&] {
+      mean_edge_weight_kernel<scalar_t, index_t><<<blocks_for(E), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+          ptr.data_ptr<int64_t>(), dst.data_ptr<index_t>(), E, out.data_ptr<scalar_t>());
+    });
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
 // The transposed SpMM on the edges as they are: the generic kernel with the two ends
 // swapped (its running sums then rarely span two edges, so most sums land by atomics).
 at::Tensor spmm_transposed_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
@@ -661,6 +717,8 @@ TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
   m.impl("spmm", &spmm_cuda);
   m.impl("spmm_add_", &spmm_add_cuda);
   m.impl("spmm_transposed", &spmm_transposed_cuda);
+  m.impl("csr_ptr", &csr_ptr_cuda);
+  m.impl("mean_edge_weight", &mean_edge_weight_cuda);
   m.impl("spmm_max", &spmm_max_cuda);
   m.impl("spmm_max_backward", &spmm_max_backward_cuda);
   m.impl("sddmm", &sddmm_cuda);

@@ -128,8 +128,9 @@ class CooGraph:
         else:
             perm = None
         # ptr[d] = first edge with key >= d: one binary search per node over the sorted
-        # keys, cheaper on the GPU than a histogram's atomics into hub counters
-        ptr = torch.searchsorted(key, torch.arange(num_dst + 1, dtype=key.dtype, device=key.device))
+        # keys, cheaper on the GPU than a histogram's atomics into hub counters (one
+        # launch: torch.searchsorted needed the queries as a tensor first)
+        ptr = ops().csr_ptr(key, num_dst)
         return cls(ptr, src, key, perm, num_src, num_dst)
 
     @classmethod
@@ -192,8 +193,7 @@ class CooGraph:
         """``[E]`` weight ``1 / in_degree(dst_e)`` of each sorted edge: a weighted sum
         with it is the mean over incoming edges (built once per graph)."""
         if self._mean_weight is None or self._mean_weight.dtype != dtype:
-            inv = self.in_degree().to(dtype).clamp_(min=1).reciprocal_()  # (fp32 holds degrees < 2**24 exactly)
-            self._mean_weight = take_rows(inv, self.dst)
+            self._mean_weight = ops().mean_edge_weight(self.ptr, self.dst, dtype)  # one launch
         return self._mean_weight
 
     def sort_edges(self, values: Tensor) -> Tensor:
@@ -489,6 +489,14 @@ def _fake_spmm(ptr, dst, src, weight, x):
     return x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
 
 
+def _fake_csr_ptr(key, num_rows):
+    return key.new_empty((num_rows + 1,), dtype=torch.int64)
+
+
+def _fake_mean_edge_weight(ptr, dst, dtype):
+    return dst.new_empty(dst.shape, dtype=dtype)
+
+
 def _fake_spmm_transposed(ptr, dst, src, weight, x, num_src):
     return x.new_empty((num_src, x.shape[1], x.shape[2]))
 
@@ -507,6 +515,8 @@ def _register() -> None:
     torch.library.register_fake('pyg_accel::spmm')(_fake_spmm)
     torch.library.register_fake('pyg_accel::spmm_add_')(lambda out, ptr, dst, src, weight, x: None)
     torch.library.register_fake('pyg_accel::spmm_transposed')(_fake_spmm_transposed)
+    torch.library.register_fake('pyg_accel::csr_ptr')(_fake_csr_ptr)
+    torch.library.register_fake('pyg_accel::mean_edge_weight')(_fake_mean_edge_weight)
     torch.library.register_fake('pyg_accel::sddmm')(_fake_sddmm)
     torch.library.register_fake('pyg_accel::spmm_max')(_fake_spmm_max)
     torch.library.register_fake('pyg_accel::spmm_max_backward')(
