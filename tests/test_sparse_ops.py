@@ -424,6 +424,12 @@ def test_spmm_gradient_by_either_adjoint(device, adjoint, heads, reduce, monkeyp
     for got, want in zip(torch.autograd.grad(out, [x, w], grad), torch.autograd.grad(ref, [x, w], grad)):
         torch.testing.assert_close(got, want, **TOL[torch.float64])
     assert (g._transpose is None) == (adjoint == 'scatter')  # the atomic path builds no transpose
+    x = torch.randn(40, H, 8, device=device, dtype=torch.float64, requires_grad=True)  # no destinations at all
+    empty = CooGraph.from_edge_index(torch.empty(2, 0, dtype=torch.long, device=device), (40, 0))
+    out = spmm(empty, x if heads else x[:, 0], reduce=reduce)
+    assert out.shape[0] == 0
+    got, = torch.autograd.grad(out, x, torch.zeros_like(out))
+    assert torch.equal(got, torch.zeros_like(x))
 
 
 def test_spmm_adjoint_choice(device, monkeypatch):
@@ -435,6 +441,8 @@ def test_spmm_adjoint_choice(device, monkeypatch):
     g = CooGraph.from_edge_index(random_edges(device=device), (40, 30))
     x = torch.randn(30, 2, 8, device=device)
     assert sparse._scatters(g, x) == (device.type == 'cuda')
+    no_dst = CooGraph.from_edge_index(torch.empty(2, 0, dtype=torch.long, device=device), (40, 0))
+    assert sparse._scatters(no_dst, torch.empty(0, 2, 8, device=device)) == (device.type == 'cuda')
     monkeypatch.setattr(sparse, 'SCATTER_ADJOINT_MAX', g.num_edges * 16 - 1)
     assert not sparse._scatters(g, x)
     monkeypatch.setattr(sparse, 'SCATTER_ADJOINT_MAX', g.num_edges * 16)

@@ -271,7 +271,8 @@ def _scatters(graph: CooGraph, x: Tensor) -> bool:
         raise ValueError(f"PYG_ACCEL_SPMM_ADJOINT must be 'auto', 'scatter' or 'transpose', got {choice!r}")
     if choice != 'auto':
         return choice == 'scatter'
-    return x.is_cuda and graph._transpose is None and graph.num_edges * x[0].numel() <= SCATTER_ADJOINT_MAX
+    edge_features = graph.num_edges * x.shape[1:].numel()  # (x may have no rows: a type absent from a batch)
+    return x.is_cuda and graph._transpose is None and edge_features <= SCATTER_ADJOINT_MAX
 
 
 def _spmm_transposed(graph: CooGraph, weight: Optional[Tensor], grad: Tensor) -> Tensor:
