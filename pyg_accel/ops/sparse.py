@@ -130,6 +130,7 @@ class CooGraph:
         # ptr[d] = first edge with key >= d: one binary search per node over the sorted
         # keys, cheaper on the GPU than a histogram's atomics into hub counters (one
         # launch: torch.searchsorted needed the queries as a tensor first)
+        check_cuda_built(key.device)
         ptr = ops().csr_ptr(key, num_dst)
         return cls(ptr, src, key, perm, num_src, num_dst)
 
