@@ -12,7 +12,9 @@ Graphs are shaped like sampled batches: ``E`` edges into ``E / 10`` destinations
 each), from sources drawn uniformly among ``E / 2``. ``latency`` is one call from an
 idle GPU (the host's launch work included: a sampled batch's backward is host-bound);
 ``device`` is the time per call of ten queued back to back. pyg_accel takes ``scatter``
-on a CUDA graph without a built transpose up to ``SCATTER_ADJOINT_MAX`` edge-features.
+on a graph without a built transpose up to ``SCATTER_ADJOINT_MAX`` edge-features on a
+GPU, ``SCATTER_ADJOINT_MAX_CPU`` on the CPU (where it sums in edge order per feature
+slice, the transpose's bits, without atomics).
 
     python benchmarks/spmm_adjoint.py --out OUT
     python benchmarks/spmm_adjoint.py --device cpu --edges 4096 --features 16   # quick, CPU
@@ -30,7 +32,7 @@ from common import environment, median_time, print_table, save_json  # noqa: E40
 from sparse import env_setting  # noqa: E402
 
 from pyg_accel.ops import CooGraph  # noqa: E402
-from pyg_accel.ops.sparse import SCATTER_ADJOINT_MAX, _spmm_transposed  # noqa: E402
+from pyg_accel.ops.sparse import SCATTER_ADJOINT_MAX, SCATTER_ADJOINT_MAX_CPU, _spmm_transposed  # noqa: E402
 
 
 def batch_like_graph(num_edges: int, device) -> CooGraph:
@@ -81,14 +83,16 @@ def main(argv=None) -> dict:
             r['transpose / scatter (latency)'] = r['transpose latency ms'] / r['scatter latency ms']
             r['transpose / scatter (device)'] = r['transpose device ms'] / r['scatter device ms']
             r['cached / scatter (device)'] = r['cached transpose device ms'] / r['scatter device ms']
-            r['auto takes'] = 'scatter' if device.type == 'cuda' and E * F <= SCATTER_ADJOINT_MAX else 'transpose'
+            limit = SCATTER_ADJOINT_MAX if device.type == 'cuda' else SCATTER_ADJOINT_MAX_CPU
+            r['auto takes'] = 'scatter' if E * F <= limit else 'transpose'
             rows.append(r)
             print(r, flush=True)
             del grad
         del graph, cached
         if device.type == 'cuda':
             torch.cuda.empty_cache()
-    payload = {'env': environment(), 'args': vars(args), 'scatter_adjoint_max': SCATTER_ADJOINT_MAX, 'rows': rows}
+    payload = {'env': environment(), 'args': vars(args), 'rows': rows,
+               'scatter_adjoint_max': SCATTER_ADJOINT_MAX if device.type == 'cuda' else SCATTER_ADJOINT_MAX_CPU}
     payload['table'] = print_table(rows, list(rows[0]), 'SpMM backward: atomics over the edges vs the transpose, '
                                    f'median ms (fp32, {device})')
     save_json(Path(args.out) / 'spmm_adjoint.json', payload)

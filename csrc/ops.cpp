@@ -93,7 +93,8 @@ TORCH_LIBRARY(pyg_accel, m) {
   // sum over edges e with src[e] = s of weight[e, h] * x[dst[e], h, :], for x
   // [num_dst, H, C]; out is [num_src, H, C] in x's dtype (SpMM's gradient with respect to
   // its input). Ids in src must be below num_src (not scanned). CPU: a loop over the
-  // edges in order per feature slice (deterministic); CUDA: atomic sums, no sort.
+  // edges in order per feature slice (deterministic: the sums of an SpMM over the
+  // reversed graph, bit for bit); CUDA: atomic sums, no sort.
   m.def("spmm_transposed(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x, int num_src) -> Tensor");
   // Max aggregation: out[d, h, c] = max over d's edges e of x[src[e], h, c] (0 for a
   // destination without edges, as PyG's scatter max), and ties[d, h, c] (int32) = how

@@ -253,19 +253,24 @@ def _check_graph_and(graph: CooGraph, *tensors: Tensor) -> None:
     check_cuda_built(graph.device)
 
 
-# Up to this many edge-features (E x H x C) a CUDA graph without a built transpose takes
-# its transposed SpMM by atomics over its own edges: building the transpose (a sort, a
-# gather, a binary search: ~8 launches, ~0.1 ms) costs more than the atomics. On an
-# H100 the atomics were 1.9-7x faster up to 2**24 edge-features, about even at 2**26
-# with F <= 64, and 1.3-1.8x slower from 2**26 at F = 256 (benchmarks/spmm_adjoint.py;
-# docs/benchmarks.md). Above it, and whenever the transpose exists (a full graph's,
-# memoised across steps), the SpMM over the transpose.
+# Up to this many edge-features (E x H x C) a graph without a built transpose takes its
+# transposed SpMM over its own edges (spmm_transposed): building the transpose (a sort,
+# a gather, a binary search) costs more than that saves.
+# - CUDA sums by atomics. On an H100 they were 1.9-7x faster up to 2**24
+#   edge-features, about even at 2**26 with F <= 64, and 1.3-1.8x slower from 2**26 at
+#   F = 256.
+# - The CPU kernel gives each thread a slice of the features and sums in edge order:
+#   the transpose's sums, bit for bit. On a 2-core VM it was 2.2-8x faster up to 2**22
+#   edge-features and 0.5-1.3x beyond, where its output rows leave the caches.
+# (benchmarks/spmm_adjoint.py; docs/benchmarks.md.) Above these, and whenever the
+# transpose exists (a full graph's, memoised across steps), the SpMM over the transpose.
 SCATTER_ADJOINT_MAX = 1 << 25
+SCATTER_ADJOINT_MAX_CPU = 1 << 22
 
 
 def _scatters(graph: CooGraph, x: Tensor) -> bool:
-    """Whether the transposed SpMM of ``graph`` for ``x`` ``[num_dst, H, C]`` runs by
-    atomics (``spmm_transposed``) rather than over the built transpose.
+    """Whether the transposed SpMM of ``graph`` for ``x`` ``[num_dst, H, C]`` runs over
+    the graph's own edges (``spmm_transposed``) rather than over the built transpose.
     ``PYG_ACCEL_SPMM_ADJOINT=scatter|transpose`` forces either (default ``auto``)."""
     choice = os.environ.get('PYG_ACCEL_SPMM_ADJOINT', 'auto')
     if choice not in ('auto', 'scatter', 'transpose'):
@@ -273,13 +278,14 @@ def _scatters(graph: CooGraph, x: Tensor) -> bool:
     if choice != 'auto':
         return choice == 'scatter'
     edge_features = graph.num_edges * x.shape[1:].numel()  # (x may have no rows: a type absent from a batch)
-    return x.is_cuda and graph._transpose is None and edge_features <= SCATTER_ADJOINT_MAX
+    limit = SCATTER_ADJOINT_MAX if x.is_cuda else SCATTER_ADJOINT_MAX_CPU
+    return graph._transpose is None and edge_features <= limit
 
 
 def _spmm_transposed(graph: CooGraph, weight: Optional[Tensor], grad: Tensor) -> Tensor:
     """``[num_src, H, C]``: x's gradient of the raw SpMM for ``grad`` ``[num_dst, H, C]``
-    (x[s] gets w[e] * grad[dst] over s's edges): by atomics over the graph's own edges,
-    or an SpMM over the transpose (see :data:`SCATTER_ADJOINT_MAX`)."""
+    (x[s] gets w[e] * grad[dst] over s's edges): over the graph's own edges, or an SpMM
+    over the transpose (see :data:`SCATTER_ADJOINT_MAX`)."""
     if _scatters(graph, grad):
         return ops().spmm_transposed(graph.ptr, graph.dst, graph.src, weight, grad, graph.num_src)
     rev, order = graph.transpose()
