@@ -464,6 +464,31 @@ def test_spmm_adjoint_choice(device, monkeypatch):
         sparse._scatters(g, x)
 
 
+@pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
+def test_csr_ptr_and_mean_edge_weight(device, index_dtype):
+    """csr_ptr(key, n)[r] = how many sorted keys are below r (isolated rows at both ends,
+    a hub row, no keys at all); mean_edge_weight = 1 / max(1, in-degree of dst), per
+    floating dtype, as the reference computes it."""
+    from pyg_accel.ops._library import ops
+    for key, n in ((torch.tensor([2, 2, 2, 5, 5, 7] + [9] * 300), 12), (torch.tensor([], dtype=torch.long), 4),
+                   (torch.randint(0, 1000, (5000,)).sort().values, 1003), (torch.tensor([0, 0]), 1)):
+        key = key.to(device=device, dtype=index_dtype)
+        want = torch.searchsorted(key.long(), torch.arange(n + 1, device=device))
+        poison_cuda_allocator()
+        ptr = ops().csr_ptr(key, n)
+        assert ptr.dtype == torch.int64 and torch.equal(ptr, want)
+        degree = (ptr[1:] - ptr[:-1]).clamp(min=1)
+        for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+            w = ops().mean_edge_weight(ptr, key, dtype)
+            assert w.dtype == dtype and w.shape == key.shape
+            torch.testing.assert_close(w, degree[key.long()].to(torch.float64).reciprocal().to(dtype), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match='int32 or int64'):
+        ops().csr_ptr(torch.zeros(3, device=device), 4)
+    with pytest.raises(RuntimeError, match='floating'):
+        long = dict(dtype=torch.long, device=device)
+        ops().mean_edge_weight(torch.zeros(3, **long), torch.zeros(2, **long), torch.int64)
+
+
 def test_bad_input_is_a_clear_error():
     ei = random_edges()
     g = CooGraph.from_edge_index(ei, (40, 30))
