@@ -19,7 +19,7 @@ import torch_geometric.transforms as T
 root = Path(__file__).resolve().parent
 sys.path[:0] = [str(root), str(root.parent / 'examples')]
 import hetero_node_classification as example  # noqa: E402
-from profile_step import SYNCING_CALLS, callers_of  # noqa: E402
+from profile_step import print_profile  # noqa: E402
 
 from pyg_accel.datasets import synthetic_mag  # noqa: E402
 from pyg_accel.loader import NeighborLoader  # noqa: E402
@@ -93,12 +93,7 @@ def main():
     launches = sum(e.count for e in events if e.key in ('cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel'))
     print(f'per step: {ops / args.steps:.0f} aten operators (nested included), '
           f'{launches / args.steps:.0f} kernel launches')
-    for name in SYNCING_CALLS:
-        count = sum(e.count for e in events if e.key == name)
-        if count:
-            print(f'{name}: {count / args.steps:.1f} per step, called from {callers_of(prof, name)}')
-    print(events.table(sort_by='self_cpu_time_total', row_limit=args.rows))
-    print(events.table(sort_by='self_device_time_total', row_limit=args.rows))
+    print_profile(prof, args.steps, args.rows)
 
 
 if __name__ == '__main__':

@@ -76,13 +76,19 @@ def main():
         for batch in steps:
             end_to_end.train_step(model, opt, batch, device)
         torch.cuda.synchronize()
+    print_profile(prof, args.steps, args.rows)
+
+
+def print_profile(prof, steps: int, rows: int) -> None:
+    """The host-synchronising CUDA calls per step (and where they come from), then the
+    top ``rows`` operators by host time and by GPU time, of a profile of ``steps`` steps."""
     events = prof.key_averages()
     for name in SYNCING_CALLS:
         count = sum(e.count for e in events if e.key == name)
         if count:
-            print(f'{name}: {count / args.steps:.1f} per step, called from {callers_of(prof, name)}')
-    print(events.table(sort_by='self_cpu_time_total', row_limit=args.rows))
-    print(events.table(sort_by='self_device_time_total', row_limit=args.rows))
+            print(f'{name}: {count / steps:.1f} per step, called from {callers_of(prof, name)}')
+    print(events.table(sort_by='self_cpu_time_total', row_limit=rows))
+    print(events.table(sort_by='self_device_time_total', row_limit=rows))
 
 
 def callers_of(prof, name: str) -> str:

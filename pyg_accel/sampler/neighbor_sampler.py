@@ -415,19 +415,19 @@ class NeighborSampler(BaseSampler):
         return self.hetero.perm if self.hetero is not None else self.perm
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
-        out = node_sample(index, self._sample)
-        # PyG keeps the seeds' ids and times on the CPU: moved to the batch's device here,
-        # without waiting, so that a training step's batch.to(device) finds nothing to copy
-        # (a blocking copy there would wait for every kernel queued before it)
-        out.metadata = tuple(t.to(self.device, non_blocking=True) if isinstance(t, Tensor) else t
-                             for t in out.metadata)
-        return out
+        return self._metadata_on_device(node_sample(index, self._sample))
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
         out = edge_sample(index, self._sample, self.num_nodes, self.disjoint, self.node_time, neg_sampling)
-        # PyG builds the labels, label indices and times of the seed edges (negatives
-        # included) on the CPU: move them to where the sampled subgraph lives
+        return self._metadata_on_device(out)
+
+    def _metadata_on_device(self, out):
+        """``out`` with its metadata on the batch's device. PyG builds it on the CPU: the
+        seeds' ids and times, and for seed edges their labels and label indices
+        (negatives included). Moved without waiting, so that a training step's
+        ``batch.to(device)`` finds nothing to copy (a blocking copy there would wait for
+        every kernel queued before it)."""
         out.metadata = tuple(t.to(self.device, non_blocking=True) if isinstance(t, Tensor) else t
                              for t in out.metadata)
         return out
