@@ -52,6 +52,7 @@ def sync(device: torch.device) -> None:
 
 
 TRIM = False  # --trim: PyG's trim_to_layer (each layer only computes the hops still needed)
+AMP = False  # --amp: forward and loss under bfloat16 autocast
 
 
 def trim_arguments(batch) -> dict:
@@ -64,8 +65,9 @@ def trim_arguments(batch) -> dict:
 def train_step(model, opt, batch, device) -> torch.Tensor:
     batch = batch.to(device, non_blocking=True)
     opt.zero_grad()
-    out = model(batch.x, batch.edge_index, **trim_arguments(batch))[:batch.batch_size]
-    loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=AMP):
+        out = model(batch.x, batch.edge_index, **trim_arguments(batch))[:batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
     loss.backward()
     opt.step()
     return loss.detach()
@@ -146,6 +148,9 @@ def main(argv=None) -> dict:
     p.add_argument('--tf32', action='store_true',
                    help='every configuration runs its fp32 matmuls on TF32 tensor cores '
                         "(torch.set_float32_matmul_precision('high'))")
+    p.add_argument('--amp', action='store_true',
+                   help='every configuration runs its forward and loss under torch.autocast in bfloat16 '
+                        '(mixed precision; parameters and optimizer in fp32)')
     p.add_argument('--features', choices=['device', 'pinned'], default='device',
                    help="where our stores keep the node features: on the device, or in pinned host memory "
                         "read by the GPU (graphs whose features do not fit; the gather then crosses PCIe)")
@@ -154,8 +159,8 @@ def main(argv=None) -> dict:
                         "in place by the GPU sampler (graphs that do not fit)")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
-    global TRIM
-    TRIM = args.trim
+    global TRIM, AMP
+    TRIM, AMP = args.trim, args.amp
     torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
     device = torch.device(args.device)
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device).to('cpu')  # generated on the GPU
@@ -210,12 +215,13 @@ def main(argv=None) -> dict:
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
                                    f'GraphSAGE {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
                                    f'{args.batch_size}{", trimmed" if args.trim else ""}'
-                                   f'{", TF32" if args.tf32 else ""}'
+                                   f'{", TF32" if args.tf32 else ""}{", bf16 autocast" if args.amp else ""}'
                                    f'{", pinned features" if args.features == "pinned" else ""}'
                                    f'{", pinned graph" if args.graph == "pinned" else ""} on {dataset.name} '
                                    f'({device}): one epoch')
     tag = '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}' + ('_trim' if args.trim else '')
-    tag += ('_tf32' if args.tf32 else '') + ('_pinned' if args.features == 'pinned' else '')
+    tag += ('_tf32' if args.tf32 else '') + ('_amp' if args.amp else '')
+    tag += '_pinned' if args.features == 'pinned' else ''
     tag += '_pinned_graph' if args.graph == 'pinned' else ''
     save_json(Path(args.out) / f'end_to_end_{tag}.json', payload)
     plot(rows, Path(args.out) / f'end_to_end_{tag}.png', payload['table'].splitlines()[0])

@@ -63,6 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(the same seed outputs for SAGE and GAT; GCN normalises by the trimmed degrees, as in PyG)")
     p.add_argument('--no-pipeline', action='store_true',
                    help='sample the next batch only after the current one trained (default: overlap them)')
+    p.add_argument('--amp', action='store_true',
+                   help='mixed precision: forward and loss under torch.autocast in bfloat16 (the layers read bf16 '
+                        'features with fp32 accumulation; parameters and optimizer stay fp32)')
     p.add_argument('--device', default='auto', help="'auto', 'cpu' or 'cuda[:N]'")
     p.add_argument('--location', default=None, help="store location: 'cuda', 'pinned' or 'cpu' (default: the device)")
     p.add_argument('--cache-fraction', type=float, default=None,
@@ -159,8 +162,14 @@ def sampled_evaluator(fs, gs, split, device, fanout: List[int], batch_size: int 
     return evaluate
 
 
-def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
-    """Whole-graph training with x, y and edge_index read from the stores."""
+def mixed_precision(device: torch.device, enabled: bool) -> torch.autocast:
+    """``--amp``: bfloat16 autocast on ``device`` (bf16 needs no loss scaling), else a no-op."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+def train_full(model, opt, fs, gs, split, device, epochs, bar, amp: bool = False) -> List[dict]:
+    """Whole-graph training with x, y and edge_index read from the stores
+    (``amp``: the forward and loss in bfloat16 autocast)."""
     x, y, edge_index = whole_graph(fs, gs, device)
     split = {k: v.to(device) for k, v in split.items()}
     history, timer = [], StageTimer(device)
@@ -169,7 +178,8 @@ def train_full(model, opt, fs, gs, split, device, epochs, bar) -> List[dict]:
         model.train()
         with timer.stage('compute'):  # (no sampling or gathering: the whole graph is on the device)
             opt.zero_grad()
-            loss = F.cross_entropy(model(x, edge_index)[split['train']], y[split['train']])
+            with mixed_precision(device, amp):
+                loss = F.cross_entropy(model(x, edge_index)[split['train']], y[split['train']])
             loss.backward()
             opt.step()
         stages = timer.summary()
@@ -208,8 +218,9 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
                 batch = batch.to(device)  # (stock PyG's CPU batches: the copy to the GPU)
             with timer.stage('compute'):
                 opt.zero_grad()
-                out = model(batch.x, batch.edge_index, **trim_arguments(batch, args.trim))[:batch.batch_size]
-                loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+                with mixed_precision(device, args.amp):
+                    out = model(batch.x, batch.edge_index, **trim_arguments(batch, args.trim))[:batch.batch_size]
+                    loss = F.cross_entropy(out, batch.y[:batch.batch_size])
                 loss.backward()
                 opt.step()
                 total += loss.detach() * batch.batch_size
@@ -280,7 +291,7 @@ def main(argv=None) -> dict:
     model = build_model(args, dataset.num_features, dataset.num_classes).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
-    train = train_full if args.mode == 'full' else \
+    train = (lambda *a: train_full(*a, amp=args.amp)) if args.mode == 'full' else \
         lambda *a: train_neighbor(*a, args, data=data.cpu() if args.baseline == 'pyg' else None)  # noqa: E731
     history = train(model, opt, fs, gs, dataset.split, device, args.epochs, bar)
 

@@ -12,7 +12,8 @@
 #     layers = GCN/SAGE/GAT layers vs PyG; primitives = costs of the
 #     PyTorch gathers/sorts the layers use;
 #   - e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls, e2e_pinned: features in pinned
-#     host memory, e2e_pinned_graph: the graph there too); cache = pinned features behind a GPU row cache;
+#     host memory, e2e_pinned_graph: the graph there too, e2e_amp: bf16 autocast); cache = pinned
+#     features behind a GPU row cache;
 #   - example_hetero = the ogbn-mag-shaped example, ours and stock PyG; example_papers_full = the main
 #     example at papers100M's full size, generated into the stores.
 #
@@ -115,6 +116,12 @@ for stage in $STAGES; do
     e2e_tf32)  # the same two runs of issue 5's setting with TF32 matmuls in every configuration
       run e2e_tf32 python3 benchmarks/end_to_end.py --tf32 --out "$OUT_DIR"
       run e2e_tf32_trim python3 benchmarks/end_to_end.py --tf32 --trim --out "$OUT_DIR" ;;
+    e2e_amp)  # issue 5's setting in bf16 autocast (every configuration): plain, trimmed, pinned features
+      run e2e_amp python3 benchmarks/end_to_end.py --amp --pyg-batches 8 --out "$OUT_DIR"
+      run e2e_amp_trim python3 benchmarks/end_to_end.py --amp --trim --configs accel-sampler accel-sync accel \
+        --out "$OUT_DIR"
+      run e2e_amp_pinned python3 benchmarks/end_to_end.py --amp --features pinned --configs accel-sync accel \
+        --out "$OUT_DIR" ;;
     layers)  # PyG's GATConv and SAGEConv(aggr='max') run out of memory on the full products-size graph:
       # those two also at half size
       run layers python3 benchmarks/layers.py --preset products --widths 64 128 --reps 3 --profile --out "$OUT_DIR"

@@ -4,7 +4,7 @@ host-synchronising CUDA runtime calls it makes, and the profiler's top operators
 host time and by GPU time. A step whose enqueue time is close to its finish time is
 host-bound: the GPU waits for Python.
 
-    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--trim] [--tf32] [--scale 1.0]
+    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--trim] [--tf32] [--amp] [--scale 1.0]
 """
 import argparse
 import statistics
@@ -34,11 +34,12 @@ def main():
     p.add_argument('--layers-from', choices=['pyg_accel', 'pyg'], default='pyg_accel')
     p.add_argument('--trim', action='store_true')
     p.add_argument('--tf32', action='store_true')
+    p.add_argument('--amp', action='store_true', help='forward and loss under bfloat16 autocast')
     p.add_argument('--steps', type=int, default=10)
     p.add_argument('--rows', type=int, default=25, help='operators listed per table')
     p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
     args = p.parse_args()
-    end_to_end.TRIM = args.trim
+    end_to_end.TRIM, end_to_end.AMP = args.trim, args.amp
     torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
     device = torch.device('cuda')
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device).to('cpu')

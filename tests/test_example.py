@@ -23,6 +23,16 @@ def test_main_example_trains(tmp_path, model, trim):
     assert (tmp_path / 'curves.png').is_file()
 
 
+@pytest.mark.parametrize('mode,model', [('neighbor', 'sage'), ('neighbor', 'gat'), ('full', 'gcn')])
+def test_main_example_trains_in_mixed_precision(tmp_path, mode, model):
+    """--amp: the forward in bfloat16 autocast (on the CPU here, the GPU's bf16 on the
+    device) still learns the embedded graph."""
+    summary = node_classification.main(['--amp', '--mode', mode, '--model', model, '--epochs', '15', '--out',
+                                        str(tmp_path)])
+    history = json.loads((tmp_path / 'metrics.json').read_text())['history']
+    assert history[-1]['loss'] < history[0]['loss'] and summary['test_acc'] > 0.5
+
+
 @pytest.mark.parametrize('model', ['gcn', 'gat'])
 def test_full_graph_mode_trains_and_times_its_compute(tmp_path, model):
     summary = node_classification.main(['--mode', 'full', '--model', model, '--epochs', '30', '--dataset',

@@ -119,7 +119,8 @@ def test_lazy_layers_size_their_weights_on_the_first_call(device, name):
 @pytest.mark.parametrize('widths', [(16, 8), (16, 32)])
 def test_layers_under_autocast_match_pyg(device, name, kwargs, widths):
     """Mixed precision (torch.autocast, bf16): the same output dtype and values as PyG's
-    layer, and a backward that runs (SAGE's in-place root term would mix dtypes)."""
+    layer, and the same gradients of the input and of every (fp32) parameter (SAGE runs
+    its fused root term in bf16 there; mixing dtypes in place would fail)."""
     ei = graph(device=device)
     ours, ref = same_layers(getattr(acc_nn, name), getattr(pyg_nn, name), *widths, device=device, **kwargs)
     x = torch.randn(50, widths[0], device=device, requires_grad=True)
@@ -127,9 +128,12 @@ def test_layers_under_autocast_match_pyg(device, name, kwargs, widths):
         out, want = ours(x, ei), ref(x, ei)
     assert out.dtype == want.dtype
     torch.testing.assert_close(out.float(), want.float(), atol=5e-2, rtol=5e-2)
-    grad, = torch.autograd.grad(out.float().sum(), x)
-    expected, = torch.autograd.grad(want.float().sum(), x)
-    torch.testing.assert_close(grad, expected, atol=5e-2, rtol=5e-2)
+    grad = torch.randn(want.shape, device=device)
+    got = torch.autograd.grad(out.float(), [x] + list(ours.parameters()), grad)
+    expected = torch.autograd.grad(want.float(), [x] + list(ref.parameters()), grad)
+    for a, b in zip(got, expected):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, atol=1e-1, rtol=5e-2)
 
 
 @pytest.mark.parametrize('name,kwargs', [('GraphSAGE', {}), ('GAT', {'add_self_loops': False})])

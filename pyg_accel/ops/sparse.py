@@ -363,7 +363,10 @@ class _EdgeSoftmax(torch.autograd.Function):
         return None, ops().edge_softmax_backward(ctx.graph.ptr, out, grad.contiguous())
 
 
-_MEAN_BY_WEIGHT = (torch.float32, torch.float64)
+# Dtypes whose mean is a sum weighted by 1/deg. In bf16 the rounded weight errs by at
+# most 2^-9 relative, as the sum's rounding before a division would, and bf16 has fp32's
+# range; fp16's 1/deg goes subnormal past degree 16,384, so fp16 divides the output.
+_MEAN_BY_WEIGHT = (torch.float32, torch.float64, torch.bfloat16)
 
 
 def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: str = 'sum') -> Tensor:
@@ -400,7 +403,7 @@ def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: st
         mean_w = graph.mean_weight(x3.dtype)
         w = mean_w.unsqueeze(1).expand(graph.num_edges, x3.size(1)) if w is None else w * mean_w.unsqueeze(1)
     out = _SpMM.apply(graph, None if w is None else w.contiguous(), x3.contiguous())
-    if divide:  # (a 16-bit 1/deg would round before the fp32 accumulation: divide the output instead)
+    if divide:  # (fp16: see _MEAN_BY_WEIGHT)
         out = out / graph.in_degree().clamp(min=1).to(out.dtype).view(-1, 1, 1)
     return out.squeeze(1) if flat else out
 

@@ -41,12 +41,12 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
         num_dst = size[1] if size is not None else (x_dst.size(0) if x_dst is not None else x_src.size(0))
         graph = coo_graph(ei, (x_src.size(0), num_dst))
         weight, bias = self.lin_l.weight, self.lin_l.bias
-        # Under autocast the GEMMs' outputs are 16-bit while x stays fp32: an in-place
-        # addmm_ would mix the two, so the root term is added out of place there.
-        in_place = not torch.is_autocast_enabled(x_src.device.type)
-        if in_place and reduce in _LINEAR and self._root_shares_input(x_src, x_dst, num_dst):
-            out = _SAGEWithRoot.apply(graph, reduce, x_src, weight, bias, self.lin_r.weight, num_dst)
-        else:
+        fused = reduce in _LINEAR and self._root_shares_input(x_src, x_dst, num_dst)
+        out = _sage_with_root(graph, reduce, x_src, weight, bias, self.lin_r.weight, num_dst) if fused else None
+        if out is None:
+            # Under autocast the GEMMs' outputs are 16-bit while x stays fp32: an in-place
+            # addmm_ would mix the two, so the root term is added out of place there.
+            in_place = not torch.is_autocast_enabled(x_src.device.type)
             out = self._aggregate(graph, reduce, x_src, weight, bias)
             if self.root_weight and x_dst is not None:
                 if in_place and self.lin_r.bias is None and x_dst.dim() == 2:
@@ -83,6 +83,24 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
         lazy = any(isinstance(p, UninitializedParameter) for p in self.parameters())
         self.__dict__['_sized'] = not lazy  # (not a module attribute: no state_dict or repr entry)
         return lazy
+
+
+def _sage_with_root(graph, reduce: str, x: Tensor, w_l: Tensor, b_l: Optional[Tensor], w_r: Tensor,
+                    num_dst: int) -> Optional[Tensor]:
+    """:class:`_SAGEWithRoot`, also under ``torch.autocast``: there its fp32 inputs are
+    cast to the autocast dtype once (as autocast casts a GEMM's inputs, but ``x`` once for
+    both terms, before the SpMM reads it) and it runs with autocast off, so the
+    aggregation, both GEMMs and the in-place sums share one 16-bit dtype. ``None`` where
+    the inputs' dtypes still differ (the caller then adds the terms apart)."""
+    device_type = x.device.type
+    if not torch.is_autocast_enabled(device_type):
+        return _SAGEWithRoot.apply(graph, reduce, x, w_l, b_l, w_r, num_dst)
+    dtype = torch.get_autocast_dtype(device_type)
+    x, w_l, b_l, w_r = (t.to(dtype) if t is not None and t.dtype == torch.float32 else t for t in (x, w_l, b_l, w_r))
+    if any(t is not None and t.dtype != x.dtype for t in (w_l, b_l, w_r)):
+        return None
+    with torch.autocast(device_type, enabled=False):
+        return _SAGEWithRoot.apply(graph, reduce, x, w_l, b_l, w_r, num_dst)
 
 
 class _SAGEWithRoot(torch.autograd.Function):
