@@ -136,6 +136,28 @@ def test_layers_under_autocast_match_pyg(device, name, kwargs, widths):
         torch.testing.assert_close(a, b, atol=1e-1, rtol=5e-2)
 
 
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('rows', [0, 5, 8, 9, 16, 29])
+def test_row_gemms_match_one_gemm(device, monkeypatch, dtype, rows):
+    """The 16-bit GEMMs over a batch's rows (a head of whole chunks and a fixed-shape tail
+    sharing rows with it; a chunk of 8 rows here, on the CPU too): the product of one GEMM,
+    with bias, and accumulated in place, for row counts below, at and past the chunk."""
+    from pyg_accel.nn.conv import _row_gemm
+    monkeypatch.setattr(_row_gemm, 'ROW_CHUNK', 8)
+    monkeypatch.setattr(_row_gemm, '_SPLIT_DEVICES', ('cpu', 'cuda'))
+    a = torch.randn(rows, 12, device=device).to(dtype)
+    w = torch.randn(6, 12, device=device).to(dtype)  # used transposed, as the layers do
+    bias = torch.randn(6, device=device).to(dtype)
+    want = a.double() @ w.double().t()
+    tol = dict(atol=5e-2, rtol=2e-2)
+    torch.testing.assert_close(_row_gemm.row_mm(a, w.t()).double(), want, **tol)
+    torch.testing.assert_close(_row_gemm.row_mm(a, w.t(), bias).double(), want + bias.double(), **tol)
+    out = torch.randn(rows, 6, device=device).to(dtype)
+    expected = out.double() + want
+    assert _row_gemm.row_addmm_(out, a, w.t()) is out
+    torch.testing.assert_close(out.double(), expected, **tol)
+
+
 @pytest.mark.parametrize('name,kwargs', [('GraphSAGE', {}), ('GAT', {'add_self_loops': False})])
 def test_models_through_to_hetero_match_pyg(device, name, kwargs):
     """torch_geometric.nn.to_hetero on our models (bipartite calls per edge type, the

@@ -14,6 +14,7 @@ from torch_geometric.typing import OptPairTensor
 from ...ops import spmm
 from ...ops.sparse import spmm_adjoint
 from ._graph import PyGPropagate, accelerated, coo_graph, plain_edge_index
+from ._row_gemm import row_addmm_, row_mm
 
 _REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum', 'max': 'max'}
 _LINEAR = ('mean', 'sum')  # aggregations that commute with the linear map
@@ -114,10 +115,14 @@ class _SAGEWithRoot(torch.autograd.Function):
     @staticmethod
     def forward(ctx, graph, reduce: str, x: Tensor, w_l: Tensor, b_l: Optional[Tensor], w_r: Tensor,
                 num_dst: int) -> Tensor:
-        lin_first = w_l.size(0) < w_l.size(1)
-        agg = None if lin_first else spmm(graph, x, reduce=reduce)
-        out = SAGEConv._aggregate(graph, reduce, x, w_l, b_l) if lin_first else F.linear(agg, w_l, b_l)
-        out.addmm_(x[:num_dst], w_r.t())
+        lin_first = w_l.size(0) < w_l.size(1)  # (the GEMMs over the batch's rows: see _row_gemm)
+        if lin_first:  # W (agg x) = agg (W x): the narrower SpMM
+            agg, out = None, spmm(graph, row_mm(x, w_l.t()), reduce=reduce)
+            out = out if b_l is None else out.add_(b_l)
+        else:
+            agg = spmm(graph, x, reduce=reduce)
+            out = row_mm(agg, w_l.t(), b_l)
+        row_addmm_(out, x[:num_dst], w_r.t())
         ctx.graph, ctx.reduce, ctx.num_dst, ctx.has_bias = graph, reduce, num_dst, b_l is not None
         ctx.lin_first = lin_first
         ctx.save_for_backward(x, w_l, w_r)
@@ -135,15 +140,15 @@ class _SAGEWithRoot(torch.autograd.Function):
         if ctx.lin_first:  # lin_l applied before aggregating: out = A (x w_l^T) + b
             spread = spmm_adjoint(graph, grad, reduce)  # [N, O]
             grad_wl = spread.t().mm(x) if need_wl else None
-            grad_x = spread.mm(w_l) if need_x else None
+            grad_x = row_mm(spread, w_l) if need_x else None
         else:  # out = (A x) w_l^T + b
             if agg is None and need_wl:  # a second backward through a retained graph
                 agg = spmm(graph, x, reduce=reduce)
             grad_wl = grad.t().mm(agg) if need_wl else None
             del agg  # freed before the [N, F] gradients are made (peak memory as autograd's)
-            grad_x = spmm_adjoint(graph, grad.mm(w_l), reduce) if need_x else None
+            grad_x = spmm_adjoint(graph, row_mm(grad, w_l), reduce) if need_x else None
         if need_x:
-            grad_x[:num_dst].addmm_(grad, w_r)  # the root term's gradient, summed in place
+            row_addmm_(grad_x[:num_dst], grad, w_r)  # the root term's gradient, summed in place
         grad_bl = grad.sum(0) if need_bl and ctx.has_bias else None
         grad_wr = grad.t().mm(x[:num_dst]) if need_wr else None
         return None, None, grad_x, grad_wl, grad_bl, grad_wr, None
