@@ -7,10 +7,11 @@ a new row count, 18 us with a repeated one), which left a bf16 SAGE training ste
 host-bound. So for 16-bit CUDA operands these split the rows into a head whose count is a
 multiple of :data:`ROW_CHUNK` (a handful of shapes over an epoch) and a tail GEMM over
 the last ``ROW_CHUNK`` rows (one shape), the rows they share computed twice; elsewhere
-they are the plain call.
+they are the plain call. ``PYG_ACCEL_ROW_GEMM_SPLIT=0`` turns the split off.
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import torch
@@ -18,7 +19,8 @@ from torch import Tensor
 
 ROW_CHUNK = 4096  # rows of the fixed-shape tail GEMM (~1.5% extra rows at 274k)
 _SPLIT_DTYPES = (torch.float16, torch.bfloat16)
-_SPLIT_DEVICES = ('cuda',)  # (the tests add 'cpu' to check the split itself)
+# (the tests add 'cpu' to check the split itself)
+_SPLIT_DEVICES = ('cuda',) if os.environ.get('PYG_ACCEL_ROW_GEMM_SPLIT', '1') != '0' else ()
 
 
 def _head_rows(a: Tensor) -> int:

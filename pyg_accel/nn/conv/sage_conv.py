@@ -88,20 +88,20 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
 
 def _sage_with_root(graph, reduce: str, x: Tensor, w_l: Tensor, b_l: Optional[Tensor], w_r: Tensor,
                     num_dst: int) -> Optional[Tensor]:
-    """:class:`_SAGEWithRoot`, also under ``torch.autocast``: there its fp32 inputs are
-    cast to the autocast dtype once (as autocast casts a GEMM's inputs, but ``x`` once for
-    both terms, before the SpMM reads it) and it runs with autocast off, so the
-    aggregation, both GEMMs and the in-place sums share one 16-bit dtype. ``None`` where
-    the inputs' dtypes still differ (the caller then adds the terms apart)."""
+    """:class:`_SAGEWithRoot`, also under ``torch.autocast``: there it runs with autocast
+    off on its inputs cast to the autocast dtype inside it (``x`` once for both terms,
+    before the SpMM reads it; no autograd node per cast), so the aggregation, both GEMMs
+    and the in-place sums share one 16-bit dtype, and it returns each gradient in its
+    input's dtype. ``None`` for inputs autocast would not cast (the caller then adds the
+    terms apart)."""
     device_type = x.device.type
     if not torch.is_autocast_enabled(device_type):
-        return _SAGEWithRoot.apply(graph, reduce, x, w_l, b_l, w_r, num_dst)
+        return _SAGEWithRoot.apply(graph, reduce, x, w_l, b_l, w_r, num_dst, None)
     dtype = torch.get_autocast_dtype(device_type)
-    x, w_l, b_l, w_r = (t.to(dtype) if t is not None and t.dtype == torch.float32 else t for t in (x, w_l, b_l, w_r))
-    if any(t is not None and t.dtype != x.dtype for t in (w_l, b_l, w_r)):
+    if any(t is not None and t.dtype not in (torch.float32, dtype) for t in (x, w_l, b_l, w_r)):
         return None
     with torch.autocast(device_type, enabled=False):
-        return _SAGEWithRoot.apply(graph, reduce, x, w_l, b_l, w_r, num_dst)
+        return _SAGEWithRoot.apply(graph, reduce, x, w_l, b_l, w_r, num_dst, dtype)
 
 
 class _SAGEWithRoot(torch.autograd.Function):
@@ -110,11 +110,15 @@ class _SAGEWithRoot(torch.autograd.Function):
     sum two ``[N, F]`` gradients of ``x`` in a pass of its own).
 
     Shapes: ``x`` ``[N, F]``, ``w_l`` / ``w_r`` ``[O, F]``, ``b_l`` ``[O]``; returns ``[num_dst, O]``.
+    ``dtype``: computes in it (the inputs cast; gradients returned in each input's dtype).
     """
 
     @staticmethod
     def forward(ctx, graph, reduce: str, x: Tensor, w_l: Tensor, b_l: Optional[Tensor], w_r: Tensor,
-                num_dst: int) -> Tensor:
+                num_dst: int, dtype: Optional[torch.dtype]) -> Tensor:
+        ctx.dtypes = [None if t is None else t.dtype for t in (x, w_l, b_l, w_r)]
+        if dtype is not None:
+            x, w_l, b_l, w_r = (None if t is None else t.to(dtype) for t in (x, w_l, b_l, w_r))
         lin_first = w_l.size(0) < w_l.size(1)  # (the GEMMs over the batch's rows: see _row_gemm)
         if lin_first:  # W (agg x) = agg (W x): the narrower SpMM
             agg, out = None, spmm(graph, row_mm(x, w_l.t()), reduce=reduce)
@@ -134,7 +138,7 @@ class _SAGEWithRoot(torch.autograd.Function):
         x, w_l, w_r = ctx.saved_tensors
         agg, ctx.agg = ctx.agg, None
         graph, reduce, num_dst = ctx.graph, ctx.reduce, ctx.num_dst
-        grad = grad.contiguous()
+        grad = grad.to(x.dtype).contiguous()  # (the compute dtype, whatever the output became)
         need_x, need_wl, need_bl, need_wr = ctx.needs_input_grad[2:6]
         grad_x = grad_wl = grad_bl = grad_wr = None
         if ctx.lin_first:  # lin_l applied before aggregating: out = A (x w_l^T) + b
@@ -151,4 +155,6 @@ class _SAGEWithRoot(torch.autograd.Function):
             row_addmm_(grad_x[:num_dst], grad, w_r)  # the root term's gradient, summed in place
         grad_bl = grad.sum(0) if need_bl and ctx.has_bias else None
         grad_wr = grad.t().mm(x[:num_dst]) if need_wr else None
-        return None, None, grad_x, grad_wl, grad_bl, grad_wr, None
+        grads = (None if g is None else g.to(dtype)  # (each in its input's dtype)
+                 for g, dtype in zip((grad_x, grad_wl, grad_bl, grad_wr), ctx.dtypes))
+        return (None, None, *grads, None, None)
