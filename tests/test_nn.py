@@ -117,14 +117,16 @@ def test_lazy_layers_size_their_weights_on_the_first_call(device, name):
 
 @pytest.mark.parametrize('name,kwargs', [('SAGEConv', {}), ('GCNConv', {}), ('GATConv', {'heads': 2})])
 @pytest.mark.parametrize('widths', [(16, 8), (16, 32)])
-def test_layers_under_autocast_match_pyg(device, name, kwargs, widths):
-    """Mixed precision (torch.autocast, bf16): the same output dtype and values as PyG's
-    layer, and the same gradients of the input and of every (fp32) parameter (SAGE runs
-    its fused root term in bf16 there; mixing dtypes in place would fail)."""
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_layers_under_autocast_match_pyg(device, name, kwargs, widths, dtype):
+    """Mixed precision (torch.autocast, bf16 and fp16): the same output dtype and values
+    as PyG's layer, and the same gradients of the input and of every (fp32) parameter
+    (SAGE runs its fused root term in the 16-bit dtype there; mixing dtypes in place would
+    fail)."""
     ei = graph(device=device)
     ours, ref = same_layers(getattr(acc_nn, name), getattr(pyg_nn, name), *widths, device=device, **kwargs)
     x = torch.randn(50, widths[0], device=device, requires_grad=True)
-    with torch.autocast(device.type, dtype=torch.bfloat16):
+    with torch.autocast(device.type, dtype=dtype):
         out, want = ours(x, ei), ref(x, ei)
     assert out.dtype == want.dtype
     torch.testing.assert_close(out.float(), want.float(), atol=5e-2, rtol=5e-2)
