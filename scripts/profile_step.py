@@ -65,7 +65,8 @@ def main():
         torch.cuda.synchronize()
         enqueue.append(t1 - t0)
         finish.append(time.perf_counter() - t0)
-    print(f'{args.layers_from} layers{" trimmed" if args.trim else ""}{" TF32" if args.tf32 else ""}: '
+    setting = ' trimmed' * args.trim + ' TF32' * args.tf32 + ' bf16' * args.amp
+    print(f'{args.layers_from} layers{setting}: '
           f'host enqueues a step in {statistics.median(enqueue) * 1e3:.2f} ms, it finishes after '
           f'{statistics.median(finish) * 1e3:.2f} ms (medians of {args.steps})', flush=True)
     print_phases(model, opt, batches, device, args.steps)
