@@ -10,7 +10,8 @@ products-size synthetic graph, four ways, in one process on the same data.
 
 Every configuration trains with PyTorch's fused Adam on the GPU (one kernel for all
 parameters: the multi-tensor version costs ~1 ms of host time per step). Matmuls run in
-full fp32 unless ``--tf32`` (TF32 tensor cores, for every configuration).
+full fp32 unless ``--tf32`` (TF32 tensor cores, for every configuration); ``--amp`` runs
+every configuration's forward and loss under bf16 autocast.
 
 For each: seconds per epoch (``--max-batches`` caps the batches timed, the rest scaled),
 the split of the unpipelined step into loading (sampling + feature gather) and compute
@@ -21,6 +22,7 @@ GPU busy fraction: the union of every kernel and copy interval on any stream
     python benchmarks/end_to_end.py --out OUT                          # [15, 10, 5], batch 1024
     python benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --out OUT
     python benchmarks/end_to_end.py --features pinned --out OUT        # features in host memory
+    python benchmarks/end_to_end.py --amp --out OUT                    # mixed precision (bf16)
     python benchmarks/end_to_end.py --preset tiny --device cpu --max-batches 5   # smoke test
 """
 from __future__ import annotations
