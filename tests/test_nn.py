@@ -138,6 +138,19 @@ def test_layers_under_autocast_match_pyg(device, name, kwargs, widths, dtype):
         torch.testing.assert_close(a, b, atol=1e-1, rtol=5e-2)
 
 
+@pytest.mark.parametrize('name', ['SAGEConv', 'GCNConv', 'GATConv'])
+def test_second_derivatives_through_layers_are_a_clear_error(device, name):
+    """A gradient penalty (create_graph=True, then backward through the gradient) raises
+    PyTorch's once-differentiable error on our layers instead of dropping the second-order
+    terms; PyG's layers compute it."""
+    ei = graph(device=device)
+    layer = getattr(acc_nn, name)(16, 8).to(device)
+    x = torch.randn(50, 16, device=device, requires_grad=True)
+    grad, = torch.autograd.grad(layer(x, ei).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match='differentiate twice'):
+        grad.pow(2).sum().backward()
+
+
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize('rows', [0, 5, 8, 9, 16, 29])
 def test_row_gemms_match_one_gemm(device, monkeypatch, dtype, rows):

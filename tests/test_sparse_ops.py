@@ -489,6 +489,24 @@ def test_csr_ptr_and_mean_edge_weight(device, index_dtype):
         ops().mean_edge_weight(torch.zeros(3, **long), torch.zeros(2, **long), torch.int64)
 
 
+@pytest.mark.parametrize('op', ['spmm', 'spmm-mean', 'spmm-max', 'sddmm', 'edge_softmax'])
+def test_second_derivatives_are_a_clear_error(device, op):
+    """The ops' backward passes are not differentiable again: a second backward through
+    them (a gradient penalty, create_graph=True) raises PyTorch's once-differentiable
+    error instead of returning zeros."""
+    ei = random_edges(device=device)
+    g = CooGraph.from_edge_index(ei, (40, 30))
+    x = torch.randn(40, 8, device=device, requires_grad=True)
+    w = torch.rand(ei.size(1), device=device, requires_grad=True)
+    out = {'spmm': lambda: spmm(g, x, g.sort_edges(w)), 'spmm-mean': lambda: spmm(g, x, reduce='mean'),
+           'spmm-max': lambda: spmm(g, x, reduce='max'),
+           'sddmm': lambda: sddmm(g, torch.randn(30, 8, device=device), x),
+           'edge_softmax': lambda: edge_softmax(g, g.sort_edges(w))}[op]()
+    grad, = torch.autograd.grad((out ** 2).sum(), w if op == 'edge_softmax' else x, create_graph=True)
+    with pytest.raises(RuntimeError, match='differentiate twice'):
+        (grad ** 2).sum().backward()
+
+
 def test_bad_input_is_a_clear_error():
     ei = random_edges()
     g = CooGraph.from_edge_index(ei, (40, 30))

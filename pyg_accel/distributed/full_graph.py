@@ -28,6 +28,7 @@ from typing import List, Optional, Tuple, Union
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch_geometric.data import Data
 
 from ..data.reorder import _check_edge_index, node_order, reorder_data
@@ -110,6 +111,7 @@ class _HaloExchange(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor):
         part = ctx.part
         begin = part.timer.start(grad.device) if part.timer is not None else None

@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..ops import CooGraph, spmm
 from ..ops.sparse import spmm_add_, spmm_adjoint, take_rows
@@ -115,6 +116,7 @@ class _OverlappedAggregate(torch.autograd.Function):
         return spmm_add_(out, graph.boundary, recv, graph.boundary_weight)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor):
         graph = ctx.graph
         part = graph.part

@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from .. import _build
 from ._library import check_cuda_built, ops
@@ -301,6 +302,7 @@ class _SpMM(torch.autograd.Function):
         return ops().spmm(graph.ptr, graph.dst, graph.src, weight, x)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor):
         graph = ctx.graph
         weight, x = ctx.saved_tensors
@@ -322,6 +324,7 @@ class _SpMMMax(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor):
         x, out, ties = ctx.saved_tensors
         rev, _ = ctx.graph.transpose()
@@ -336,6 +339,7 @@ class _SDDMM(torch.autograd.Function):
         return ops().sddmm(graph.ptr, graph.dst, graph.src, a, b)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor):
         graph = ctx.graph
         a, b = ctx.saved_tensors
@@ -358,6 +362,7 @@ class _EdgeSoftmax(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor):
         (out,) = ctx.saved_tensors
         return None, ops().edge_softmax_backward(ctx.graph.ptr, out, grad.contiguous())

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.nn.parameter import UninitializedParameter
 from torch_geometric.typing import OptPairTensor
 
@@ -134,6 +135,7 @@ class _SAGEWithRoot(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor):
         x, w_l, w_r = ctx.saved_tensors
         agg, ctx.agg = ctx.agg, None
