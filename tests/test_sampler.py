@@ -108,6 +108,79 @@ def test_bidirectional(stores):
     assert all((c, r) in pairs for r, c in pairs)
 
 
+def directed_graph(num_nodes=400, num_edges=3000, seed=0) -> Data:
+    """A random directed graph whose out- and in-neighbourhoods differ (each edge points
+    1-40 ids ahead), with out-degrees from 0 to ~30."""
+    g = torch.Generator().manual_seed(seed)
+    src = (torch.rand(num_edges, generator=g) ** 2 * num_nodes).long()  # skewed out-degrees
+    dst = (src + 1 + torch.randint(0, 40, (num_edges,), generator=g)) % num_nodes
+    return Data(x=torch.randn(num_nodes, 8), y=torch.zeros(num_nodes, dtype=torch.long),
+                edge_index=torch.stack([src, dst]), num_nodes=num_nodes)
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_backward_sampling_follows_out_edges(location):
+    """sample_direction='backward': each node draws min(fanout, out-degree) distinct
+    out-edges; the batch's edges are the graph's (source = the node sampled from, grouped
+    by it), and our layers on it match PyG's (the batch is not marked dst-sorted)."""
+    data = directed_graph()
+    stores = from_data(data, location)
+    seeds = torch.arange(0, 400, 9)
+    sampler = NeighborSampler(stores, [4, 3], sample_direction='backward')
+    batch = next(iter(pyg_accel.loader.NeighborLoader(stores, [4, 3], neighbor_sampler=sampler, input_nodes=seeds,
+                                                      batch_size=seeds.numel())))
+    check_batch(batch, data, seeds)
+    src, dst = batch.edge_index.cpu()
+    assert bool((src[1:] >= src[:-1]).all())  # grouped by the node sampled from, in node order
+    out_degree = torch.bincount(data.edge_index[0], minlength=400)
+    first_hop = batch.num_sampled_edges[0]
+    drawn = torch.bincount(src[:first_hop], minlength=seeds.numel())
+    assert torch.equal(drawn, out_degree[seeds].clamp(max=4))
+    assert batch.e_id.unique().numel() == batch.e_id.numel()  # without replacement
+    from pyg_accel.nn import SAGEConv as OurSAGE
+    from torch_geometric.nn import SAGEConv as PyGSAGE
+    torch.manual_seed(0)
+    ours, ref = OurSAGE(8, 4).to(batch.x.device), PyGSAGE(8, 4).to(batch.x.device)
+    ref.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(ours(batch.x, batch.edge_index), ref(batch.x, batch.edge_index))
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_backward_sampling_with_weights_and_induced_edges(location):
+    """Backward sampling over a weighted graph never draws a zero-weight out-edge, and its
+    induced subgraph is every edge among the sampled nodes, in the graph's direction."""
+    data = directed_graph()
+    data.w = (torch.arange(data.num_edges) % 3 != 0).float()  # a third of the edges weigh 0
+    stores = from_data(data, location)
+    sampler = NeighborSampler(stores, [5, 5], sample_direction='backward', weight_attr='w')
+    batch = next(iter(pyg_accel.loader.NeighborLoader(stores, [5, 5], neighbor_sampler=sampler,
+                                                      input_nodes=torch.arange(0, 400, 5), batch_size=80)))
+    check_batch(batch, data, torch.arange(0, 400, 5))
+    assert bool((data.w[batch.e_id.cpu()] > 0).all())
+    induced = NeighborSampler(stores, [5, 5], sample_direction='backward', subgraph_type='induced')
+    batch = next(iter(NeighborLoader(stores, [5, 5], neighbor_sampler=induced, input_nodes=torch.arange(0, 400, 5),
+                                     batch_size=80)))
+    n_id, e_id = batch.n_id.cpu(), batch.e_id.cpu()
+    assert torch.equal(n_id[batch.edge_index.cpu()], data.edge_index[:, e_id])
+    inside = torch.isin(data.edge_index, n_id).all(0)
+    assert torch.equal(e_id.sort().values, inside.nonzero().view(-1))
+
+
+@requires_stock_sampler
+def test_backward_sampling_matches_stock_pyg(dataset):
+    """All out-neighbours ([-1, -1]) reach stock PyG's backward node and edge sets."""
+    from torch_geometric.sampler import NeighborSampler as PyGSampler
+    data = directed_graph()
+    seeds = torch.arange(0, 400, 13)
+    ours = next(iter(NeighborLoader(data, [-1, -1], input_nodes=seeds, batch_size=seeds.numel(),
+                                    neighbor_sampler=NeighborSampler(data, [-1, -1], sample_direction='backward'))))
+    ref = next(iter(NeighborLoader(data, [-1, -1], input_nodes=seeds, batch_size=seeds.numel(),
+                                   neighbor_sampler=PyGSampler(data, [-1, -1], sample_direction='backward'))))
+    assert torch.equal(ours.n_id.sort().values, ref.n_id.sort().values)
+    assert torch.equal(ours.e_id.sort().values, ref.e_id.sort().values)
+    assert torch.equal(ours.n_id[ours.edge_index], data.edge_index[:, ours.e_id])
+
+
 def check_induced(node, row, col, edge, edge_index, perm=None):
     """Exactly the input edges between the sampled nodes, ordered by destination (in node
     order) then by CSC position; ``edge`` maps through ``perm`` to input edge ids."""

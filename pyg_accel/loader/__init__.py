@@ -60,8 +60,9 @@ class _Pipelined:
         self.pipeline, self._on_gpu = pipeline, on_gpu
         self._inverse_perms: Dict = {}  # per edge type, for edge features after transform_sampler_output
         # our sampler's directional output lists each node's edges together, in node order,
-        # per edge type too (so does the induced output: edges by destination, then CSC position)
-        self._dst_sorted = (isinstance(sampler, NeighborSampler)
+        # per edge type too (so does the induced output: edges by destination, then CSC position);
+        # sampling backward, it lists them by source instead
+        self._dst_sorted = (isinstance(sampler, NeighborSampler) and sampler.sample_direction == 'forward'
                             and sampler.subgraph_type in (SubgraphType.directional, SubgraphType.induced))
 
     def __iter__(self):

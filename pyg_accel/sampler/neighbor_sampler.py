@@ -295,6 +295,23 @@ def _sort_columns_by_time(graph: _Graph) -> _Graph:
     return _Graph(graph.colptr, row, perm, graph.num_nodes, None, graph.node_time, edge_time)
 
 
+def _reversed(graph: _Graph) -> _Graph:
+    """The reversed graph in CSC order, for ``sample_direction='backward'``: node ``v``'s
+    column lists the destinations of its out-edges (the input's CSR), in CSC order within
+    each source; ``perm`` still maps positions to input edge ids and the weights follow
+    their edges. Costs one stable sort and a copy of the edges."""
+    colptr, row = graph.colptr.long(), graph.row
+    num_nodes = graph.num_nodes
+    dst = torch.repeat_interleave(torch.arange(num_nodes, device=row.device, dtype=row.dtype),
+                                  (colptr[1:] - colptr[:-1]).to(row.device), output_size=row.numel())
+    order = torch.sort(row, stable=True).indices  # CSC positions grouped by source
+    out_degree = torch.bincount(row.long(), minlength=num_nodes)
+    reversed_ptr = torch.cat([out_degree.new_zeros(1), out_degree.cumsum(0)])
+    perm = order if graph.perm is None else graph.perm.to(order.device)[order]
+    weight = None if graph.edge_weight is None else graph.edge_weight[order]
+    return _Graph(reversed_ptr, dst[order], perm, num_nodes, weight)
+
+
 class NeighborSampler(BaseSampler):
     r"""Multi-hop neighbour sampling (uniform, weighted or temporal; homogeneous or
     heterogeneous) with PyG's ``NeighborSampler`` semantics.
@@ -326,7 +343,12 @@ class NeighborSampler(BaseSampler):
             is read from the store's CSC, and forked DataLoader workers read a CPU graph
             copy-on-write.
         directed: ``False`` is PyG's deprecated spelling of ``subgraph_type='induced'``.
-        sample_direction: ``'forward'`` only (in-neighbours, PyG's default).
+        sample_direction: ``'forward'`` samples in-neighbours (PyG's default);
+            ``'backward'`` samples out-neighbours, as stock PyG: the sampler keeps the
+            reversed graph (one sort and a copy of the edges, made once), and each sampled
+            edge comes out in the graph's direction, ``row`` being the node it was sampled
+            from. Homogeneous graphs, not temporal (stock PyG has no temporal backward
+            sampling either).
         seed: fixes the sampler's random stream (each batch still differs); ``None``
             follows ``torch.manual_seed``.
 
@@ -347,9 +369,13 @@ class NeighborSampler(BaseSampler):
             subgraph_type = SubgraphType.induced
             warnings.warn("The usage of the 'directed' argument in 'NeighborSampler' is deprecated. Use "
                           "`subgraph_type='induced'` instead.", stacklevel=2)
-        if sample_direction != 'forward':
-            raise ValueError(f"NeighborSampler: sample_direction={sample_direction!r} is not supported; pyg_accel "
-                             "samples in-neighbours ('forward')")
+        if sample_direction not in ('forward', 'backward'):
+            raise ValueError(f"NeighborSampler: sample_direction must be 'forward' or 'backward', got "
+                             f'{sample_direction!r}')
+        if sample_direction == 'backward' and (time_attr is not None or _is_hetero(data)):
+            raise ValueError("NeighborSampler: sample_direction='backward' is supported for homogeneous graphs "
+                             'without time_attr')
+        self.sample_direction = sample_direction
         if time_attr is not None and weight_attr is not None:
             raise ValueError('NeighborSampler: weighted temporal sampling is not supported')
         if temporal_strategy not in ('uniform', 'last'):
@@ -373,6 +399,8 @@ class NeighborSampler(BaseSampler):
             graph, place = _load_graph(data, weight_attr, time_attr)
             if time_attr is not None:
                 graph = _sort_columns_by_time(graph)
+            if sample_direction == 'backward':
+                graph = _reversed(graph)
             if place[1]:  # a pinned graph sampled on the GPU
                 graph = _graph_on(graph, *place)
             self.colptr, self.row, self.perm, self.num_nodes = graph.colptr, graph.row, graph.perm, graph.num_nodes
@@ -447,6 +475,8 @@ class NeighborSampler(BaseSampler):
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             row, col, edge = induced_edges(self.colptr, self.row, out.node, out.node)
             out = out._replace(row=row, col=col, edge=edge, num_sampled_edges=None)
+        if self.sample_direction == 'backward':  # edges of the reversed graph, back in the graph's direction
+            out = out._replace(row=out.col, col=out.row)
         result = SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
                                num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges)
         if self.subgraph_type == SubgraphType.bidirectional:
