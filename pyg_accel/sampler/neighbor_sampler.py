@@ -27,7 +27,7 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from ..data.convert import put_hetero_edges
-from ..data.graph_store import GraphStore
+from ..data.graph_store import GraphStore, _ids_to_ptr, _ptr_to_ids
 from ..data.host_memory import pinned_copy
 from ..ops.gather import trust_index, uva_view
 from ..ops.sampling import cuda_sampling_available, hetero_neighbor_sample, neighbor_sample, sort_columns_by_time
@@ -300,16 +300,12 @@ def _reversed(graph: _Graph) -> _Graph:
     column lists the destinations of its out-edges (the input's CSR), in CSC order within
     each source; ``perm`` still maps positions to input edge ids and the weights follow
     their edges. Costs one stable sort and a copy of the edges."""
-    colptr, row = graph.colptr.long(), graph.row
-    num_nodes = graph.num_nodes
-    dst = torch.repeat_interleave(torch.arange(num_nodes, device=row.device, dtype=row.dtype),
-                                  (colptr[1:] - colptr[:-1]).to(row.device), output_size=row.numel())
-    order = torch.sort(row, stable=True).indices  # CSC positions grouped by source
-    out_degree = torch.bincount(row.long(), minlength=num_nodes)
-    reversed_ptr = torch.cat([out_degree.new_zeros(1), out_degree.cumsum(0)])
+    row = graph.row
+    dst = _ptr_to_ids(graph.colptr.to(row.device), row.numel())
+    order = torch.sort(row, stable=True).indices  # CSC positions grouped by source (as GraphStore's CSR)
     perm = order if graph.perm is None else graph.perm.to(order.device)[order]
     weight = None if graph.edge_weight is None else graph.edge_weight[order]
-    return _Graph(reversed_ptr, dst[order], perm, num_nodes, weight)
+    return _Graph(_ids_to_ptr(row[order], graph.num_nodes), dst[order], perm, graph.num_nodes, weight)
 
 
 class NeighborSampler(BaseSampler):
