@@ -124,12 +124,15 @@ def test_backward_sampling_follows_out_edges(location):
     out-edges; the batch's edges are the graph's (source = the node sampled from, grouped
     by it), and our layers on it match PyG's (the batch is not marked dst-sorted)."""
     data = directed_graph()
+    data.edge_attr = torch.randn(data.num_edges, 3)
     stores = from_data(data, location)
     seeds = torch.arange(0, 400, 9)
     sampler = NeighborSampler(stores, [4, 3], sample_direction='backward')
     batch = next(iter(pyg_accel.loader.NeighborLoader(stores, [4, 3], neighbor_sampler=sampler, input_nodes=seeds,
                                                       batch_size=seeds.numel())))
     check_batch(batch, data, seeds)
+    # the store's per-edge tensors at the sampled edges (the sampler's positions index the reversed graph)
+    assert torch.equal(batch.edge_attr.cpu(), data.edge_attr[batch.e_id.cpu()])
     src, dst = batch.edge_index.cpu()
     assert bool((src[1:] >= src[:-1]).all())  # grouped by the node sampled from, in node order
     out_degree = torch.bincount(data.edge_index[0], minlength=400)

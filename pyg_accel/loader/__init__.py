@@ -62,8 +62,11 @@ class _Pipelined:
         # our sampler's directional output lists each node's edges together, in node order,
         # per edge type too (so does the induced output: edges by destination, then CSC position);
         # sampling backward, it lists them by source instead
-        self._dst_sorted = (isinstance(sampler, NeighborSampler) and sampler.sample_direction == 'forward'
-                            and sampler.subgraph_type in (SubgraphType.directional, SubgraphType.induced))
+        forward = isinstance(sampler, NeighborSampler) and sampler.sample_direction == 'forward'
+        self._dst_sorted = forward and sampler.subgraph_type in (SubgraphType.directional, SubgraphType.induced)
+        # the sampler's edge positions are the store's CSC positions, except backward: there
+        # they index the reversed graph the sampler reads
+        self._store_positions = forward or not isinstance(sampler, NeighborSampler)
 
     def __iter__(self):
         indices = index_batches(self) if self.fast_index else None
@@ -84,9 +87,9 @@ class _Pipelined:
         graph_store = self.data[1] if isinstance(self.data, (tuple, list)) else None
         if not isinstance(graph_store, GraphStore) or out.edge is None:
             return batch
-        if self.transform_sampler_output is None:
+        if self.transform_sampler_output is None and self._store_positions:
             positions = out.edge  # the sampler's CSC positions
-        else:  # the transform may have changed the edges: back from the batch's input edge ids
+        else:  # a transform may have changed the edges, or they index the reversed graph: from their input ids
             positions = csc_positions(batch, graph_store, self._inverse_perms)
         return attach_edge_features(batch, graph_store, positions)
 
