@@ -168,7 +168,7 @@ def test_directed_false_is_an_induced_subgraph_as_in_pyg():
     assert is_trusted_dst_sorted(batch.edge_index) and bool((dst[1:] >= dst[:-1]).all())
     with pytest.raises(ValueError, match="'forward' or 'backward'"):
         NeighborSampler(stores, [2], sample_direction='sideways')
-    with pytest.raises(ValueError, match="sample_direction='backward' is supported for homogeneous"):
-        NeighborSampler(from_data(paper_author_graph(10, 5, 20), 'cpu'), [2], sample_direction='backward')
+    with pytest.raises(ValueError, match="'backward' does not take time_attr"):
+        NeighborSampler(stores, [2], sample_direction='backward', time_attr='time')
     with pytest.raises(TypeError):
         NeighborSampler(stores, [2], fanout=3)  # a misspelt argument is not swallowed

@@ -735,6 +735,127 @@ def test_heterogeneous_batches_are_sorted_by_destination(location, mode):
     assert is_trusted_edge_index(edge_index, (batch['paper'].num_nodes,) * 2) and not is_trusted_dst_sorted(edge_index)
 
 
+def out_neighbourhood(data, seeds: torch.Tensor, hops: int):
+    """Reference for backward sampling at fanout -1 from paper ``seeds``: per node type
+    the nodes reached along out-edges within ``hops`` hops, and per edge type the
+    out-edges of the nodes expanded (those new at each hop before the last)."""
+    reached = {t: torch.zeros(data[t].num_nodes, dtype=torch.bool) for t in data.node_types}
+    reached['paper'][seeds] = True
+    frontier = {t: r.clone() for t, r in reached.items()}
+    drawn = {et: torch.zeros(data[et].num_edges, dtype=torch.bool) for et in data.edge_types}
+    for _ in range(hops):
+        new = {t: torch.zeros_like(r) for t, r in reached.items()}
+        for et in data.edge_types:
+            src, dst = data[et].edge_index
+            take = frontier[et[0]][src]
+            drawn[et] |= take
+            new[et[-1]][dst[take]] = True
+        frontier = {t: new[t] & ~reached[t] for t in reached}
+        reached = {t: reached[t] | new[t] for t in reached}
+    return reached, drawn
+
+
+def backward_loader(graph, fanouts, seeds: torch.Tensor, **kwargs):
+    """Our loader over ``graph`` with a backward sampler, one batch of paper ``seeds``."""
+    sampler = NeighborSampler(graph, fanouts, sample_direction='backward', **kwargs)
+    return pyg_accel.loader.NeighborLoader(graph, fanouts, neighbor_sampler=sampler, input_nodes=('paper', seeds),
+                                           batch_size=seeds.numel())
+
+
+def with_edge_attrs(data):
+    for et in data.edge_types:
+        data[et].edge_attr = torch.randn(data[et].num_edges, 2)
+    return data
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+@pytest.mark.parametrize('source', ['stores', 'heterodata'])
+def test_heterogeneous_backward_sampling_at_full_fanout(location, source):
+    """sample_direction='backward' on a heterogeneous graph, every out-neighbour: exactly
+    the nodes reached along out-edges and the out-edges of the nodes expanded, under the
+    graph's own edge types, each edge in the graph's direction with its input id and
+    edge features."""
+    data = with_edge_attrs(hetero_graph())
+    seeds = torch.arange(0, 80, 7)
+    graph = from_data(data, location) if source == 'stores' else data.clone().to(location)
+    batch = next(iter(backward_loader(graph, [-1, -1], seeds))).to('cpu')
+    check_hetero_batch(batch, data, seeds)
+    reached, drawn = out_neighbourhood(data, seeds, 2)
+    for node_type in data.node_types:
+        assert torch.equal(batch[node_type].n_id.sort().values, reached[node_type].nonzero().view(-1))
+    for edge_type in data.edge_types:
+        e_id = batch[edge_type].e_id
+        assert torch.equal(e_id.sort().values, drawn[edge_type].nonzero().view(-1)), edge_type
+        assert torch.equal(batch[edge_type].edge_attr, data[edge_type].edge_attr[e_id]), edge_type
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_heterogeneous_backward_sampling_draws_out_edges(location):
+    """Each paper seed draws min(fanout, out-degree) distinct out-edges of each edge type
+    leaving papers, with per-edge-type fanouts keyed by the graph's own edge types; the
+    edges of a type are grouped by source and the batch is not marked dst-sorted."""
+    from pyg_accel.ops.sparse import is_trusted_dst_sorted
+    data = hetero_graph()
+    seeds = torch.arange(0, 80, 3)
+    fanouts = {('paper', 'cites', 'paper'): [2, 1], ('paper', 'written_by', 'author'): [3, 0],
+               ('author', 'writes', 'paper'): [1, 1]}
+    batch = next(iter(backward_loader(from_data(data, location), fanouts, seeds)))
+    for edge_type in batch.edge_types:
+        assert not is_trusted_dst_sorted(batch[edge_type].edge_index)
+    batch = batch.to('cpu')
+    check_hetero_batch(batch, data, seeds)
+    assert batch['author', 'writes', 'paper'].num_sampled_edges[0] == 0  # no author seeds
+    assert batch['paper', 'written_by', 'author'].num_sampled_edges[1] == 0  # fanout 0 at hop 2
+    for edge_type in (('paper', 'cites', 'paper'), ('paper', 'written_by', 'author')):
+        src = batch[edge_type].edge_index[0]
+        first_hop = src[:batch[edge_type].num_sampled_edges[0]]
+        assert bool((first_hop[1:] >= first_hop[:-1]).all())
+        out_degree = torch.bincount(data[edge_type].edge_index[0], minlength=80)[seeds]
+        drawn = torch.bincount(first_hop, minlength=seeds.numel())
+        assert torch.equal(drawn, out_degree.clamp(max=fanouts[edge_type][0]))
+        assert batch[edge_type].e_id.unique().numel() == batch[edge_type].e_id.numel()  # without replacement
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_heterogeneous_backward_sampling_weighted_and_induced(location):
+    """Backward over a weighted edge type never draws a zero-weight out-edge; the induced
+    backward subgraph is every edge among the sampled nodes, under the graph's types."""
+    data = hetero_graph()
+    written_by = ('paper', 'written_by', 'author')
+    weight = (torch.arange(data[written_by].num_edges) % 3 != 0).float()
+    data[written_by].w = weight
+    seeds = torch.arange(0, 80, 4)
+    stores = from_data(data, location)
+    batch = next(iter(backward_loader(stores, [3, 2], seeds, weight_attr='w'))).to('cpu')
+    check_hetero_batch(batch, data, seeds)
+    assert batch[written_by].e_id.numel() and bool((weight[batch[written_by].e_id] > 0).all())
+    sampler = NeighborSampler(stores, [3, 2], sample_direction='backward', subgraph_type='induced')
+    out = sampler._sample({'paper': seeds})
+    for edge_type in data.edge_types:
+        src, _, dst = edge_type
+        ei = data[edge_type].edge_index
+        node_src, node_dst = out.node[src].cpu(), out.node[dst].cpu()
+        edge_id = sampler.edge_permutation[edge_type].cpu()[out.edge[edge_type].cpu()]
+        got = torch.stack([node_src[out.row[edge_type].cpu()], node_dst[out.col[edge_type].cpu()]])
+        assert torch.equal(got, ei[:, edge_id])
+        inside = torch.isin(ei[0], node_src) & torch.isin(ei[1], node_dst)
+        assert torch.equal(edge_id.sort().values, inside.nonzero().view(-1))
+
+
+@requires_stock_sampler
+def test_heterogeneous_backward_sampling_matches_stock_pyg_nodes():
+    """All out-neighbours ([-1, -1]): the same node sets as stock PyG's backward sampler."""
+    from torch_geometric.sampler import NeighborSampler as PyGSampler
+    data = hetero_graph()
+    seeds = ('paper', torch.arange(0, 80, 9))
+    ours = next(iter(NeighborLoader(data, [-1, -1], input_nodes=seeds, batch_size=9, neighbor_sampler=NeighborSampler(
+        data, [-1, -1], sample_direction='backward'))))
+    ref = next(iter(NeighborLoader(data, [-1, -1], input_nodes=seeds, batch_size=9,
+                                   neighbor_sampler=PyGSampler(data, [-1, -1], sample_direction='backward'))))
+    for node_type in data.node_types:
+        assert torch.equal(ours[node_type].n_id.sort().values, ref[node_type].n_id.sort().values)
+
+
 def time_graph(node_level: bool):
     data = hetero_graph()
     g = torch.Generator().manual_seed(5)

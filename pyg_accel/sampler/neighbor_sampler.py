@@ -25,6 +25,7 @@ from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSample
                                      NodeSamplerInput, SamplerOutput)
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
+from torch_geometric.sampler.utils import reverse_edge_type
 
 from ..data.convert import put_hetero_edges
 from ..data.graph_store import GraphStore, _ids_to_ptr, _ptr_to_ids
@@ -308,6 +309,27 @@ def _reversed(graph: _Graph) -> _Graph:
     return _Graph(_ids_to_ptr(row[order], graph.num_nodes), dst[order], perm, graph.num_nodes, weight)
 
 
+def _reversed_hetero(graph: _HeteroGraph) -> _HeteroGraph:
+    """The reversed heterogeneous graph: each edge type ``(src, rel, dst)`` becomes
+    ``(dst, rel, src)`` (PyG's ``reverse_edge_type``, an involution, so keys stay
+    distinct), its CSC the input type's CSR (:func:`_reversed`), with its perm and
+    weights."""
+    out = _HeteroGraph({}, {}, {}, graph.num_nodes)
+    for et, colptr in graph.colptr.items():
+        one = _reversed(_Graph(colptr, graph.row[et], graph.perm.get(et), graph.num_nodes[et[0]],
+                               graph.edge_weight.get(et)))
+        rev = reverse_edge_type(et)
+        out.colptr[rev], out.row[rev], out.perm[rev] = one.colptr, one.row, one.perm
+        if one.edge_weight is not None:
+            out.edge_weight[rev] = one.edge_weight
+    return out
+
+
+def _restore_types(by_type: Optional[Dict[EdgeType, Tensor]]) -> Optional[Dict[EdgeType, Tensor]]:
+    """Per-edge-type outputs of the reversed graph keyed by the graph's own edge types."""
+    return None if by_type is None else {reverse_edge_type(et): v for et, v in by_type.items()}
+
+
 class NeighborSampler(BaseSampler):
     r"""Multi-hop neighbour sampling (uniform, weighted or temporal; homogeneous or
     heterogeneous) with PyG's ``NeighborSampler`` semantics.
@@ -343,8 +365,9 @@ class NeighborSampler(BaseSampler):
             ``'backward'`` samples out-neighbours, as stock PyG: the sampler keeps the
             reversed graph (one sort and a copy of the edges, made once), and each sampled
             edge comes out in the graph's direction, ``row`` being the node it was sampled
-            from. Homogeneous graphs, not temporal (stock PyG has no temporal backward
-            sampling either).
+            from. Heterogeneous graphs are sampled over each edge type reversed, and
+            their fanouts and outputs keyed by the graph's own edge types, as stock PyG's.
+            Not temporal (stock PyG has no temporal backward sampling either).
         seed: fixes the sampler's random stream (each batch still differs); ``None``
             follows ``torch.manual_seed``.
 
@@ -368,9 +391,9 @@ class NeighborSampler(BaseSampler):
         if sample_direction not in ('forward', 'backward'):
             raise ValueError(f"NeighborSampler: sample_direction must be 'forward' or 'backward', got "
                              f'{sample_direction!r}')
-        if sample_direction == 'backward' and (time_attr is not None or _is_hetero(data)):
-            raise ValueError("NeighborSampler: sample_direction='backward' is supported for homogeneous graphs "
-                             'without time_attr')
+        if sample_direction == 'backward' and time_attr is not None:
+            raise ValueError("NeighborSampler: sample_direction='backward' does not take time_attr (stock PyG has "
+                             'no temporal backward sampling either)')
         self.sample_direction = sample_direction
         if time_attr is not None and weight_attr is not None:
             raise ValueError('NeighborSampler: weighted temporal sampling is not supported')
@@ -383,13 +406,16 @@ class NeighborSampler(BaseSampler):
         self.edge_weight = self.node_time = self.edge_time = None
         if _is_hetero(data):
             self.hetero, place = _load_hetero_graph(data, weight_attr, time_attr)
+            edge_types = list(self.hetero.colptr)  # the graph's own (num_neighbors and outputs are keyed by them)
+            fanouts = self.num_neighbors.get_values(edge_types)
+            if sample_direction == 'backward':  # sampled forward over the reversed types
+                self.hetero, fanouts = _reversed_hetero(self.hetero), _restore_types(fanouts)
             self._hetero_kernel = _kernel_graph(self.hetero, *place)
             if place[1]:  # a pinned graph sampled on the GPU: edge ids map through views of its perms
                 self.hetero.perm = self._hetero_kernel.perm
             self.edge_weight = self.hetero.edge_weight or None
             self.node_time, self.edge_time = self.hetero.node_time or None, self.hetero.edge_time or None
-            edge_types = list(self.hetero.colptr)
-            self.fanouts_dict = {et: list(v) for et, v in self.num_neighbors.get_values(edge_types).items()}
+            self.fanouts_dict = {et: list(v) for et, v in fanouts.items()}
             self.num_nodes = dict(self.hetero.num_nodes)
         else:
             graph, place = _load_graph(data, weight_attr, time_attr)
@@ -436,7 +462,9 @@ class NeighborSampler(BaseSampler):
     def edge_permutation(self):
         """PyG's ``BaseSampler.edge_permutation``: CSC position -> input edge id (``None``
         when they coincide), so that loaders map sampled edge ids back to edge features."""
-        return self.hetero.perm if self.hetero is not None else self.perm
+        if self.hetero is None:
+            return self.perm
+        return _restore_types(self.hetero.perm) if self.sample_direction == 'backward' else self.hetero.perm
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
         return self._metadata_on_device(node_sample(index, self._sample))
@@ -493,6 +521,9 @@ class NeighborSampler(BaseSampler):
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             induced_row, induced_col, induced_edge = hetero_induced_edges(colptr, row, out.node)
             out = out._replace(row=induced_row, col=induced_col, edge=induced_edge, num_sampled_edges=None)
+        if self.sample_direction == 'backward':  # edges of the reversed types, back in the graph's types and direction
+            out = out._replace(row=_restore_types(out.col), col=_restore_types(out.row), edge=_restore_types(out.edge),
+                               num_sampled_edges=_restore_types(out.num_sampled_edges))
         for node_type, node in out.node.items():
             trust_index(node, self.hetero.num_nodes[node_type])
         result = HeteroSamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=out.batch,
