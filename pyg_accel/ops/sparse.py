@@ -283,15 +283,34 @@ def _scatters(graph: CooGraph, x: Tensor) -> bool:
     return graph._transpose is None and edge_features <= limit
 
 
+# Second derivatives. A backward that builds a graph of its own (``create_graph=True``:
+# gradient penalties, Hessian-vector products) runs with grad mode on. There the
+# backward passes below compute their gradients with the autograd functions of this
+# module (and differentiable PyTorch ops) instead of the raw kernels, so that those
+# gradients can be differentiated again; a plain backward keeps the raw kernels.
+
+def _tracked() -> bool:
+    """Whether the running backward builds a graph (``create_graph=True``)."""
+    return torch.is_grad_enabled()
+
+
+def _spmm_of_backward(graph: CooGraph, weight: Optional[Tensor], x: Tensor) -> Tensor:
+    """The raw SpMM, or under :func:`_tracked` the differentiable one."""
+    if _tracked():
+        return _SpMM.apply(graph, weight, x)
+    return ops().spmm(graph.ptr, graph.dst, graph.src, weight, x)
+
+
 def _spmm_transposed(graph: CooGraph, weight: Optional[Tensor], grad: Tensor) -> Tensor:
     """``[num_src, H, C]``: x's gradient of the raw SpMM for ``grad`` ``[num_dst, H, C]``
     (x[s] gets w[e] * grad[dst] over s's edges): over the graph's own edges, or an SpMM
-    over the transpose (see :data:`SCATTER_ADJOINT_MAX`)."""
-    if _scatters(graph, grad):
+    over the transpose (see :data:`SCATTER_ADJOINT_MAX`; always the latter, and
+    differentiable, under :func:`_tracked`)."""
+    if not _tracked() and _scatters(graph, grad):
         return ops().spmm_transposed(graph.ptr, graph.dst, graph.src, weight, grad, graph.num_src)
     rev, order = graph.transpose()
     w = None if weight is None else take_rows(weight, order)
-    return ops().spmm(rev.ptr, rev.dst, rev.src, w, grad)
+    return _spmm_of_backward(rev, w, grad)
 
 
 class _SpMM(torch.autograd.Function):
@@ -302,20 +321,23 @@ class _SpMM(torch.autograd.Function):
         return ops().spmm(graph.ptr, graph.dst, graph.src, weight, x)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
         graph = ctx.graph
         weight, x = ctx.saved_tensors
         grad = grad.contiguous()
         grad_w = grad_x = None
         if ctx.needs_input_grad[1]:  # d out[d] / d w[e] = <grad[d], x[src]>
-            grad_w = ops().sddmm(graph.ptr, graph.dst, graph.src, grad, x)
+            grad_w = _SDDMM.apply(graph, grad, x) if _tracked() else \
+                ops().sddmm(graph.ptr, graph.dst, graph.src, grad, x)
         if ctx.needs_input_grad[2]:
             grad_x = _spmm_transposed(graph, weight, grad)
         return None, grad_w, grad_x
 
 
 class _SpMMMax(torch.autograd.Function):
+    """(Its backward has no second derivative: a gradient penalty through 'max' raises
+    PyTorch's "differentiate twice" error.)"""
+
     @staticmethod
     def forward(ctx, graph: CooGraph, x: Tensor) -> Tensor:
         out, ties = ops().spmm_max(graph.ptr, graph.dst, graph.src, x)
@@ -339,17 +361,16 @@ class _SDDMM(torch.autograd.Function):
         return ops().sddmm(graph.ptr, graph.dst, graph.src, a, b)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
         graph = ctx.graph
         a, b = ctx.saved_tensors
         grad = grad.contiguous()
         grad_a = grad_b = None
         if ctx.needs_input_grad[1]:
-            grad_a = ops().spmm(graph.ptr, graph.dst, graph.src, grad, b)
+            grad_a = _spmm_of_backward(graph, grad, b)
         if ctx.needs_input_grad[2]:
             rev, order = graph.transpose()
-            grad_b = ops().spmm(rev.ptr, rev.dst, rev.src, take_rows(grad, order), a)
+            grad_b = _spmm_of_backward(rev, take_rows(grad, order), a)
         return None, grad_a, grad_b
 
 
@@ -362,10 +383,14 @@ class _EdgeSoftmax(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
         (out,) = ctx.saved_tensors
-        return None, ops().edge_softmax_backward(ctx.graph.ptr, out, grad.contiguous())
+        if not _tracked():
+            return None, ops().edge_softmax_backward(ctx.graph.ptr, out, grad.contiguous())
+        # out * (grad - the destination's sum of grad * out), from differentiable ops
+        dst = ctx.graph.dst
+        total = out.new_zeros((ctx.graph.num_dst, out.size(1))).index_add(0, dst, grad * out)
+        return None, out * (grad - total.index_select(0, dst))
 
 
 # Dtypes whose mean is a sum weighted by 1/deg. In bf16 the rounded weight errs by at
@@ -442,7 +467,9 @@ def spmm_add_(out: Tensor, graph: CooGraph, x: Tensor, weight: Optional[Tensor] 
 def spmm_adjoint(graph: CooGraph, grad: Tensor, reduce: str = 'sum', weight: Optional[Tensor] = None) -> Tensor:
     """The gradient of ``spmm(graph, x, weight, reduce)`` with respect to ``x``, for the
     output gradient ``grad`` ``[num_dst, F]``: an SpMM over the transpose. Returns
-    ``[num_src, F]``. For layers that compute their own backward."""
+    ``[num_src, F]``. For layers that compute their own backward: with grad mode off (a
+    plain backward) the raw kernels, with it on (``create_graph=True``) a differentiable
+    SpMM over the transpose."""
     if reduce not in ('sum', 'mean'):
         raise ValueError(f"spmm_adjoint: reduce must be 'sum' or 'mean', got {reduce!r}")
     grad3, flat = _heads3(grad, 'spmm_adjoint: grad')

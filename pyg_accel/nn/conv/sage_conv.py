@@ -2,13 +2,12 @@
 ``state_dict``; mean, sum and max aggregation without an ``E x F`` message tensor."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch.nn.parameter import UninitializedParameter
 from torch_geometric.typing import OptPairTensor
 
@@ -118,6 +117,7 @@ class _SAGEWithRoot(torch.autograd.Function):
     def forward(ctx, graph, reduce: str, x: Tensor, w_l: Tensor, b_l: Optional[Tensor], w_r: Tensor,
                 num_dst: int, dtype: Optional[torch.dtype]) -> Tensor:
         ctx.dtypes = [None if t is None else t.dtype for t in (x, w_l, b_l, w_r)]
+        given = (x, w_l, w_r)  # (a second derivative differentiates through their casts)
         if dtype is not None:
             x, w_l, b_l, w_r = (None if t is None else t.to(dtype) for t in (x, w_l, b_l, w_r))
         lin_first = w_l.size(0) < w_l.size(1)  # (the GEMMs over the batch's rows: see _row_gemm)
@@ -129,15 +129,17 @@ class _SAGEWithRoot(torch.autograd.Function):
             out = row_mm(agg, w_l.t(), b_l)
         row_addmm_(out, x[:num_dst], w_r.t())
         ctx.graph, ctx.reduce, ctx.num_dst, ctx.has_bias = graph, reduce, num_dst, b_l is not None
-        ctx.lin_first = lin_first
-        ctx.save_for_backward(x, w_l, w_r)
+        ctx.lin_first, ctx.dtype = lin_first, dtype
+        ctx.save_for_backward(x, w_l, w_r, *(given if dtype is not None else ()))
         ctx.agg = agg  # an intermediate, kept on ctx so that backward can free it once used
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
-        x, w_l, w_r = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: gradients that can be differentiated again
+            ctx.agg = None
+            return (None, None, *_tracked_sage_grads(ctx, grad), None, None)
+        x, w_l, w_r = ctx.saved_tensors[:3]
         agg, ctx.agg = ctx.agg, None
         graph, reduce, num_dst = ctx.graph, ctx.reduce, ctx.num_dst
         grad = grad.to(x.dtype).contiguous()  # (the compute dtype, whatever the output became)
@@ -160,3 +162,27 @@ class _SAGEWithRoot(torch.autograd.Function):
         grads = (None if g is None else g.to(dtype)  # (each in its input's dtype)
                  for g, dtype in zip((grad_x, grad_wl, grad_bl, grad_wr), ctx.dtypes))
         return (None, None, *grads, None, None)
+
+
+def _tracked_sage_grads(ctx, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+    """:class:`_SAGEWithRoot`'s gradients ``(x, w_l, b_l, w_r)`` for a backward that builds
+    a graph (``create_graph=True``): the same formulas from differentiable ops (our SpMM
+    and its adjoint, PyTorch's GEMMs, out of place), over the inputs as given (cast as the
+    forward cast them), so that a gradient penalty can differentiate them again."""
+    saved = ctx.saved_tensors
+    x, w_l, w_r = saved[3:] if ctx.dtype is not None else saved
+    if ctx.dtype is not None:
+        x, w_l, w_r = x.to(ctx.dtype), w_l.to(ctx.dtype), w_r.to(ctx.dtype)
+    graph, reduce, num_dst = ctx.graph, ctx.reduce, ctx.num_dst
+    grad = grad.to(x.dtype)
+    need_x, need_wl, need_bl, need_wr = ctx.needs_input_grad[2:6]
+    if ctx.lin_first:  # out = A (x w_l^T) + b
+        spread = spmm_adjoint(graph, grad, reduce)
+        grad_wl, grad_x = spread.t().mm(x), spread.mm(w_l)
+    else:  # out = (A x) w_l^T + b
+        grad_wl = grad.t().mm(spmm(graph, x, reduce=reduce)) if need_wl else None
+        grad_x = spmm_adjoint(graph, grad.mm(w_l), reduce)
+    grad_x = torch.cat([grad_x[:num_dst] + grad.mm(w_r), grad_x[num_dst:]])  # the root term's gradient
+    grads = (grad_x if need_x else None, grad_wl if need_wl else None,
+             grad.sum(0) if need_bl and ctx.has_bias else None, grad.t().mm(x[:num_dst]) if need_wr else None)
+    return tuple(None if g is None else g.to(dtype) for g, dtype in zip(grads, ctx.dtypes))
