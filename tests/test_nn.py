@@ -148,7 +148,8 @@ def gradient_penalty_grads(layer, x: torch.Tensor, *args) -> list:
 
 @pytest.mark.parametrize('name,kwargs,widths', [
     ('SAGEConv', {}, (16, 8)), ('SAGEConv', {}, (8, 16)), ('SAGEConv', {'aggr': 'sum', 'root_weight': False}, (8, 16)),
-    ('SAGEConv', {'project': True, 'normalize': True}, (16, 8)), ('GCNConv', {}, (16, 8)),
+    ('SAGEConv', {'project': True, 'normalize': True}, (16, 8)), ('SAGEConv', {'aggr': 'max'}, (16, 8)),
+    ('GCNConv', {}, (16, 8)),
     ('GCNConv', {'normalize': False}, (8, 16)), ('GATConv', {'heads': 2}, (16, 8)),
     ('GATConv', {'heads': 2, 'concat': False, 'edge_dim': 3}, (8, 16))])
 def test_second_derivatives_through_layers_match_pyg(device, name, kwargs, widths):
@@ -172,7 +173,7 @@ def test_second_derivatives_through_layers_match_pyg(device, name, kwargs, width
 
 def test_second_derivatives_through_sage_under_autocast(device):
     """The same under bf16 autocast (SAGE's fused function casts inside itself): close to
-    the float32 penalty's gradients, and 'max' still a clear error."""
+    the float32 penalty's gradients."""
     ei = graph(device=device)
     torch.manual_seed(0)
     layer = acc_nn.SAGEConv(16, 32).to(device)
@@ -183,11 +184,6 @@ def test_second_derivatives_through_sage_under_autocast(device):
     for a, b in zip(got, want):
         assert a.dtype == b.dtype
         torch.testing.assert_close(a, b, atol=0.1 * b.abs().max().item(), rtol=0.1)
-    x = x.requires_grad_()
-    grad, = torch.autograd.grad(acc_nn.SAGEConv(16, 8, aggr='max').to(device)(x, ei).pow(2).sum(), x,
-                                create_graph=True)
-    with pytest.raises(RuntimeError, match='differentiate twice'):
-        grad.pow(2).sum().backward()
 
 
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])

@@ -13,7 +13,6 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from .. import _build
 from ._library import check_cuda_built, ops
@@ -288,6 +287,7 @@ def _scatters(graph: CooGraph, x: Tensor) -> bool:
 # backward passes below compute their gradients with the autograd functions of this
 # module (and differentiable PyTorch ops) instead of the raw kernels, so that those
 # gradients can be differentiated again; a plain backward keeps the raw kernels.
+# (Only the max's second derivative builds per-edge [E, H, C] values: see _MaxRoute.)
 
 def _tracked() -> bool:
     """Whether the running backward builds a graph (``create_graph=True``)."""
@@ -335,9 +335,6 @@ class _SpMM(torch.autograd.Function):
 
 
 class _SpMMMax(torch.autograd.Function):
-    """(Its backward has no second derivative: a gradient penalty through 'max' raises
-    PyTorch's "differentiate twice" error.)"""
-
     @staticmethod
     def forward(ctx, graph: CooGraph, x: Tensor) -> Tensor:
         out, ties = ops().spmm_max(graph.ptr, graph.dst, graph.src, x)
@@ -346,11 +343,36 @@ class _SpMMMax(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
         x, out, ties = ctx.saved_tensors
+        if _tracked():
+            return None, _MaxRoute.apply(ctx.graph, x, out, ties, grad.contiguous())
         rev, _ = ctx.graph.transpose()
         return None, ops().spmm_max_backward(rev.ptr, rev.dst, rev.src, x, out, ties, grad.contiguous())
+
+
+class _MaxRoute(torch.autograd.Function):
+    """spmm max's gradient with respect to ``x`` as a function of the output gradient,
+    for second derivatives: linear in it (the route, which sources reach each maximum,
+    is piecewise constant in ``x``, so it has no derivative in ``x``). Forward is the
+    backward kernel; backward its adjoint, each destination's share-weighted sum of its
+    maximal sources' values, through ``[E, H, C]`` per-edge values (this path only)."""
+
+    @staticmethod
+    def forward(ctx, graph: CooGraph, x: Tensor, out: Tensor, ties: Tensor, grad: Tensor) -> Tensor:
+        ctx.graph = graph
+        ctx.save_for_backward(x, out, ties)
+        rev, _ = graph.transpose()
+        return ops().spmm_max_backward(rev.ptr, rev.dst, rev.src, x, out, ties, grad)
+
+    @staticmethod
+    def backward(ctx, grad_x: Tensor):
+        x, out, ties = ctx.saved_tensors
+        src, dst = ctx.graph.src, ctx.graph.dst
+        best = take_rows(out, dst)
+        share = (ties.index_select(0, dst) + (best == 0)).to(grad_x.dtype)  # as max_share in csrc
+        values = torch.where(take_rows(x, src) == best, take_rows(grad_x, src) / share, 0)
+        return None, None, None, None, out.new_zeros(out.shape).index_add(0, dst, values)
 
 
 class _SDDMM(torch.autograd.Function):
