@@ -768,16 +768,19 @@ def with_edge_attrs(data):
     return data
 
 
-@pytest.mark.parametrize('location', LOCATIONS)
-@pytest.mark.parametrize('source', ['stores', 'heterodata'])
-def test_heterogeneous_backward_sampling_at_full_fanout(location, source):
+BACKWARD_SOURCES = ['cpu', 'heterodata-cpu'] + (['cuda', 'pinned', 'heterodata-cuda'] if HAS_CUDA else [])
+
+
+@pytest.mark.parametrize('source', BACKWARD_SOURCES)
+def test_heterogeneous_backward_sampling_at_full_fanout(source):
     """sample_direction='backward' on a heterogeneous graph, every out-neighbour: exactly
     the nodes reached along out-edges and the out-edges of the nodes expanded, under the
     graph's own edge types, each edge in the graph's direction with its input id and
     edge features."""
     data = with_edge_attrs(hetero_graph())
     seeds = torch.arange(0, 80, 7)
-    graph = from_data(data, location) if source == 'stores' else data.clone().to(location)
+    kind, _, location = source.rpartition('-')
+    graph = data.clone().to(location) if kind == 'heterodata' else from_data(data, location)
     batch = next(iter(backward_loader(graph, [-1, -1], seeds))).to('cpu')
     check_hetero_batch(batch, data, seeds)
     reached, drawn = out_neighbourhood(data, seeds, 2)
