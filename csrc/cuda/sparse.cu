@@ -201,9 +201,19 @@ struct MaxBackward {
   }
 };
 
-constexpr int kRowFeatures = 2;      // features per lane per pass over a row's edges
-constexpr int kEdgeUnroll = 4;       // edges whose loads are issued before any is reduced
-constexpr int64_t kLongRow = 1024;   // rows with more edges go to long_row_reduce_kernel
+// (Tuning macros for scripts/kernel_variants.sh OUT sparse_max.)
+#ifndef PYG_ACCEL_MAX_ROW_FEATURES
+#define PYG_ACCEL_MAX_ROW_FEATURES 2
+#endif
+#ifndef PYG_ACCEL_MAX_EDGE_UNROLL
+#define PYG_ACCEL_MAX_EDGE_UNROLL 4
+#endif
+#ifndef PYG_ACCEL_MAX_LONG_ROW
+#define PYG_ACCEL_MAX_LONG_ROW 1024
+#endif
+constexpr int kRowFeatures = PYG_ACCEL_MAX_ROW_FEATURES;  // features per lane per pass over a row's edges
+constexpr int kEdgeUnroll = PYG_ACCEL_MAX_EDGE_UNROLL;    // edges whose loads are issued before any is reduced
+constexpr int64_t kLongRow = PYG_ACCEL_MAX_LONG_ROW;      // rows with more edges go to long_row_reduce_kernel
 constexpr int kLongRowThreads = 1024;
 constexpr int kLongRowFeatures = 2;  // (32 warps x 64 features of State in shared memory)
 

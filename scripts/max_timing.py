@@ -1,0 +1,57 @@
+"""SpMM max aggregation against sum on one graph, forward and backward, for tuning the
+max kernels (``scripts/kernel_variants.sh OUT sparse_max`` runs it per build variant).
+
+    python scripts/max_timing.py [--preset products] [--features 16 64 256] [--reps 10]
+
+Prints, per feature width, the median ms of: sum forward, max forward, max backward
+(the transposed row reduction), and the max / sum ratio of the forward.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
+from common import median_time  # noqa: E402
+
+from pyg_accel.datasets import synthetic_dataset  # noqa: E402
+from pyg_accel.ops import CooGraph, spmm  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--preset', default='products')
+    p.add_argument('--scale', type=float, default=1.0)
+    p.add_argument('--features', type=int, nargs='*', default=[16, 64, 256])
+    p.add_argument('--reps', type=int, default=10)
+    p.add_argument('--out', default=None, help='a folder for max_timing.json')
+    args = p.parse_args()
+    device = torch.device('cuda')
+    dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
+    n = dataset.data.num_nodes
+    graph = CooGraph.from_edge_index(dataset.data.edge_index.to(device), (n, n))
+    graph.transpose()  # built once, as the backward finds it after the first step
+    print(f'{dataset}: {graph.num_edges} edges', flush=True)
+    rows = []
+    for F in args.features:
+        x = torch.randn(n, F, device=device, requires_grad=True)
+        out = spmm(graph, x, reduce='max')
+        grad = torch.randn_like(out)
+        with torch.no_grad():
+            sum_ms = median_time(lambda: spmm(graph, x, reduce='sum'), device, reps=args.reps) * 1e3
+            max_ms = median_time(lambda: spmm(graph, x, reduce='max'), device, reps=args.reps) * 1e3
+        back_ms = median_time(lambda: torch.autograd.grad(out, x, grad, retain_graph=True), device,
+                              reps=args.reps) * 1e3
+        print(f'F={F}: sum {sum_ms:.3f} ms, max {max_ms:.3f} ms, max backward {back_ms:.3f} ms, '
+              f'max / sum {max_ms / sum_ms:.2f}', flush=True)
+        rows.append({'F': F, 'sum ms': sum_ms, 'max ms': max_ms, 'max backward ms': back_ms})
+        del x, out, grad
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / 'max_timing.json').write_text(json.dumps({'graph': repr(dataset), 'rows': rows}, indent=1))
+
+
+if __name__ == '__main__':
+    main()
