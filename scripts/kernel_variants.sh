@@ -17,9 +17,10 @@
 #       small spills, allows 4)
 #   scripts/kernel_variants.sh OUT_DIR sparse        # csrc/cuda/sparse_vec.cuh: SpMM with registers
 #       uncapped (3 blocks per SM) and capped for 5 (the default caps them for 4)
-#   scripts/kernel_variants.sh OUT_DIR sparse_max    # csrc/cuda/sparse.cu's max row reductions: long
-#       rows (a block each) from 256 or 64 edges instead of 1024, 8 edges' loads in flight instead
-#       of 4, one feature per lane per pass instead of 2 (scripts/max_timing.py)
+#   scripts/kernel_variants.sh OUT_DIR sparse_max    # max aggregation (scripts/max_timing.py): runs
+#       of 256 or 4096 edges per group in the vectorised kernel instead of 1024 (PYG_ACCEL_MAX_RUN);
+#       KERNEL_VARIANTS can set the row reductions' knobs (the backward, and fp64 / unaligned
+#       forwards): PYG_ACCEL_MAX_LONG_ROW, PYG_ACCEL_MAX_EDGE_UNROLL, PYG_ACCEL_MAX_ROW_FEATURES
 # (The sparse kernels' two families are switched at run time:
 # PYG_ACCEL_SPARSE_KERNEL=generic; benchmarks/sparse.py times both.)
 set -uo pipefail
@@ -42,7 +43,7 @@ case $FAMILY in
                  --fanouts 15-10-5 --batches 60 --baseline-batches 1) ;;
   sparse) VARIANTS=(-DPYG_ACCEL_SPMM_MIN_BLOCKS={1,5}); TESTS=(tests/test_sparse_ops.py)
           BENCH=(benchmarks/sparse.py --preset products --features 16 32 64 --reps 5) ;;
-  sparse_max) VARIANTS=(-DPYG_ACCEL_MAX_LONG_ROW={256,64} -DPYG_ACCEL_MAX_EDGE_UNROLL=8 -DPYG_ACCEL_MAX_ROW_FEATURES=1)
+  sparse_max) VARIANTS=(-DPYG_ACCEL_MAX_RUN={256,4096})
           TESTS=(tests/test_sparse_ops.py -k max); BENCH=(scripts/max_timing.py) ;;
   *) echo "unknown kernel family '$FAMILY' (gather, gather_host, sampler, sampler_hub, sparse, sparse_max)"; exit 2 ;;
 esac

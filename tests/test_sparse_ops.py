@@ -273,6 +273,30 @@ def test_spmm_max_hub_rows(device, flip, width):
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # the hub's gradient sums 3000 terms
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize('width', [16, 64])
+def test_spmm_max_rows_across_edge_chunks(device, dtype, width):
+    """Max aggregation over 40,000 edges into 300 destinations (~130 each): on the GPU many
+    rows are cut between the vectorised kernel's edge chunks and merged by
+    compare-and-swap (every first and last run at width 16, only the cut rows at 64).
+    Values exact, ties (half the values ReLU zeros) through the gradient."""
+    gen = torch.Generator().manual_seed(3)
+    ei = torch.stack([torch.randint(0, 500, (40000,), generator=gen),
+                      torch.randint(0, 300, (40000,), generator=gen)]).to(device)
+    g = CooGraph.from_edge_index(ei, (500, 300))
+    x = torch.randn(500, width, generator=gen).relu().to(device=device, dtype=dtype).requires_grad_()
+    poison_cuda_allocator()
+    out = spmm(g, x, reduce='max')
+    x64 = x.detach().double().requires_grad_()  # (the reference in float64: its gradient sums ~130 terms)
+    index = ei[1].view(-1, 1).expand(-1, width)
+    ref = x64.new_zeros(300, width).scatter_reduce(0, index, x64[ei[0]], 'amax', include_self=False)
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=0)
+    grad = torch.randn_like(out)
+    got, = torch.autograd.grad(out, x, grad)
+    want, = torch.autograd.grad(ref, x64, grad.double())
+    torch.testing.assert_close(got.double(), want, **TOL[dtype])
+
+
 def test_sddmm_add_is_gat_logits(device):
     ei = random_edges(device=device)
     g = CooGraph.from_edge_index(ei, (40, 30))

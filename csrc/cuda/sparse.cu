@@ -643,6 +643,60 @@ at::Tensor sddmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::
   return out;
 }
 
+// Unpacks spmm_vec_kernel<kMax>'s (maximum, count) states into out and ties.
+template <typename scalar_t>
+__global__ void unpack_max_kernel(const unsigned long long* __restrict__ packed, scalar_t* __restrict__ out,
+                                  int* __restrict__ ties, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const unsigned long long p = packed[i];
+    out[i] = static_cast<scalar_t>(__uint_as_float(static_cast<unsigned>(p >> 32)));  // 0 without edges
+    ties[i] = static_cast<int>(static_cast<unsigned>(p));
+  }
+}
+
+// Max aggregation by the vectorised SpMM's edge-balanced chunks (fp32 / fp16 / bf16 x
+// whose rows split into 16-byte vectors; else false, nothing launched): each feature's
+// maximum and tie count, packed per element (8 bytes, as out and ties together) so that
+// the runs that groups share merge by compare-and-swap, then unpacked.
+bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
+                      at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
+  const int64_t E = src.numel(), H = x.size(1), C = x.size(2), F = H * C, num_dst = ptr.numel() - 1;
+  if (x.scalar_type() == at::kDouble || !vec_layout(x, C)) return false;
+  const int64_t vecs = F / (16 / x.element_size());
+  const int tpg = group_size(vecs);
+  const vec::Chunk chunk(tpg, vec::kMaxRun);
+  const int64_t warps = (E + chunk.edges() - 1) / chunk.edges();
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
+                  static_cast<unsigned>((vecs + tpg - 1) / tpg));
+  const bool exact = shared_rows_fill(F * 8);
+  const auto options = x.options().dtype(at::kLong);
+  at::Tensor packed = exact ? at::empty({num_dst, F}, options) : at::zeros({num_dst, F}, options);
+  if (exact) {  // F is a multiple of 4: rows of whole 16-byte vectors
+    const int64_t row_vecs = F * 8 / 16;
+    const int lane_shift = log2_exact(group_size(row_vecs)), group_shift = log2_exact(chunk.per_group);
+    vec::zero_shared_rows_kernel<<<blocks_for(num_dst << lane_shift), kThreads, 0, stream>>>(
+        ptr.data_ptr<int64_t>(), reinterpret_cast<uint4*>(packed.data_ptr()), num_dst, row_vecs, lane_shift,
+        group_shift);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  auto* slots = reinterpret_cast<unsigned long long*>(packed.data_ptr<int64_t>());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_vec", [&] {
+    if constexpr (!std::is_same_v<scalar_t, double>) {
+      AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_vec_index", [&] {
+        vec::spmm_vec_kernel<scalar_t, float, index_t, false, true><<<grid, vec::kThreads, 0, stream>>>(
+            dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr, x.data_ptr<scalar_t>(), slots, E, H, C, tpg,
+            exact);
+      });
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      unpack_max_kernel<scalar_t><<<blocks_for(num_dst * F), kThreads, 0, stream>>>(
+          slots, out.data_ptr<scalar_t>(), ties.data_ptr<int>(), num_dst * F);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  });
+  return true;
+}
+
 std::tuple<at::Tensor, at::Tensor> spmm_max_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t,
                                                  const at::Tensor& src_t, const at::Tensor& x_t) {
   check_sparse_graph(ptr_t, dst_t, src_t, "spmm_max");
@@ -652,6 +706,11 @@ std::tuple<at::Tensor, at::Tensor> spmm_max_cuda(const at::Tensor& ptr_t, const 
   const at::Tensor ptr = ptr_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous();
   at::Tensor out = at::empty({num_dst, x.size(1), x.size(2)}, x.options());
   at::Tensor ties = at::empty({num_dst, x.size(1), x.size(2)}, x.options().dtype(at::kInt));
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (num_dst > 0 && F > 0 && src.numel() > 0 && use_vec_kernels() &&
+      try_spmm_max_vec(ptr, dst_t.contiguous(), src, x, out, ties, stream)) {
+    return {out, ties};
+  }
   if (num_dst > 0 && F > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_cuda", [&] {
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_cuda_index", [&] {

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace pyg_accel {
 namespace vec {
@@ -29,6 +30,12 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kStage = 128;   // edges a warp stages per round (GNNOne's CACHE_SIZE)
 constexpr int kRun = 64;      // SpMM: fewest consecutive edges per group (whatever the group count)
+// The same for max aggregation, whose cut runs merge by compare-and-swap loops, one per
+// feature, rather than one vector atomic add per 16 bytes: longer runs cut fewer rows.
+#ifndef PYG_ACCEL_MAX_RUN
+#define PYG_ACCEL_MAX_RUN 1024
+#endif
+constexpr int kMaxRun = PYG_ACCEL_MAX_RUN;
 constexpr int kUnroll = 4;    // gathers in flight per lane; divides every group's share per round
 constexpr int kSlots = kStage + 32;  // a round plus one padding word per group (<= 32 groups)
 // SpMM blocks per SM the register budget must allow. Uncapped (1), ptxas takes 77
@@ -106,6 +113,82 @@ __device__ __forceinline__ void flush(double* o, double (&acc)[N], bool shared_r
   }
 }
 
+// How spmm_vec_kernel reduces a destination's run of edges, for one lane's V features.
+// SumRun: w_e * x summed in acc_t, flushed by `flush` (plain stores, or atomic adds for
+// the runs other groups share). MaxRun: each feature's maximum and how many edges reach
+// it, packed into 64 bits ((float bits) << 32 | count; a packed 0 is "no edge yet") and
+// flushed by plain stores, or for shared runs by a compare-and-swap merge
+// (spmm_max_cuda unpacks them into the max and its tie count).
+template <typename acc_t, int V, bool kAdd>
+struct SumRun {
+  using Out = acc_t;
+  acc_t acc[V] = {};
+  __device__ __forceinline__ void add(acc_t w, const acc_t (&v)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] += w * v[j];
+  }
+  __device__ __forceinline__ void flush(Out* o, bool shared_row) { vec::flush<kAdd>(o, acc, shared_row); }
+};
+
+__device__ __forceinline__ unsigned long long pack_max(float best, int count) {
+  return (static_cast<unsigned long long>(__float_as_uint(best)) << 32) | static_cast<unsigned>(count);
+}
+
+// Two (maximum, count) states merged, as MaxForward::merge in sparse.cu.
+__device__ __forceinline__ unsigned long long merge_max(unsigned long long a, unsigned long long b) {
+  const unsigned ca = static_cast<unsigned>(a), cb = static_cast<unsigned>(b);
+  const float ba = __uint_as_float(static_cast<unsigned>(a >> 32)), bb = __uint_as_float(static_cast<unsigned>(b >> 32));
+  if (ca == 0 || (cb > 0 && bb > ba)) return b;
+  if (cb == 0 || ba > bb) return a;
+  return (a & 0xffffffff00000000ull) | (ca + cb);
+}
+
+template <int V>
+struct MaxRun {
+  using Out = unsigned long long;
+  float best[V];
+  int count[V];
+  __device__ __forceinline__ MaxRun() { clear(); }
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int j = 0; j < V; ++j) best[j] = 0.f, count[j] = 0;
+  }
+  __device__ __forceinline__ void add(float, const float (&v)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (count[j] == 0 || v[j] > best[j]) {
+        best[j] = v[j], count[j] = 1;
+      } else if (v[j] == best[j]) {
+        ++count[j];
+      }
+    }
+  }
+  __device__ __forceinline__ void flush(Out* o, bool shared_row) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const Out mine = pack_max(best[j], count[j]);
+      if (!shared_row) {
+        o[j] = mine;
+      } else {
+        // (States only grow, so a stale read that already dominates `mine` needs no write.)
+        Out old = o[j], seen, merged;
+        do {
+          seen = old;
+          merged = merge_max(seen, mine);
+          if (merged == seen) break;
+          old = atomicCAS(o + j, seen, merged);
+        } while (old != seen);
+      }
+    }
+    clear();
+  }
+};
+
+template <typename scalar_t, typename acc_t, bool kAdd, bool kMax>
+struct RunOf {
+  using type = std::conditional_t<kMax, MaxRun<Width<scalar_t>::kVec>, SumRun<acc_t, Width<scalar_t>::kVec, kAdd>>;
+};
+
 // Stage 1, round r of the chunk at `base`: group g's edges
 // [base + g * per_group + r * per_round, + per_round) into its cache row
 // (dst = -1 past the end). Returns after the warp's writes are visible.
@@ -162,17 +245,20 @@ __device__ __forceinline__ bool cuts_row(const index_t* __restrict__ dst, int64_
 // kAdd: out holds values to add to (nothing was zero-filled; call with exact = false):
 // rows held whole by a group are read, added to and stored.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
-template <typename scalar_t, typename acc_t, typename index_t, bool kAdd = false>
+// kMax: each feature's maximum over the edges and its tie count instead (MaxRun; no
+// weights; out packed, as MaxRun::Out).
+template <typename scalar_t, typename acc_t, typename index_t, bool kAdd = false, bool kMax = false>
 __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,
-    const scalar_t* __restrict__ x, acc_t* __restrict__ out, int64_t num_edges, int64_t heads, int64_t channels,
-    int tpg, bool exact) {
+    const scalar_t* __restrict__ x, typename RunOf<scalar_t, acc_t, kAdd, kMax>::type::Out* __restrict__ out,
+    int64_t num_edges, int64_t heads, int64_t channels, int tpg, bool exact) {
+  using Run = typename RunOf<scalar_t, acc_t, kAdd, kMax>::type;
   constexpr int V = Width<scalar_t>::kVec;
   __shared__ index_t s_dst_all[kWarps][kSlots];
   __shared__ index_t s_src_all[kWarps][kSlots];
   __shared__ acc_t s_w_all[kWarps][kSlots];
   const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const Chunk c(tpg, kRun);
+  const Chunk c(tpg, kMax ? kMaxRun : kRun);
   const int64_t F = heads * channels;
   const int64_t f = (static_cast<int64_t>(blockIdx.y) * tpg + gl) * V;  // this lane's first feature
   const bool has_f = f < F;
@@ -186,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
   for (int64_t base = (static_cast<int64_t>(blockIdx.x) * kWarps + wib) * c.edges(); base < num_edges;
        base += num_warps * c.edges()) {
     const int64_t mine = base + static_cast<int64_t>(group) * c.per_group;  // this group's first edge
-    acc_t acc[V] = {};
+    Run run;
     int64_t cur = -1;
     // Whether the run being summed is the group's first and has edges before the group.
     bool shared_first = !exact || cuts_row(dst, mine, num_edges);
@@ -215,19 +301,18 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
         for (int u = 0; u < kUnroll; ++u) {
           if (d[u] < 0 || !has_f) continue;
           if (d[u] != cur) {
-            if (cur >= 0) flush<kAdd>(out + cur * F + f, acc, shared_first);
+            if (cur >= 0) run.flush(out + cur * F + f, shared_first);
             shared_first = shared_first && cur < 0;  // still the group's first run
             cur = d[u];
           }
           acc_t v[V];
           widen<scalar_t, acc_t>(raw[u], v);
-#pragma unroll
-          for (int j = 0; j < V; ++j) acc[j] += w[u] * v[j];
+          run.add(w[u], v);
         }
       }
     }
     if (cur >= 0) {  // the last run is shared too if it goes on past the group
-      flush<kAdd>(out + cur * F + f, acc, shared_first || !exact || cuts_row(dst, mine + c.per_group, num_edges));
+      run.flush(out + cur * F + f, shared_first || !exact || cuts_row(dst, mine + c.per_group, num_edges));
     }
   }
 }
