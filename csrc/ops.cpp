@@ -98,11 +98,11 @@ TORCH_LIBRARY(pyg_accel, m) {
   m.def("spmm_transposed(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x, int num_src) -> Tensor");
   // Max aggregation: out[d, h, c] = max over d's edges e of x[src[e], h, c] (0 for a
   // destination without edges, as PyG's scatter max), and ties[d, h, c] (int32) = how
-  // many of d's edges reach that maximum. Its backward runs on the transposed graph
-  // (ptr over the sources, dst = source ids, src = destination ids): grad_x[s, h, c] =
-  // sum over s's edges to d with x[s, h, c] == out[d, h, c] of grad[d, h, c] / ties[d,
-  // h, c], as PyG's scatter max (torch.scatter_reduce 'amax' into zeros): ties share the
-  // gradient evenly, and a maximum of exactly 0 counts the initial zero as one more tie.
+  // many of d's edges reach that maximum. Its backward runs on the same graph:
+  // grad_x[s, h, c] = sum over s's edges to d with x[s, h, c] == out[d, h, c] of
+  // grad[d, h, c] / ties[d, h, c], as PyG's scatter max (torch.scatter_reduce 'amax' into
+  // zeros): ties share the gradient evenly, and a maximum of exactly 0 counts the initial
+  // zero as one more tie. (CPU: in edge order, deterministic; CUDA: atomic sums.)
   m.def("spmm_max(Tensor ptr, Tensor dst, Tensor src, Tensor x) -> (Tensor, Tensor)");
   m.def("spmm_max_backward(Tensor ptr, Tensor dst, Tensor src, Tensor x, Tensor out, Tensor ties, Tensor grad) "
         "-> Tensor");

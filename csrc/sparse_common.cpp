@@ -80,7 +80,7 @@ int64_t check_max_backward(const at::Tensor& ptr, const at::Tensor& dst, const a
   const int64_t E = check_sparse_graph(ptr, dst, src, "spmm_max_backward");
   check_node_values(x, ptr, "spmm_max_backward", "x");
   check_node_values(out, ptr, "spmm_max_backward", "out");
-  TORCH_CHECK(x.size(0) == ptr.numel() - 1, "spmm_max_backward: x needs a row per source of the transposed graph");
+  TORCH_CHECK(out.size(0) == ptr.numel() - 1, "spmm_max_backward: out needs a row per destination of the graph");
   TORCH_CHECK(out.size(1) == x.size(1) && out.size(2) == x.size(2) && out.scalar_type() == x.scalar_type(),
               "spmm_max_backward: out must share x's heads, channels and dtype");
   TORCH_CHECK(grad.sizes() == out.sizes() && grad.scalar_type() == out.scalar_type() && grad.device() == out.device(),

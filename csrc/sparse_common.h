@@ -49,10 +49,10 @@ acc_t max_share(acc_t best, int ties) {
   return static_cast<acc_t>(ties + (best == acc_t(0) ? 1 : 0));
 }
 
-// Checks spmm_max_backward's inputs over the transposed graph (ptr over the sources):
-// x [num_src, H, C] with num_src = ptr.numel() - 1; out and grad [num_dst, H, C] in
-// x's dtype and ties [num_dst, H, C] int32 (spmm_max's outputs). Ids in src must be
-// below num_dst (the transpose of spmm_max's graph; not scanned here). Returns E.
+// Checks spmm_max_backward's inputs over spmm_max's graph (ptr over the destinations):
+// out and grad [num_dst, H, C] with num_dst = ptr.numel() - 1, in x's dtype, and ties
+// [num_dst, H, C] int32 (spmm_max's outputs); x [num_src, H, C]. Ids in src must be
+// below num_src (not scanned here). Returns E.
 int64_t check_max_backward(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
                            const at::Tensor& out, const at::Tensor& ties, const at::Tensor& grad);
 

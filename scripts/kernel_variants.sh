@@ -19,8 +19,8 @@
 #       uncapped (3 blocks per SM) and capped for 5 (the default caps them for 4)
 #   scripts/kernel_variants.sh OUT_DIR sparse_max    # max aggregation (scripts/max_timing.py): runs
 #       of 256 or 4096 edges per group in the vectorised kernel instead of 1024 (PYG_ACCEL_MAX_RUN);
-#       KERNEL_VARIANTS can set the row reductions' knobs (the backward, and fp64 / unaligned
-#       forwards): PYG_ACCEL_MAX_LONG_ROW, PYG_ACCEL_MAX_EDGE_UNROLL, PYG_ACCEL_MAX_ROW_FEATURES
+#       KERNEL_VARIANTS can set the row reductions' knobs (fp64 and unaligned forwards):
+#       PYG_ACCEL_MAX_LONG_ROW, PYG_ACCEL_MAX_EDGE_UNROLL, PYG_ACCEL_MAX_ROW_FEATURES
 # (The sparse kernels' two families are switched at run time:
 # PYG_ACCEL_SPARSE_KERNEL=generic; benchmarks/sparse.py times both.)
 set -uo pipefail

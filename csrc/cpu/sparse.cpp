@@ -172,41 +172,42 @@ std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const a
   return {out, ties};
 }
 
+// Over spmm_max's own graph: every source that reaches a destination's maximum gets the
+// destination's gradient over its share of the ties. Threads take slices of the
+// features, each walking all edges in order, so sums come in edge order (deterministic)
+// and no two threads write one element.
 at::Tensor spmm_max_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
                                  const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
                                  const at::Tensor& grad_t) {
   check_max_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
-  const int64_t F = x_t.size(1) * x_t.size(2), num_src = ptr_t.numel() - 1;
-  const at::Tensor ptr = ptr_t.contiguous(), dst_of = src_t.to(at::kLong).contiguous(), x = x_t.contiguous(),
+  const int64_t F = x_t.size(1) * x_t.size(2), num_dst = ptr_t.numel() - 1;
+  const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous(),
                    out = out_t.contiguous(), ties = ties_t.contiguous(), grad = grad_t.contiguous();
-  at::Tensor grad_x = at::empty_like(x);
+  at::Tensor grad_x = at::zeros(x.sizes(), x.options().dtype(at::toOpMathType(x.scalar_type())));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_backward_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const int64_t* p = ptr.data_ptr<int64_t>();
-    const int64_t* dd = dst_of.data_ptr<int64_t>();
+    const int64_t* s = src.data_ptr<int64_t>();
     const scalar_t* xs = x.data_ptr<scalar_t>();
     const scalar_t* os = out.data_ptr<scalar_t>();
     const int* ts = ties.data_ptr<int>();
     const scalar_t* gs = grad.data_ptr<scalar_t>();
-    scalar_t* gx = grad_x.data_ptr<scalar_t>();
-    at::parallel_for(0, num_src, kGrain, [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> acc(F);
-      for (int64_t v = begin; v < end; ++v) {  // v: a source; its edges lead to destinations dd[e]
-        std::fill(acc.begin(), acc.end(), acc_t(0));
-        for (int64_t e = p[v]; e < p[v + 1]; ++e) {
-          const int64_t d = dd[e] * F;
-          for (int64_t f = 0; f < F; ++f) {
-            const acc_t best = static_cast<acc_t>(os[d + f]);
-            if (static_cast<acc_t>(xs[v * F + f]) == best) {
-              acc[f] += static_cast<acc_t>(gs[d + f]) / max_share(best, ts[d + f]);
+    acc_t* gx = grad_x.data_ptr<acc_t>();
+    at::parallel_for(0, F, 1, [&](int64_t f0, int64_t f1) {
+      for (int64_t d = 0; d < num_dst; ++d) {
+        for (int64_t e = p[d]; e < p[d + 1]; ++e) {
+          const int64_t from = s[e] * F;
+          for (int64_t f = f0; f < f1; ++f) {
+            const acc_t best = static_cast<acc_t>(os[d * F + f]);
+            if (static_cast<acc_t>(xs[from + f]) == best) {
+              gx[from + f] += static_cast<acc_t>(gs[d * F + f]) / max_share(best, ts[d * F + f]);
             }
           }
         }
-        for (int64_t f = 0; f < F; ++f) gx[v * F + f] = static_cast<scalar_t>(acc[f]);
       }
     });
   });
-  return grad_x;
+  return grad_x.scalar_type() == x.scalar_type() ? grad_x : grad_x.to(x.scalar_type());
 }
 
 at::Tensor sddmm_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t, const at::Tensor& a_t,

@@ -129,12 +129,13 @@ __global__ void sddmm_kernel(const index_t* __restrict__ dst, const index_t* __r
   }
 }
 
-// Max aggregation (schema: csrc/ops.cpp) as two row reductions: the forward over the
-// graph's destinations (each feature's maximum and how many edges reach it), the
-// backward over the transpose's rows, the sources (the gradient of every destination
-// whose maximum the source's feature reached, split over its ties). An Op holds one
-// reduction: its per-feature State, the Item an edge loads for a feature and how it
-// adds to a State, how two States merge, and where a row's result goes.
+// Max aggregation (schema: csrc/ops.cpp). Rows of whole 16-byte vectors in fp32 / fp16
+// / bf16 take the vectorised kernels (sparse_vec.cuh: MaxRun forward, MaxGradRun
+// backward). Others: the forward as a row reduction over the graph's destinations (each
+// feature's maximum and how many edges reach it) and the backward by
+// max_grad_scatter_kernel. An Op holds one row reduction: its per-feature State, the
+// Item an edge loads for a feature and how it adds to a State, how two States merge,
+// and where a row's result goes.
 template <typename scalar_t, typename index_t>
 struct MaxForward {
   using acc_t = at::opmath_type<scalar_t>;
@@ -167,37 +168,6 @@ struct MaxForward {
   __device__ void write(int64_t row, int64_t f, const State& s) const {
     out[row * F + f] = static_cast<scalar_t>(s.best);  // 0 without edges
     ties[row * F + f] = s.count;
-  }
-};
-
-template <typename scalar_t, typename index_t>
-struct MaxBackward {
-  using acc_t = at::opmath_type<scalar_t>;
-  struct State {
-    acc_t sum;
-  };
-  const index_t* dst_of;  // the transpose's src: the destination of each of a source's edges
-  const scalar_t* x;
-  const scalar_t* out;
-  const int* ties;
-  const scalar_t* grad;
-  scalar_t* grad_x;
-  int64_t F;
-  struct Item {
-    acc_t mine, best, grad;  // the source's feature, the destination's maximum and gradient
-    int ties;
-  };
-  __device__ State init() const { return {acc_t(0)}; }
-  __device__ Item load(int64_t row, int64_t e, int64_t f) const {
-    const int64_t at = static_cast<int64_t>(dst_of[e]) * F + f;
-    return {static_cast<acc_t>(x[row * F + f]), static_cast<acc_t>(out[at]), static_cast<acc_t>(grad[at]), ties[at]};
-  }
-  __device__ void add(State& s, const Item& it) const {
-    if (it.best == it.mine) s.sum += it.grad / max_share(it.best, it.ties);
-  }
-  __device__ State merge(const State& a, const State& b) const { return {a.sum + b.sum}; }
-  __device__ void write(int64_t row, int64_t f, const State& s) const {
-    grad_x[row * F + f] = static_cast<scalar_t>(s.sum);
   }
 };
 
@@ -438,13 +408,14 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_vec", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_vec_index", [&] {
-      auto kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, false>;
+      auto kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, false>>;
       if constexpr (std::is_same_v<scalar_t, acc_t>) {  // (accumulating needs x in acc_type)
-        if (accumulate) kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, true>;
+        if (accumulate) kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, true>>;
       }
       kernel<<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
                                                  weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
-                                                 x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg, exact);
+                                                 x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg,
+                                                 vec::kRun, exact, vec::NoParams{});
     });
   });
   return true;
@@ -643,7 +614,7 @@ at::Tensor sddmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::
   return out;
 }
 
-// Unpacks spmm_vec_kernel<kMax>'s (maximum, count) states into out and ties.
+// Unpacks spmm_vec_kernel<MaxOf>'s (maximum, count) states into out and ties.
 template <typename scalar_t>
 __global__ void unpack_max_kernel(const unsigned long long* __restrict__ packed, scalar_t* __restrict__ out,
                                   int* __restrict__ ties, int64_t n) {
@@ -684,9 +655,9 @@ bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Te
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_vec", [&] {
     if constexpr (!std::is_same_v<scalar_t, double>) {
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_vec_index", [&] {
-        vec::spmm_vec_kernel<scalar_t, float, index_t, false, true><<<grid, vec::kThreads, 0, stream>>>(
+        vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxOf<scalar_t>><<<grid, vec::kThreads, 0, stream>>>(
             dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr, x.data_ptr<scalar_t>(), slots, E, H, C, tpg,
-            exact);
+            vec::kMaxRun, exact, vec::NoParams{});
       });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       unpack_max_kernel<scalar_t><<<blocks_for(num_dst * F), kThreads, 0, stream>>>(
@@ -723,26 +694,65 @@ std::tuple<at::Tensor, at::Tensor> spmm_max_cuda(const at::Tensor& ptr_t, const 
   return {out, ties};
 }
 
+// Max aggregation's backward for the layouts the vectorised kernel does not take: a
+// thread per (edge, feature) adds the destination's gradient over its share of the ties
+// to every source that reaches the maximum (grid-stride; atomics into acc_t grad_x).
+template <typename scalar_t, typename acc_t, typename index_t>
+__global__ void max_grad_scatter_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
+                                        const scalar_t* __restrict__ x, const scalar_t* __restrict__ out,
+                                        const int* __restrict__ ties, const scalar_t* __restrict__ grad,
+                                        acc_t* __restrict__ grad_x, int64_t num_edges, int64_t F) {
+  const int64_t n = num_edges * F, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t e = i / F, f = i % F;
+    const int64_t at = static_cast<int64_t>(dst[e]) * F + f, from = static_cast<int64_t>(src[e]) * F + f;
+    const acc_t best = static_cast<acc_t>(out[at]);
+    if (static_cast<acc_t>(x[from]) == best) {
+      atomicAdd(grad_x + from, static_cast<acc_t>(grad[at]) / max_share(best, ties[at]));
+    }
+  }
+}
+
 at::Tensor spmm_max_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
                                   const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
                                   const at::Tensor& grad_t) {
-  check_max_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
-  const int64_t F = x_t.size(1) * x_t.size(2), num_src = ptr_t.numel() - 1;
+  const int64_t E = check_max_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
+  const int64_t H = x_t.size(1), C = x_t.size(2), F = H * C;
   const c10::cuda::CUDAGuard guard(ptr_t.device());
-  const at::Tensor ptr = ptr_t.contiguous(), dst_of = src_t.contiguous(), x = x_t.contiguous(),
-                   out = out_t.contiguous(), ties = ties_t.contiguous(), grad = grad_t.contiguous();
-  at::Tensor grad_x = at::empty_like(x);
-  if (num_src > 0 && F > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_backward_cuda", [&] {
-      AT_DISPATCH_INDEX_TYPES(dst_of.scalar_type(), "spmm_max_backward_cuda_index", [&] {
-        const MaxBackward<scalar_t, index_t> op{dst_of.data_ptr<index_t>(), x.data_ptr<scalar_t>(),
-                                                out.data_ptr<scalar_t>(), ties.data_ptr<int>(),
-                                                grad.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), F};
-        reduce_rows(ptr, op, num_src, F);
-      });
+  const at::Tensor dst = dst_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous(), out = out_t.contiguous(),
+                   ties = ties_t.contiguous(), grad = grad_t.contiguous();
+  const at::ScalarType acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor grad_x = at::zeros(x.sizes(), x.options().dtype(acc_type));
+  if (E == 0 || F == 0) return grad_x.to(x.scalar_type());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const bool vectorised = use_vec_kernels() && acc_type == at::kFloat && vec_layout(x, C) && vec_layout(out, C) &&
+                          vec_layout(grad, C);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_backward_cuda", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_backward_cuda_index", [&] {
+      if constexpr (std::is_same_v<acc_t, float>) {
+        if (vectorised) {
+          const int64_t vecs = F / (16 / x.element_size());
+          const int tpg = group_size(vecs);
+          const int64_t warps = (E + vec::Chunk(tpg, vec::kRun).edges() - 1) / vec::Chunk(tpg, vec::kRun).edges();
+          const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
+                          static_cast<unsigned>((vecs + tpg - 1) / tpg));
+          const typename vec::MaxGradOf<scalar_t>::Params params{out.data_ptr<scalar_t>(), ties.data_ptr<int>(),
+                                                                 grad.data_ptr<scalar_t>(), grad_x.data_ptr<float>()};
+          vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxGradOf<scalar_t>>
+              <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
+                                                   x.data_ptr<scalar_t>(), nullptr, E, H, C, tpg, vec::kRun, true,
+                                                   params);
+          return;
+        }
+      }
+      max_grad_scatter_kernel<scalar_t, acc_t, index_t><<<blocks_for(E * F), kThreads, 0, stream>>>(
+          dst.data_ptr<index_t>(), src.data_ptr<index_t>(), x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+          ties.data_ptr<int>(), grad.data_ptr<scalar_t>(), grad_x.data_ptr<acc_t>(), E, F);
     });
-  }
-  return grad_x;
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return grad_x.scalar_type() == x.scalar_type() ? grad_x : grad_x.to(x.scalar_type());
 }
 
 at::Tensor softmax_launch(const at::Tensor& ptr_t, const at::Tensor& values_t, const at::Tensor* grad_t,

@@ -113,17 +113,30 @@ __device__ __forceinline__ void flush(double* o, double (&acc)[N], bool shared_r
   }
 }
 
-// How spmm_vec_kernel reduces a destination's run of edges, for one lane's V features.
-// SumRun: w_e * x summed in acc_t, flushed by `flush` (plain stores, or atomic adds for
-// the runs other groups share). MaxRun: each feature's maximum and how many edges reach
-// it, packed into 64 bits ((float bits) << 32 | count; a packed 0 is "no edge yet") and
-// flushed by plain stores, or for shared runs by a compare-and-swap merge
-// (spmm_max_cuda unpacks them into the max and its tie count).
+// How spmm_vec_kernel reduces a destination's run of edges, for one lane's V features
+// from feature f. A policy is built in the kernel from its Params (a kernel argument);
+// begin(d) starts a run of destination d, add(w, v, s) takes an edge from source s with
+// weight w and x[s]'s features v, and flush(o, shared) ends the run into its output row
+// o (shared: other groups add to that row too).
+// - SumRun: w * v summed in acc_t, flushed by `flush` (plain stores, or atomic adds for
+//   shared runs).
+// - MaxRun: each feature's maximum and how many edges reach it, packed into 64 bits
+//   ((float bits) << 32 | count; a packed 0 is "no edge yet"), flushed by plain stores,
+//   or for shared runs by a compare-and-swap merge (spmm_max_cuda unpacks them into the
+//   maximum and its tie count).
+// - MaxGradRun: max aggregation's backward over the same edges: each source whose feature
+//   equals the run's maximum gets the destination's gradient over its share of the ties,
+//   added atomically to an fp32 grad_x (no output row).
+struct NoParams {};
+
 template <typename acc_t, int V, bool kAdd>
 struct SumRun {
   using Out = acc_t;
+  using Params = NoParams;
   acc_t acc[V] = {};
-  __device__ __forceinline__ void add(acc_t w, const acc_t (&v)[V]) {
+  __device__ __forceinline__ SumRun(const Params&, int64_t, int64_t) {}
+  __device__ __forceinline__ void begin(int64_t) {}
+  __device__ __forceinline__ void add(acc_t w, const acc_t (&v)[V], int64_t) {
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] += w * v[j];
   }
@@ -146,14 +159,16 @@ __device__ __forceinline__ unsigned long long merge_max(unsigned long long a, un
 template <int V>
 struct MaxRun {
   using Out = unsigned long long;
+  using Params = NoParams;
   float best[V];
   int count[V];
-  __device__ __forceinline__ MaxRun() { clear(); }
+  __device__ __forceinline__ MaxRun(const Params&, int64_t, int64_t) { clear(); }
   __device__ __forceinline__ void clear() {
 #pragma unroll
     for (int j = 0; j < V; ++j) best[j] = 0.f, count[j] = 0;
   }
-  __device__ __forceinline__ void add(float, const float (&v)[V]) {
+  __device__ __forceinline__ void begin(int64_t) {}
+  __device__ __forceinline__ void add(float, const float (&v)[V], int64_t) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       if (count[j] == 0 || v[j] > best[j]) {
@@ -184,10 +199,41 @@ struct MaxRun {
   }
 };
 
-template <typename scalar_t, typename acc_t, bool kAdd, bool kMax>
-struct RunOf {
-  using type = std::conditional_t<kMax, MaxRun<Width<scalar_t>::kVec>, SumRun<acc_t, Width<scalar_t>::kVec, kAdd>>;
+template <typename scalar_t, int V>
+struct MaxGradRun {
+  using Out = float;
+  struct Params {
+    const scalar_t* out;  // spmm_max's outputs and the gradient of out, [num_dst, F]
+    const int* ties;
+    const scalar_t* grad;
+    float* grad_x;  // [num_src, F], zero-filled
+  };
+  Params p;
+  int64_t F, f;
+  float best[V], route[V];
+  __device__ __forceinline__ MaxGradRun(const Params& params, int64_t F, int64_t f) : p(params), F(F), f(f) {}
+  __device__ __forceinline__ void begin(int64_t d) {
+    const int64_t at = d * F + f;
+    widen<scalar_t, float>(load16(p.out + at), best);
+    widen<scalar_t, float>(load16(p.grad + at), route);
+#pragma unroll
+    for (int j = 0; j < V; ++j) route[j] /= max_share(best[j], __ldg(p.ties + at + j));
+  }
+  __device__ __forceinline__ void add(float, const float (&v)[V], int64_t s) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (v[j] == best[j]) atomicAdd(p.grad_x + s * F + f + j, route[j]);
+    }
+  }
+  __device__ __forceinline__ void flush(Out*, bool) {}
 };
+
+template <typename scalar_t, typename acc_t, bool kAdd>
+using SumOf = SumRun<acc_t, Width<scalar_t>::kVec, kAdd>;
+template <typename scalar_t>
+using MaxOf = MaxRun<Width<scalar_t>::kVec>;
+template <typename scalar_t>
+using MaxGradOf = MaxGradRun<scalar_t, Width<scalar_t>::kVec>;
 
 // Stage 1, round r of the chunk at `base`: group g's edges
 // [base + g * per_group + r * per_round, + per_round) into its cache row
@@ -245,20 +291,19 @@ __device__ __forceinline__ bool cuts_row(const index_t* __restrict__ dst, int64_
 // kAdd: out holds values to add to (nothing was zero-filled; call with exact = false):
 // rows held whole by a group are read, added to and stored.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
-// kMax: each feature's maximum over the edges and its tie count instead (MaxRun; no
-// weights; out packed, as MaxRun::Out).
-template <typename scalar_t, typename acc_t, typename index_t, bool kAdd = false, bool kMax = false>
+// Run: the reduction (SumOf above, or MaxOf / MaxGradOf for max aggregation and its
+// backward, with no weights; `min_run` edges per group at least).
+template <typename scalar_t, typename acc_t, typename index_t, typename Run>
 __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,
-    const scalar_t* __restrict__ x, typename RunOf<scalar_t, acc_t, kAdd, kMax>::type::Out* __restrict__ out,
-    int64_t num_edges, int64_t heads, int64_t channels, int tpg, bool exact) {
-  using Run = typename RunOf<scalar_t, acc_t, kAdd, kMax>::type;
+    const scalar_t* __restrict__ x, typename Run::Out* __restrict__ out, int64_t num_edges, int64_t heads,
+    int64_t channels, int tpg, int min_run, bool exact, const typename Run::Params params) {
   constexpr int V = Width<scalar_t>::kVec;
   __shared__ index_t s_dst_all[kWarps][kSlots];
   __shared__ index_t s_src_all[kWarps][kSlots];
   __shared__ acc_t s_w_all[kWarps][kSlots];
   const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const Chunk c(tpg, kMax ? kMaxRun : kRun);
+  const Chunk c(tpg, min_run);
   const int64_t F = heads * channels;
   const int64_t f = (static_cast<int64_t>(blockIdx.y) * tpg + gl) * V;  // this lane's first feature
   const bool has_f = f < F;
@@ -272,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
   for (int64_t base = (static_cast<int64_t>(blockIdx.x) * kWarps + wib) * c.edges(); base < num_edges;
        base += num_warps * c.edges()) {
     const int64_t mine = base + static_cast<int64_t>(group) * c.per_group;  // this group's first edge
-    Run run;
+    Run run(params, F, f);
     int64_t cur = -1;
     // Whether the run being summed is the group's first and has edges before the group.
     bool shared_first = !exact || cuts_row(dst, mine, num_edges);
@@ -304,10 +349,11 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
             if (cur >= 0) run.flush(out + cur * F + f, shared_first);
             shared_first = shared_first && cur < 0;  // still the group's first run
             cur = d[u];
+            run.begin(cur);
           }
           acc_t v[V];
           widen<scalar_t, acc_t>(raw[u], v);
-          run.add(w[u], v);
+          run.add(w[u], v, static_cast<int64_t>(s_src[first + i0 + u]));
         }
       }
     }

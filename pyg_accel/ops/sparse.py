@@ -347,8 +347,8 @@ class _SpMMMax(torch.autograd.Function):
         x, out, ties = ctx.saved_tensors
         if _tracked():
             return None, _MaxRoute.apply(ctx.graph, x, out, ties, grad.contiguous())
-        rev, _ = ctx.graph.transpose()
-        return None, ops().spmm_max_backward(rev.ptr, rev.dst, rev.src, x, out, ties, grad.contiguous())
+        graph = ctx.graph
+        return None, ops().spmm_max_backward(graph.ptr, graph.dst, graph.src, x, out, ties, grad.contiguous())
 
 
 class _MaxRoute(torch.autograd.Function):
@@ -362,8 +362,7 @@ class _MaxRoute(torch.autograd.Function):
     def forward(ctx, graph: CooGraph, x: Tensor, out: Tensor, ties: Tensor, grad: Tensor) -> Tensor:
         ctx.graph = graph
         ctx.save_for_backward(x, out, ties)
-        rev, _ = graph.transpose()
-        return ops().spmm_max_backward(rev.ptr, rev.dst, rev.src, x, out, ties, grad)
+        return ops().spmm_max_backward(graph.ptr, graph.dst, graph.src, x, out, ties, grad)
 
     @staticmethod
     def backward(ctx, grad_x: Tensor):
