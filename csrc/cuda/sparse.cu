@@ -415,7 +415,7 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
       kernel<<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
                                                  weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
                                                  x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg,
-                                                 vec::kRun, exact, vec::NoParams{});
+                                                 exact, vec::NoParams{});
     });
   });
   return true;
@@ -657,7 +657,7 @@ bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Te
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_vec_index", [&] {
         vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxOf<scalar_t>><<<grid, vec::kThreads, 0, stream>>>(
             dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr, x.data_ptr<scalar_t>(), slots, E, H, C, tpg,
-            vec::kMaxRun, exact, vec::NoParams{});
+            exact, vec::NoParams{});
       });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       unpack_max_kernel<scalar_t><<<blocks_for(num_dst * F), kThreads, 0, stream>>>(
@@ -741,8 +741,7 @@ at::Tensor spmm_max_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst
                                                                  grad.data_ptr<scalar_t>(), grad_x.data_ptr<float>()};
           vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxGradOf<scalar_t>>
               <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
-                                                   x.data_ptr<scalar_t>(), nullptr, E, H, C, tpg, vec::kRun, true,
-                                                   params);
+                                                   x.data_ptr<scalar_t>(), nullptr, E, H, C, tpg, true, params);
           return;
         }
       }

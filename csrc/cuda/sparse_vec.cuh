@@ -133,6 +133,7 @@ template <typename acc_t, int V, bool kAdd>
 struct SumRun {
   using Out = acc_t;
   using Params = NoParams;
+  static constexpr int kMinRun = kRun;
   acc_t acc[V] = {};
   __device__ __forceinline__ SumRun(const Params&, int64_t, int64_t) {}
   __device__ __forceinline__ void begin(int64_t) {}
@@ -160,6 +161,7 @@ template <int V>
 struct MaxRun {
   using Out = unsigned long long;
   using Params = NoParams;
+  static constexpr int kMinRun = kMaxRun;
   float best[V];
   int count[V];
   __device__ __forceinline__ MaxRun(const Params&, int64_t, int64_t) { clear(); }
@@ -202,6 +204,7 @@ struct MaxRun {
 template <typename scalar_t, int V>
 struct MaxGradRun {
   using Out = float;
+  static constexpr int kMinRun = kRun;
   struct Params {
     const scalar_t* out;  // spmm_max's outputs and the gradient of out, [num_dst, F]
     const int* ties;
@@ -292,18 +295,18 @@ __device__ __forceinline__ bool cuts_row(const index_t* __restrict__ dst, int64_
 // rows held whole by a group are read, added to and stored.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
 // Run: the reduction (SumOf above, or MaxOf / MaxGradOf for max aggregation and its
-// backward, with no weights; `min_run` edges per group at least).
+// backward, with no weights; Run::kMinRun edges per group at least).
 template <typename scalar_t, typename acc_t, typename index_t, typename Run>
 __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ x, typename Run::Out* __restrict__ out, int64_t num_edges, int64_t heads,
-    int64_t channels, int tpg, int min_run, bool exact, const typename Run::Params params) {
+    int64_t channels, int tpg, bool exact, const typename Run::Params params) {
   constexpr int V = Width<scalar_t>::kVec;
   __shared__ index_t s_dst_all[kWarps][kSlots];
   __shared__ index_t s_src_all[kWarps][kSlots];
   __shared__ acc_t s_w_all[kWarps][kSlots];
   const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const Chunk c(tpg, min_run);
+  const Chunk c(tpg, Run::kMinRun);
   const int64_t F = heads * channels;
   const int64_t f = (static_cast<int64_t>(blockIdx.y) * tpg + gl) * V;  // this lane's first feature
   const bool has_f = f < F;
