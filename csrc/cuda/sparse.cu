@@ -741,7 +741,8 @@ at::Tensor spmm_max_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst
                                                                  grad.data_ptr<scalar_t>(), grad_x.data_ptr<float>()};
           vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxGradOf<scalar_t>>
               <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
-                                                   x.data_ptr<scalar_t>(), nullptr, E, H, C, tpg, true, params);
+                                                   x.data_ptr<scalar_t>(), grad_x.data_ptr<float>(), E, H, C, tpg,
+                                                   true, params);  // (out: unused, MaxGradRun adds to grad_x)
           return;
         }
       }

@@ -21,7 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 namespace pyg_accel {
 namespace vec {
@@ -126,7 +125,7 @@ __device__ __forceinline__ void flush(double* o, double (&acc)[N], bool shared_r
 //   maximum and its tie count).
 // - MaxGradRun: max aggregation's backward over the same edges: each source whose feature
 //   equals the run's maximum gets the destination's gradient over its share of the ties,
-//   added atomically to an fp32 grad_x (no output row).
+//   added atomically to an fp32 grad_x (its flush writes nothing).
 struct NoParams {};
 
 template <typename acc_t, int V, bool kAdd>
