@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -325,8 +325,9 @@ def _reversed_hetero(graph: _HeteroGraph) -> _HeteroGraph:
     return out
 
 
-def _restore_types(by_type: Optional[Dict[EdgeType, Tensor]]) -> Optional[Dict[EdgeType, Tensor]]:
-    """Per-edge-type outputs of the reversed graph keyed by the graph's own edge types."""
+def _restore_types(by_type: Optional[Dict[EdgeType, Any]]) -> Optional[Dict[EdgeType, Any]]:
+    """Per-edge-type values of the reversed graph (tensors, fanouts, counts) keyed by the
+    graph's own edge types."""
     return None if by_type is None else {reverse_edge_type(et): v for et, v in by_type.items()}
 
 
