@@ -845,6 +845,32 @@ def test_heterogeneous_backward_sampling_weighted_and_induced(location):
         assert torch.equal(edge_id.sort().values, inside.nonzero().view(-1))
 
 
+@pytest.mark.parametrize('location', LOCATIONS)
+@pytest.mark.parametrize('hetero', [False, True])
+def test_link_loader_with_backward_sampling(location, hetero):
+    """LinkNeighborLoader over a backward sampler, with negatives: every sampled edge is
+    the graph's, in its direction, with its input id and the store's edge features."""
+    from torch_geometric.sampler import NegativeSampling
+    data = hetero_graph() if hetero else directed_graph()
+    for store in data.edge_stores:
+        store.edge_attr = torch.randn(store.num_edges, 2)
+    stores = from_data(data, location)
+    label_type = ('author', 'writes', 'paper') if hetero else None
+    labels = (data[label_type] if hetero else data).edge_index[:, :20]
+    loader = pyg_accel.loader.LinkNeighborLoader(
+        stores, [3, 2], neighbor_sampler=NeighborSampler(stores, [3, 2], sample_direction='backward'),
+        edge_label_index=(label_type, labels) if hetero else labels, batch_size=10,
+        neg_sampling=NegativeSampling('binary' if hetero else 'triplet'))
+    batch = next(iter(loader)).to('cpu')
+    for edge_type in (batch.edge_types if hetero else [None]):
+        store, graph = (batch[edge_type], data[edge_type]) if hetero else (batch, data)
+        src_ids = batch[edge_type[0]].n_id if hetero else batch.n_id
+        dst_ids = batch[edge_type[-1]].n_id if hetero else batch.n_id
+        ei = store.edge_index
+        assert torch.equal(torch.stack([src_ids[ei[0]], dst_ids[ei[1]]]), graph.edge_index[:, store.e_id])
+        assert torch.equal(store.edge_attr, graph.edge_attr[store.e_id])
+
+
 @requires_stock_sampler
 def test_heterogeneous_backward_sampling_matches_stock_pyg_nodes():
     """All out-neighbours ([-1, -1]): the same node sets as stock PyG's backward sampler."""
