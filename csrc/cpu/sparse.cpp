@@ -152,20 +152,23 @@ std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const a
       std::vector<acc_t> best(F);
       for (int64_t d = begin; d < end; ++d) {
         int* count = t + d * F;
-        std::fill(count, count + F, 0);
-        for (int64_t e = p[d]; e < p[d + 1]; ++e) {
+        if (p[d] == p[d + 1]) {  // no edges: 0, as PyG's scatter max into zeros
+          std::fill(count, count + F, 0);
+          std::fill(o + d * F, o + (d + 1) * F, scalar_t(0));
+          continue;
+        }
+        const scalar_t* first = xs + s[p[d]] * F;
+        for (int64_t f = 0; f < F; ++f) best[f] = static_cast<acc_t>(first[f]), count[f] = 1;
+        for (int64_t e = p[d] + 1; e < p[d + 1]; ++e) {
           const scalar_t* row = xs + s[e] * F;
-          for (int64_t f = 0; f < F; ++f) {
+          for (int64_t f = 0; f < F; ++f) {  // (branch-free, so the compiler vectorises it)
             const acc_t v = static_cast<acc_t>(row[f]);
-            if (count[f] == 0 || v > best[f]) {
-              best[f] = v;
-              count[f] = 1;
-            } else if (v == best[f]) {
-              ++count[f];
-            }
+            const bool above = v > best[f];
+            count[f] = above ? 1 : count[f] + (v == best[f]);
+            best[f] = above ? v : best[f];
           }
         }
-        for (int64_t f = 0; f < F; ++f) o[d * F + f] = count[f] > 0 ? static_cast<scalar_t>(best[f]) : scalar_t(0);
+        for (int64_t f = 0; f < F; ++f) o[d * F + f] = static_cast<scalar_t>(best[f]);
       }
     });
   });
@@ -194,14 +197,18 @@ at::Tensor spmm_max_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_
     const scalar_t* gs = grad.data_ptr<scalar_t>();
     acc_t* gx = grad_x.data_ptr<acc_t>();
     at::parallel_for(0, F, 1, [&](int64_t f0, int64_t f1) {
+      std::vector<acc_t> best(f1 - f0), share(f1 - f0);  // the destination's, per feature of the slice
       for (int64_t d = 0; d < num_dst; ++d) {
+        if (p[d] == p[d + 1]) continue;
+        for (int64_t f = f0; f < f1; ++f) {
+          best[f - f0] = static_cast<acc_t>(os[d * F + f]);
+          share[f - f0] = static_cast<acc_t>(gs[d * F + f]) / max_share(best[f - f0], ts[d * F + f]);
+        }
         for (int64_t e = p[d]; e < p[d + 1]; ++e) {
-          const int64_t from = s[e] * F;
-          for (int64_t f = f0; f < f1; ++f) {
-            const acc_t best = static_cast<acc_t>(os[d * F + f]);
-            if (static_cast<acc_t>(xs[from + f]) == best) {
-              gx[from + f] += static_cast<acc_t>(gs[d * F + f]) / max_share(best, ts[d * F + f]);
-            }
+          const scalar_t* row = xs + s[e] * F;
+          acc_t* to = gx + s[e] * F;
+          for (int64_t f = f0; f < f1; ++f) {  // (a branch: few sources reach a maximum, so few writes)
+            if (static_cast<acc_t>(row[f]) == best[f - f0]) to[f] += share[f - f0];
           }
         }
       }
