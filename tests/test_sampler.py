@@ -846,6 +846,20 @@ def test_heterogeneous_backward_sampling_weighted_and_induced(location):
 
 
 @pytest.mark.parametrize('location', LOCATIONS)
+def test_heterogeneous_backward_sampling_disjoint_trees(location):
+    """Disjoint backward sampling: one tree per seed, and every sampled edge (in the
+    graph's direction) joins two nodes of the same tree."""
+    data = hetero_graph()
+    sampler = NeighborSampler(from_data(data, location), [3, 2], sample_direction='backward', disjoint=True)
+    out = sampler._sample({'paper': torch.arange(6)})
+    assert torch.equal(out.batch['paper'][:6].cpu(), torch.arange(6))
+    for (src, rel, dst), row in out.row.items():
+        col = out.col[src, rel, dst]
+        assert torch.equal(out.batch[src][row], out.batch[dst][col]), (src, rel, dst)
+    assert sum(len(row) for row in out.row.values()) > 0
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
 @pytest.mark.parametrize('hetero', [False, True])
 def test_link_loader_with_backward_sampling(location, hetero):
     """LinkNeighborLoader over a backward sampler, with negatives: every sampled edge is
