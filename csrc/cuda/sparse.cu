@@ -352,11 +352,17 @@ __global__ void edge_softmax_kernel(const int64_t* __restrict__ ptr, const scala
   }
 }
 
-// PYG_ACCEL_SPARSE_KERNEL=generic forces the generic kernels (read per call, so a
-// benchmark or a test can compare both paths in one process).
+// PYG_ACCEL_SPARSE_KERNEL=generic forces the generic kernels, =vec the vectorised ones
+// wherever the layout allows them, past any size heuristic (read per call, so a
+// benchmark or a test can compare the paths in one process).
 bool use_vec_kernels() {
   const char* env = std::getenv("PYG_ACCEL_SPARSE_KERNEL");
   return env == nullptr || std::strcmp(env, "generic") != 0;
+}
+
+bool force_vec_kernels() {
+  const char* env = std::getenv("PYG_ACCEL_SPARSE_KERNEL");
+  return env != nullptr && std::strcmp(env, "vec") == 0;
 }
 
 // Whether rows of x split into 16-byte vectors that each lie in one head.
@@ -640,6 +646,15 @@ bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Te
   const int64_t warps = (E + chunk.edges() - 1) / chunk.edges();
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                   static_cast<unsigned>((vecs + tpg - 1) / tpg));
+  // With 1,024-edge runs a small graph makes few warps: a sampled batch's (~450k edges)
+  // at F = 100 makes ~450, a tenth of what an H200 holds at once, each walking its
+  // edges four gathers at a time. Below one full wave of resident warps the row
+  // reductions (a lane group per destination) run instead. (A prediction, not yet
+  // measured: compare `scripts/max_timing.py --scale 0.01` with and without
+  // PYG_ACCEL_SPARSE_KERNEL=vec, which forces this kernel.)
+  const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
+                           vec::kWarps * vec::kSpmmMinBlocks;
+  if (warps * grid.y < resident && !force_vec_kernels()) return false;
   const bool exact = shared_rows_fill(F * 8);
   const auto options = x.options().dtype(at::kLong);
   at::Tensor packed = exact ? at::empty({num_dst, F}, options) : at::zeros({num_dst, F}, options);
