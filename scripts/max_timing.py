@@ -3,11 +3,14 @@ max kernels (``scripts/kernel_variants.sh OUT sparse_max`` runs it per build var
 
     python scripts/max_timing.py [--preset products] [--features 16 64 256] [--reps 10]
 
-Prints, per feature width, the median ms of: sum forward, max forward, max backward
-(the transposed row reduction), and the max / sum ratio of the forward.
+Prints, per feature width, the median ms of: sum forward, max forward, max backward,
+and the max / sum ratio of the forward; with ``--forced-vec`` also the max forward with
+``PYG_ACCEL_SPARSE_KERNEL=vec`` (the vectorised kernel past its small-graph fallback),
+in the same process: ``--scale 0.01`` makes a graph of a sampled batch's size.
 """
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,12 +30,14 @@ def main():
     p.add_argument('--features', type=int, nargs='*', default=[16, 64, 256])
     p.add_argument('--reps', type=int, default=10)
     p.add_argument('--out', default=None, help='a folder for max_timing.json')
+    p.add_argument('--forced-vec', action='store_true',
+                   help='also time the max forward with the vectorised kernel forced')
+    p.add_argument('--device', default='cuda')
     args = p.parse_args()
-    device = torch.device('cuda')
+    device = torch.device(args.device)
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device)
     n = dataset.data.num_nodes
     graph = CooGraph.from_edge_index(dataset.data.edge_index.to(device), (n, n))
-    graph.transpose()  # built once, as the backward finds it after the first step
     print(f'{dataset}: {graph.num_edges} edges', flush=True)
     rows = []
     for F in args.features:
@@ -44,9 +49,20 @@ def main():
             max_ms = median_time(lambda: spmm(graph, x, reduce='max'), device, reps=args.reps) * 1e3
         back_ms = median_time(lambda: torch.autograd.grad(out, x, grad, retain_graph=True), device,
                               reps=args.reps) * 1e3
-        print(f'F={F}: sum {sum_ms:.3f} ms, max {max_ms:.3f} ms, max backward {back_ms:.3f} ms, '
-              f'max / sum {max_ms / sum_ms:.2f}', flush=True)
-        rows.append({'F': F, 'sum ms': sum_ms, 'max ms': max_ms, 'max backward ms': back_ms})
+        row = {'F': F, 'sum ms': sum_ms, 'max ms': max_ms, 'max backward ms': back_ms}
+        if args.forced_vec:
+            before = os.environ.get('PYG_ACCEL_SPARSE_KERNEL')
+            os.environ['PYG_ACCEL_SPARSE_KERNEL'] = 'vec'  # (read per call)
+            with torch.no_grad():
+                torch.testing.assert_close(spmm(graph, x, reduce='max'), out, rtol=0, atol=0)
+                row['max forced vec ms'] = median_time(lambda: spmm(graph, x, reduce='max'), device,
+                                                       reps=args.reps) * 1e3
+            os.environ.pop('PYG_ACCEL_SPARSE_KERNEL')
+            if before is not None:
+                os.environ['PYG_ACCEL_SPARSE_KERNEL'] = before
+        print(f'F={F}: ' + ', '.join(f'{k} {v:.3f}' for k, v in row.items() if k != 'F')
+              + f', max / sum {max_ms / sum_ms:.2f}', flush=True)
+        rows.append(row)
         del x, out, grad
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)

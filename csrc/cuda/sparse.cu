@@ -650,8 +650,8 @@ bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Te
   // at F = 100 makes ~450, a tenth of what an H200 holds at once, each walking its
   // edges four gathers at a time. Below one full wave of resident warps the row
   // reductions (a lane group per destination) run instead. (A prediction, not yet
-  // measured: compare `scripts/max_timing.py --scale 0.01` with and without
-  // PYG_ACCEL_SPARSE_KERNEL=vec, which forces this kernel.)
+  // measured: `scripts/max_timing.py --scale 0.01 --forced-vec` times both;
+  // PYG_ACCEL_SPARSE_KERNEL=vec forces this kernel.)
   const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
                            vec::kWarps * vec::kSpmmMinBlocks;
   if (warps * grid.y < resident && !force_vec_kernels()) return false;
