@@ -69,7 +69,7 @@ def timed_or_oom(fn, device, reps):
 
 
 def _title(graph: str, env: dict) -> str:
-    """'synthetic-products: 2449029 nodes, 61859140 edges, NVIDIA H100 …' from a dataset repr."""
+    """'synthetic-products: 2449029 nodes, 123718280 edges, NVIDIA H100 …' from a dataset repr."""
     inner = graph[graph.find('(') + 1:graph.rfind(')')]
     return f"{', '.join(inner.split(', ')[:2])} edges; {env.get('gpu')}".replace(' edges edges', ' edges')
 

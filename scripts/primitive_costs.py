@@ -1,7 +1,7 @@
 """Times the PyTorch primitives the layers lean on (gathers, sorts, histograms) on a
 products-size edge list, to decide which to replace. Prints one line per primitive.
 
-    python scripts/primitive_costs.py [--edges 61859140] [--nodes 2449029]
+    python scripts/primitive_costs.py [--edges 123718280] [--nodes 2449029]
 """
 import argparse
 import sys
@@ -17,7 +17,7 @@ from pyg_accel.ops import gather  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('--edges', type=int, default=61_859_140)
+    p.add_argument('--edges', type=int, default=123_718_280)
     p.add_argument('--nodes', type=int, default=2_449_029)
     args = p.parse_args()
     E, N, dev = args.edges, args.nodes, torch.device('cuda')

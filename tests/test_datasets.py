@@ -58,6 +58,25 @@ def test_synthetic_scale_and_errors():
             synthetic_dataset('arxiv', scale=bad)
 
 
+# The edge counts of OGB's graphs as PyG users train on them: ogbn-products' 61,859,140
+# undirected edges come back twice (OGB adds the inverse edges on load), ogbn-arxiv and
+# ogbn-papers100M are made undirected (T.ToUndirected) by their users.
+PYG_EDGE_COUNTS = {'arxiv': (169_343, 2_315_598), 'products': (2_449_029, 2 * 61_859_140),
+                   'papers100M': (111_059_956, 2 * 1_615_685_872)}
+
+
+@pytest.mark.parametrize('preset', sorted(PYG_EDGE_COUNTS))
+def test_presets_have_the_edge_counts_pyg_trains_on(preset):
+    num_nodes, num_edges = PYG_EDGE_COUNTS[preset]
+    assert (PRESETS[preset].num_nodes, PRESETS[preset].num_edges) == (num_nodes, num_edges)
+
+
+def test_products_preset_has_products_mean_degree():
+    d = synthetic_dataset('products', scale=0.01)  # 24,490 nodes
+    assert abs(d.data.num_edges - int(123_718_280 * 0.01)) <= 0.001 * 123_718_280 * 0.01
+    assert d.data.num_edges / d.data.num_nodes == pytest.approx(50.5, rel=0.01)
+
+
 def _fit(model_kind, d, epochs=60):
     from torch_geometric.nn import SAGEConv
     torch.manual_seed(0)

@@ -4,7 +4,7 @@ and the embedded default graph.
 :func:`load_dataset` takes one name for all of them::
 
     load_dataset('default')                   # embedded, 10k nodes
-    load_dataset('synthetic-products')        # 2.45 M nodes, 61.9 M edges (see PRESETS)
+    load_dataset('synthetic-products')        # 2.45 M nodes, 123.7 M edges (see PRESETS)
     load_dataset('synthetic-papers100M', scale=0.1, device='cuda')
     load_dataset('ogbn-products', root='data/ogb')
 

@@ -52,8 +52,10 @@ PRESETS: Dict[str, SyntheticSpec] = {
     'small': SyntheticSpec(20_000, 400_000, 64, 10),
     # ogbn-arxiv as PyG users train it (made undirected), its time-based split's proportions.
     'arxiv': SyntheticSpec(169_343, 2_315_598, 128, 40, split=(0.537, 0.176, 0.287)),
-    # ogbn-products: sales-rank split, 8% / 1.6% / 90.4%.
-    'products': SyntheticSpec(2_449_029, 61_859_140, 100, 47, split=(0.08, 0.016, 0.904)),
+    # ogbn-products as PyG loads it: OGB lists its 61,859,140 undirected edges once and adds
+    # their inverses on load (master.csv: add_inverse_edge), so edge_index holds 123,718,280.
+    # Sales-rank split, 8% / 1.6% / 90.4%.
+    'products': SyntheticSpec(2_449_029, 123_718_280, 100, 47, split=(0.08, 0.016, 0.904)),
     # ogbn-papers100M: 1.1% / 0.1% / 0.2% of the nodes are labelled (scale it down to fit).
     'papers100M': SyntheticSpec(111_059_956, 3_231_371_744, 128, 172, split=(0.0109, 0.0011, 0.0019)),
 }
