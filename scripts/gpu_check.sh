@@ -10,7 +10,7 @@
 #   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
-#     one of a sampled batch's size (scripts/max_timing.py --forced-vec);
+#     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
 #     layers = GCN/SAGE/GAT layers vs PyG; primitives = costs of the
 #     PyTorch gathers/sorts the layers use;
 #   - e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls, e2e_pinned: features in pinned
@@ -102,8 +102,8 @@ for stage in $STAGES; do
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     adjoint) run adjoint python3 benchmarks/spmm_adjoint.py --out "$OUT_DIR" ;;
     max)  # the full graph, then one of a sampled batch's size, each with the vectorised kernel forced too
-      run max python3 scripts/max_timing.py --forced-vec --out "$OUT_DIR"
-      run max_small python3 scripts/max_timing.py --scale 0.01 --forced-vec --out "$OUT_DIR/max_small" ;;
+      run max python3 scripts/max_timing.py --paths --out "$OUT_DIR"
+      run max_small python3 scripts/max_timing.py --scale 0.01 --paths --out "$OUT_DIR/max_small" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;
     e2e)  # issue 5's setting (plain, then with trim_to_layer), then WholeGraph's (fewer batches timed)

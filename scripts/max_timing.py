@@ -4,14 +4,16 @@ max kernels (``scripts/kernel_variants.sh OUT sparse_max`` runs it per build var
     python scripts/max_timing.py [--preset products] [--features 16 64 256] [--reps 10]
 
 Prints, per feature width, the median ms of: sum forward, max forward, max backward,
-and the max / sum ratio of the forward; with ``--forced-vec`` also the max forward with
-``PYG_ACCEL_SPARSE_KERNEL=vec`` (the vectorised kernel past its small-graph fallback),
-in the same process: ``--scale 0.01`` makes a graph of a sampled batch's size.
+and the max / sum ratio of the forward; with ``--paths`` also the max forward down each
+path the default chooses between, in the same process: ``PYG_ACCEL_SPARSE_KERNEL=vec``
+(the vectorised kernel's long runs, which a small graph does not take) and ``=generic``
+(the row reductions). ``--scale 0.01`` makes a graph of a sampled batch's size.
 """
 import argparse
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -23,6 +25,19 @@ from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.ops import CooGraph, spmm  # noqa: E402
 
 
+@contextmanager
+def forced_kernel(kernel: str):
+    """``PYG_ACCEL_SPARSE_KERNEL=kernel`` (read per call) inside the block, as it was after."""
+    before = os.environ.get('PYG_ACCEL_SPARSE_KERNEL')
+    os.environ['PYG_ACCEL_SPARSE_KERNEL'] = kernel
+    try:
+        yield
+    finally:
+        os.environ.pop('PYG_ACCEL_SPARSE_KERNEL')
+        if before is not None:
+            os.environ['PYG_ACCEL_SPARSE_KERNEL'] = before
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--preset', default='products')
@@ -30,8 +45,8 @@ def main():
     p.add_argument('--features', type=int, nargs='*', default=[16, 64, 256])
     p.add_argument('--reps', type=int, default=10)
     p.add_argument('--out', default=None, help='a folder for max_timing.json')
-    p.add_argument('--forced-vec', action='store_true',
-                   help='also time the max forward with the vectorised kernel forced')
+    p.add_argument('--paths', action='store_true',
+                   help="also time the max forward down each path the default chooses between")
     p.add_argument('--device', default='cuda')
     args = p.parse_args()
     device = torch.device(args.device)
@@ -50,16 +65,11 @@ def main():
         back_ms = median_time(lambda: torch.autograd.grad(out, x, grad, retain_graph=True), device,
                               reps=args.reps) * 1e3
         row = {'F': F, 'sum ms': sum_ms, 'max ms': max_ms, 'max backward ms': back_ms}
-        if args.forced_vec:
-            before = os.environ.get('PYG_ACCEL_SPARSE_KERNEL')
-            os.environ['PYG_ACCEL_SPARSE_KERNEL'] = 'vec'  # (read per call)
-            with torch.no_grad():
-                torch.testing.assert_close(spmm(graph, x, reduce='max'), out, rtol=0, atol=0)
-                row['max forced vec ms'] = median_time(lambda: spmm(graph, x, reduce='max'), device,
-                                                       reps=args.reps) * 1e3
-            os.environ.pop('PYG_ACCEL_SPARSE_KERNEL')
-            if before is not None:
-                os.environ['PYG_ACCEL_SPARSE_KERNEL'] = before
+        if args.paths:
+            for kernel, name in (('vec', 'max long runs ms'), ('generic', 'max row reductions ms')):
+                with forced_kernel(kernel), torch.no_grad():
+                    torch.testing.assert_close(spmm(graph, x, reduce='max'), out, rtol=0, atol=0)
+                    row[name] = median_time(lambda: spmm(graph, x, reduce='max'), device, reps=args.reps) * 1e3
         print(f'F={F}: ' + ', '.join(f'{k} {v:.3f}' for k, v in row.items() if k != 'F')
               + f', max / sum {max_ms / sum_ms:.2f}', flush=True)
         rows.append(row)

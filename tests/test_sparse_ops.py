@@ -251,19 +251,25 @@ def test_spmm_max_matches_pyg_scatter_max(device, index_dtype, dtype, heads):
     assert isolated.any() and out[isolated].eq(0).all()
 
 
-@pytest.mark.parametrize('kernel', ['default', 'vec'])
+def force_max_kernel(kernel: str, device: torch.device, monkeypatch) -> None:
+    """On the GPU, sends max aggregation down one path: 'default' (a small graph: the
+    vectorised kernel's short runs), 'vec' (its 1,024-edge runs) or 'generic' (the row
+    reductions). The CPU has one kernel: skips all but 'default' there."""
+    if kernel != 'default':
+        if device.type == 'cpu':
+            pytest.skip('one CPU kernel')
+        monkeypatch.setenv('PYG_ACCEL_SPARSE_KERNEL', kernel)
+
+
+@pytest.mark.parametrize('kernel', ['default', 'vec', 'generic'])
 @pytest.mark.parametrize('flip', [False, True])
 @pytest.mark.parametrize('width', [4, 40, 200])
 def test_spmm_max_hub_rows(device, flip, width, kernel, monkeypatch):
     """Max aggregation and its gradient where one node has 3000 edges (over the CUDA
     kernels' long-row limit): as the destination (forward's long row) and as the source
-    (the backward's), at widths that take one and several passes over the features. On
-    the GPU a graph this small takes the row reductions for the forward unless the
-    vectorised kernel is forced (its 1,024-edge runs are then cut and merged by CAS)."""
-    if kernel == 'vec':
-        if device.type == 'cpu':
-            pytest.skip('one CPU kernel')
-        monkeypatch.setenv('PYG_ACCEL_SPARSE_KERNEL', 'vec')
+    (the backward's), at widths that take one and several passes over the features,
+    down each CUDA path (the hub row is cut into many runs merged by CAS)."""
+    force_max_kernel(kernel, device, monkeypatch)
     ei = hub_graph(device=device)
     ei = ei.flip(0) if flip else ei
     n = 3000
@@ -280,19 +286,16 @@ def test_spmm_max_hub_rows(device, flip, width, kernel, monkeypatch):
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # the hub's gradient sums 3000 terms
 
 
-@pytest.mark.parametrize('kernel', ['default', 'vec'])
+@pytest.mark.parametrize('kernel', ['default', 'vec', 'generic'])
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('width', [16, 64])
 def test_spmm_max_rows_across_edge_chunks(device, dtype, width, kernel, monkeypatch):
-    """Max aggregation over 40,000 edges into 300 destinations (~130 each). With the
-    vectorised kernel forced on the GPU many rows are cut between its edge chunks and
-    merged by compare-and-swap (every first and last run at width 16, only the cut rows
-    at 64); by default a graph this small takes the row reductions. Values exact, ties
-    (half the values ReLU zeros) through the gradient."""
-    if kernel == 'vec':
-        if device.type == 'cpu':
-            pytest.skip('one CPU kernel')
-        monkeypatch.setenv('PYG_ACCEL_SPARSE_KERNEL', 'vec')
+    """Max aggregation over 40,000 edges into 300 destinations (~130 each). On the GPU
+    the vectorised kernel cuts many rows between its edge chunks and merges them by
+    compare-and-swap: by default (64-edge runs) most rows, with 'vec' (1,024-edge runs)
+    every first and last run at width 16, only the cut rows at 64; 'generic' takes the
+    row reductions. Values exact, ties (half the values ReLU zeros) through the gradient."""
+    force_max_kernel(kernel, device, monkeypatch)
     gen = torch.Generator().manual_seed(3)
     ei = torch.stack([torch.randint(0, 500, (40000,), generator=gen),
                       torch.randint(0, 300, (40000,), generator=gen)]).to(device)

@@ -632,29 +632,19 @@ __global__ void unpack_max_kernel(const unsigned long long* __restrict__ packed,
   }
 }
 
-// Max aggregation by the vectorised SpMM's edge-balanced chunks (fp32 / fp16 / bf16 x
-// whose rows split into 16-byte vectors; else false, nothing launched): each feature's
-// maximum and tie count, packed per element (8 bytes, as out and ties together) so that
-// the runs that groups share merge by compare-and-swap, then unpacked.
-bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
-                      at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
+// Max aggregation by the vectorised SpMM's edge-balanced chunks of kRunEdges-edge runs:
+// each feature's maximum and tie count, packed per element (8 bytes, as out and ties
+// together) so that the runs that groups share merge by compare-and-swap, then unpacked.
+template <int kRunEdges>
+void spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
+                  at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
   const int64_t E = src.numel(), H = x.size(1), C = x.size(2), F = H * C, num_dst = ptr.numel() - 1;
-  if (x.scalar_type() == at::kDouble || !vec_layout(x, C)) return false;
   const int64_t vecs = F / (16 / x.element_size());
   const int tpg = group_size(vecs);
-  const vec::Chunk chunk(tpg, vec::kMaxRun);
+  const vec::Chunk chunk(tpg, kRunEdges);
   const int64_t warps = (E + chunk.edges() - 1) / chunk.edges();
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                   static_cast<unsigned>((vecs + tpg - 1) / tpg));
-  // With 1,024-edge runs a small graph makes few warps: a sampled batch's (~450k edges)
-  // at F = 100 makes ~450, a tenth of what an H200 holds at once, each walking its
-  // edges four gathers at a time. Below one full wave of resident warps the row
-  // reductions (a lane group per destination) run instead. (A prediction, not yet
-  // measured: `scripts/max_timing.py --scale 0.01 --forced-vec` times both;
-  // PYG_ACCEL_SPARSE_KERNEL=vec forces this kernel.)
-  const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
-                           vec::kWarps * vec::kSpmmMinBlocks;
-  if (warps * grid.y < resident && !force_vec_kernels()) return false;
   const bool exact = shared_rows_fill(F * 8);
   const auto options = x.options().dtype(at::kLong);
   at::Tensor packed = exact ? at::empty({num_dst, F}, options) : at::zeros({num_dst, F}, options);
@@ -670,9 +660,10 @@ bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Te
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_vec", [&] {
     if constexpr (!std::is_same_v<scalar_t, double>) {
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_vec_index", [&] {
-        vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxOf<scalar_t>><<<grid, vec::kThreads, 0, stream>>>(
-            dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr, x.data_ptr<scalar_t>(), slots, E, H, C, tpg,
-            exact, vec::NoParams{});
+        vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxOf<scalar_t, kRunEdges>>
+            <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
+                                                 x.data_ptr<scalar_t>(), slots, E, H, C, tpg, exact,
+                                                 vec::NoParams{});
       });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       unpack_max_kernel<scalar_t><<<blocks_for(num_dst * F), kThreads, 0, stream>>>(
@@ -680,6 +671,31 @@ bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Te
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });
+}
+
+// Max aggregation on the vectorised kernel (fp32 / fp16 / bf16 x whose rows split into
+// 16-byte vectors; else false, nothing launched). Runs of kMaxRun edges cut few rows, so
+// few runs merge by CAS; but a graph too small to fill one wave of resident warps with
+// them (a sampled batch's: ~1.2 M edges at F = 16 make 151 warps, against ~4,200
+// resident on an H200, each walking 1,024 edges four gathers at a time) takes runs of
+// kRun edges, 16 times as many warps. H200, 1.2 M edges: the long runs took 0.43 / 0.37
+// / 0.47 ms at F = 16 / 64 / 256, the row reductions 0.37 / 0.45 / 1.74 ms
+// (scripts/max_timing.py --scale 0.01). PYG_ACCEL_SPARSE_KERNEL=vec forces the long runs.
+bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
+                      at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
+  const int64_t E = src.numel(), C = x.size(2), F = x.size(1) * C;
+  if (x.scalar_type() == at::kDouble || !vec_layout(x, C)) return false;
+  const int64_t vecs = F / (16 / x.element_size());
+  const int tpg = group_size(vecs);
+  const int64_t per_warp = vec::Chunk(tpg, vec::kMaxRun).edges();
+  const int64_t long_runs = (E + per_warp - 1) / per_warp;  // warps of long runs per feature slice
+  const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
+                           vec::kWarps * vec::kSpmmMinBlocks;
+  if (long_runs * ((vecs + tpg - 1) / tpg) < resident && !force_vec_kernels()) {
+    spmm_max_vec<vec::kRun>(ptr, dst, src, x, out, ties, stream);
+  } else {
+    spmm_max_vec<vec::kMaxRun>(ptr, dst, src, x, out, ties, stream);
+  }
   return true;
 }
 

@@ -156,11 +156,13 @@ __device__ __forceinline__ unsigned long long merge_max(unsigned long long a, un
   return (a & 0xffffffff00000000ull) | (ca + cb);
 }
 
-template <int V>
+// kRunEdges: the fewest edges per group (kMaxRun; a graph too small to fill the GPU with
+// such runs takes kRun-edge ones, see try_spmm_max_vec).
+template <int V, int kRunEdges>
 struct MaxRun {
   using Out = unsigned long long;
   using Params = NoParams;
-  static constexpr int kMinRun = kMaxRun;
+  static constexpr int kMinRun = kRunEdges;
   float best[V];
   int count[V];
   __device__ __forceinline__ MaxRun(const Params&, int64_t, int64_t) { clear(); }
@@ -232,8 +234,8 @@ struct MaxGradRun {
 
 template <typename scalar_t, typename acc_t, bool kAdd>
 using SumOf = SumRun<acc_t, Width<scalar_t>::kVec, kAdd>;
-template <typename scalar_t>
-using MaxOf = MaxRun<Width<scalar_t>::kVec>;
+template <typename scalar_t, int kRunEdges = kMaxRun>
+using MaxOf = MaxRun<Width<scalar_t>::kVec, kRunEdges>;
 template <typename scalar_t>
 using MaxGradOf = MaxGradRun<scalar_t, Width<scalar_t>::kVec>;
 
