@@ -5,37 +5,24 @@ max kernels (``scripts/kernel_variants.sh OUT sparse_max`` runs it per build var
 
 Prints, per feature width, the median ms of: sum forward, max forward, max backward,
 and the max / sum ratio of the forward; with ``--paths`` also the max forward down each
-path the default chooses between, in the same process: ``PYG_ACCEL_SPARSE_KERNEL=vec``
-(the vectorised kernel's long runs, which a small graph does not take) and ``=generic``
-(the row reductions). ``--scale 0.01`` makes a graph of a sampled batch's size.
+path, in the same process: the vectorised kernel in runs of 64, 256 and 1,024 edges
+(``PYG_ACCEL_MAX_RUN_EDGES``; the default picks by the graph's size) and the row
+reductions (``PYG_ACCEL_SPARSE_KERNEL=generic``). ``--scale 0.01`` makes a graph of a
+sampled batch's size.
 """
 import argparse
 import json
-import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))  # common, sparse
 from common import median_time  # noqa: E402
+from sparse import env_setting  # noqa: E402
 
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.ops import CooGraph, spmm  # noqa: E402
-
-
-@contextmanager
-def forced_kernel(kernel: str):
-    """``PYG_ACCEL_SPARSE_KERNEL=kernel`` (read per call) inside the block, as it was after."""
-    before = os.environ.get('PYG_ACCEL_SPARSE_KERNEL')
-    os.environ['PYG_ACCEL_SPARSE_KERNEL'] = kernel
-    try:
-        yield
-    finally:
-        os.environ.pop('PYG_ACCEL_SPARSE_KERNEL')
-        if before is not None:
-            os.environ['PYG_ACCEL_SPARSE_KERNEL'] = before
 
 
 def main():
@@ -66,8 +53,9 @@ def main():
                               reps=args.reps) * 1e3
         row = {'F': F, 'sum ms': sum_ms, 'max ms': max_ms, 'max backward ms': back_ms}
         if args.paths:
-            for kernel, name in (('vec', 'max long runs ms'), ('generic', 'max row reductions ms')):
-                with forced_kernel(kernel), torch.no_grad():
+            paths = [('PYG_ACCEL_MAX_RUN_EDGES', run, f'max runs {run} ms') for run in ('64', '256', '1024')]
+            for variable, value, name in paths + [('PYG_ACCEL_SPARSE_KERNEL', 'generic', 'max row reductions ms')]:
+                with env_setting(variable, value), torch.no_grad():
                     torch.testing.assert_close(spmm(graph, x, reduce='max'), out, rtol=0, atol=0)
                     row[name] = median_time(lambda: spmm(graph, x, reduce='max'), device, reps=args.reps) * 1e3
         print(f'F={F}: ' + ', '.join(f'{k} {v:.3f}' for k, v in row.items() if k != 'F')

@@ -6,7 +6,7 @@ from torch_geometric.utils import softmax as pyg_softmax
 from pyg_accel.ops import CooGraph, edge_softmax, sddmm, spmm
 from pyg_accel.ops.sparse import spmm_add_
 
-from conftest import poison_cuda_allocator
+from conftest import poison_cuda_allocator, requires_cuda
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-4), torch.float64: dict(atol=1e-10, rtol=1e-9),
        torch.bfloat16: dict(atol=3e-2, rtol=3e-2), torch.float16: dict(atol=5e-3, rtol=5e-3)}
@@ -251,17 +251,22 @@ def test_spmm_max_matches_pyg_scatter_max(device, index_dtype, dtype, heads):
     assert isolated.any() and out[isolated].eq(0).all()
 
 
+# Max aggregation's CUDA paths: the default (a small graph: the vectorised kernel's
+# 64-edge runs), its 256- and 1,024-edge runs, and the row reductions.
+MAX_PATHS = {'default': {}, 'runs256': {'PYG_ACCEL_MAX_RUN_EDGES': '256'}, 'vec': {'PYG_ACCEL_SPARSE_KERNEL': 'vec'},
+             'generic': {'PYG_ACCEL_SPARSE_KERNEL': 'generic'}}
+
+
 def force_max_kernel(kernel: str, device: torch.device, monkeypatch) -> None:
-    """On the GPU, sends max aggregation down one path: 'default' (a small graph: the
-    vectorised kernel's short runs), 'vec' (its 1,024-edge runs) or 'generic' (the row
-    reductions). The CPU has one kernel: skips all but 'default' there."""
-    if kernel != 'default':
-        if device.type == 'cpu':
-            pytest.skip('one CPU kernel')
-        monkeypatch.setenv('PYG_ACCEL_SPARSE_KERNEL', kernel)
+    """On the GPU, sends max aggregation down one of MAX_PATHS. The CPU has one kernel:
+    skips all but 'default' there."""
+    if kernel != 'default' and device.type == 'cpu':
+        pytest.skip('one CPU kernel')
+    for name, value in MAX_PATHS[kernel].items():
+        monkeypatch.setenv(name, value)
 
 
-@pytest.mark.parametrize('kernel', ['default', 'vec', 'generic'])
+@pytest.mark.parametrize('kernel', list(MAX_PATHS))
 @pytest.mark.parametrize('flip', [False, True])
 @pytest.mark.parametrize('width', [4, 40, 200])
 def test_spmm_max_hub_rows(device, flip, width, kernel, monkeypatch):
@@ -286,15 +291,23 @@ def test_spmm_max_hub_rows(device, flip, width, kernel, monkeypatch):
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # the hub's gradient sums 3000 terms
 
 
-@pytest.mark.parametrize('kernel', ['default', 'vec', 'generic'])
+@requires_cuda
+def test_max_run_length_knob_takes_only_the_compiled_lengths(monkeypatch):
+    monkeypatch.setenv('PYG_ACCEL_MAX_RUN_EDGES', '100')
+    g = CooGraph.from_edge_index(torch.tensor([[0, 1], [1, 0]], device='cuda'), (2, 2))
+    with pytest.raises(RuntimeError, match='PYG_ACCEL_MAX_RUN_EDGES must be 64, 256 or 1024'):
+        spmm(g, torch.randn(2, 16, device='cuda'), reduce='max')
+
+
+@pytest.mark.parametrize('kernel', list(MAX_PATHS))
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('width', [16, 64])
 def test_spmm_max_rows_across_edge_chunks(device, dtype, width, kernel, monkeypatch):
     """Max aggregation over 40,000 edges into 300 destinations (~130 each). On the GPU
-    the vectorised kernel cuts many rows between its edge chunks and merges them by
-    compare-and-swap: by default (64-edge runs) most rows, with 'vec' (1,024-edge runs)
-    every first and last run at width 16, only the cut rows at 64; 'generic' takes the
-    row reductions. Values exact, ties (half the values ReLU zeros) through the gradient."""
+    the vectorised kernel cuts rows between its edge chunks and merges them by
+    compare-and-swap: by default (64-edge runs) most rows, fewer with 256-edge runs, and
+    with 'vec' (1,024-edge runs) every first and last run at width 16, only the cut rows
+    at 64; 'generic' takes the row reductions. Values exact, ties (half the values ReLU zeros) through the gradient."""
     force_max_kernel(kernel, device, monkeypatch)
     gen = torch.Generator().manual_seed(3)
     ei = torch.stack([torch.randint(0, 500, (40000,), generator=gen),

@@ -673,28 +673,48 @@ void spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
   });
 }
 
+// The run length max aggregation takes on a graph of `edges` edges: the longest of
+// kMaxRun, 256 and kRun edges whose warps fill one wave of the resident ones, else kRun.
+// Long runs cut few rows, so few runs merge by CAS (one loop per feature); but each
+// group walks its run four gathers at a time, so a graph too small to fill the GPU with
+// long runs waits on their latency (a sampled batch's, ~1.2 M edges at F = 16, makes 151
+// warps of 1,024-edge runs against ~4,200 resident on an H200). H200, products-size graph
+// at 1% (1.2 M edges), F = 16 / 64 / 256: 1,024-edge runs 0.44 / 0.37 / 0.48 ms, 64-edge
+// runs 0.12 / 0.21 / 0.38, the row reductions 0.37 / 0.45 / 1.72 (max_timing.py --paths).
+// PYG_ACCEL_SPARSE_KERNEL=vec forces kMaxRun, PYG_ACCEL_MAX_RUN_EDGES=64|256|1024 one
+// length (read per call, for timing and tests).
+int max_run_edges(int64_t edges, int tpg, int64_t slices) {
+  if (force_vec_kernels()) return vec::kMaxRun;
+  if (const char* env = std::getenv("PYG_ACCEL_MAX_RUN_EDGES")) {
+    const int forced = std::atoi(env);
+    TORCH_CHECK(forced == vec::kRun || forced == 256 || forced == vec::kMaxRun,
+                "PYG_ACCEL_MAX_RUN_EDGES must be ", vec::kRun, ", 256 or ", vec::kMaxRun, ", got '", env, "'");
+    return forced;
+  }
+  const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
+                           vec::kWarps * vec::kSpmmMinBlocks;
+  for (const int run : {vec::kMaxRun, 256}) {
+    const int64_t per_warp = vec::Chunk(tpg, run).edges();
+    if ((edges + per_warp - 1) / per_warp * slices >= resident) return run;
+  }
+  return vec::kRun;
+}
+
 // Max aggregation on the vectorised kernel (fp32 / fp16 / bf16 x whose rows split into
-// 16-byte vectors; else false, nothing launched). Runs of kMaxRun edges cut few rows, so
-// few runs merge by CAS; but a graph too small to fill one wave of resident warps with
-// them (a sampled batch's: ~1.2 M edges at F = 16 make 151 warps, against ~4,200
-// resident on an H200, each walking 1,024 edges four gathers at a time) takes runs of
-// kRun edges, 16 times as many warps. H200, 1.2 M edges: the long runs took 0.43 / 0.37
-// / 0.47 ms at F = 16 / 64 / 256, the row reductions 0.37 / 0.45 / 1.74 ms
-// (scripts/max_timing.py --scale 0.01). PYG_ACCEL_SPARSE_KERNEL=vec forces the long runs.
+// 16-byte vectors; else false, nothing launched), in runs of max_run_edges.
 bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
                       at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
-  const int64_t E = src.numel(), C = x.size(2), F = x.size(1) * C;
+  const int64_t C = x.size(2), F = x.size(1) * C;
   if (x.scalar_type() == at::kDouble || !vec_layout(x, C)) return false;
   const int64_t vecs = F / (16 / x.element_size());
   const int tpg = group_size(vecs);
-  const int64_t per_warp = vec::Chunk(tpg, vec::kMaxRun).edges();
-  const int64_t long_runs = (E + per_warp - 1) / per_warp;  // warps of long runs per feature slice
-  const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
-                           vec::kWarps * vec::kSpmmMinBlocks;
-  if (long_runs * ((vecs + tpg - 1) / tpg) < resident && !force_vec_kernels()) {
-    spmm_max_vec<vec::kRun>(ptr, dst, src, x, out, ties, stream);
-  } else {
+  const int run = max_run_edges(src.numel(), tpg, (vecs + tpg - 1) / tpg);
+  if (run == vec::kMaxRun) {
     spmm_max_vec<vec::kMaxRun>(ptr, dst, src, x, out, ties, stream);
+  } else if (run == 256) {
+    spmm_max_vec<256>(ptr, dst, src, x, out, ties, stream);
+  } else {
+    spmm_max_vec<vec::kRun>(ptr, dst, src, x, out, ties, stream);
   }
   return true;
 }
