@@ -6,7 +6,7 @@ from torch_geometric.utils import softmax as pyg_softmax
 from pyg_accel.ops import CooGraph, edge_softmax, sddmm, spmm
 from pyg_accel.ops.sparse import spmm_add_
 
-from conftest import poison_cuda_allocator, requires_cuda
+from conftest import poison_cuda_allocator
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-4), torch.float64: dict(atol=1e-10, rtol=1e-9),
        torch.bfloat16: dict(atol=3e-2, rtol=3e-2), torch.float16: dict(atol=5e-3, rtol=5e-3)}
@@ -289,14 +289,6 @@ def test_spmm_max_hub_rows(device, flip, width, kernel, monkeypatch):
     got, = torch.autograd.grad(out, x, grad)
     want, = torch.autograd.grad(ref, x, grad)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # the hub's gradient sums 3000 terms
-
-
-@requires_cuda
-def test_max_run_length_knob_takes_only_the_compiled_lengths(monkeypatch):
-    monkeypatch.setenv('PYG_ACCEL_MAX_RUN_EDGES', '100')
-    g = CooGraph.from_edge_index(torch.tensor([[0, 1], [1, 0]], device='cuda'), (2, 2))
-    with pytest.raises(RuntimeError, match='PYG_ACCEL_MAX_RUN_EDGES must be 64, 256 or 1024'):
-        spmm(g, torch.randn(2, 16, device='cuda'), reduce='max')
 
 
 @pytest.mark.parametrize('kernel', list(MAX_PATHS))

@@ -681,15 +681,14 @@ void spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
 // warps of 1,024-edge runs against ~4,200 resident on an H200). H200, products-size graph
 // at 1% (1.2 M edges), F = 16 / 64 / 256: 1,024-edge runs 0.44 / 0.37 / 0.48 ms, 64-edge
 // runs 0.12 / 0.21 / 0.38, the row reductions 0.37 / 0.45 / 1.72 (max_timing.py --paths).
-// PYG_ACCEL_SPARSE_KERNEL=vec forces kMaxRun, PYG_ACCEL_MAX_RUN_EDGES=64|256|1024 one
-// length (read per call, for timing and tests).
+// PYG_ACCEL_SPARSE_KERNEL=vec forces kMaxRun; PYG_ACCEL_MAX_RUN_EDGES=N forces the
+// shortest compiled length of at least N (64, 256 or 1024; read per call, for timing
+// and tests).
 int max_run_edges(int64_t edges, int tpg, int64_t slices) {
   if (force_vec_kernels()) return vec::kMaxRun;
   if (const char* env = std::getenv("PYG_ACCEL_MAX_RUN_EDGES")) {
     const int forced = std::atoi(env);
-    TORCH_CHECK(forced == vec::kRun || forced == 256 || forced == vec::kMaxRun,
-                "PYG_ACCEL_MAX_RUN_EDGES must be ", vec::kRun, ", 256 or ", vec::kMaxRun, ", got '", env, "'");
-    return forced;
+    return forced <= vec::kRun ? vec::kRun : forced <= 256 ? 256 : vec::kMaxRun;
   }
   const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
                            vec::kWarps * vec::kSpmmMinBlocks;
