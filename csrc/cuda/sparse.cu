@@ -674,17 +674,17 @@ void spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
 }
 
 // The run length max aggregation takes on a graph of `edges` edges: the longest of
-// kMaxRun, 256 and kRun edges whose warps fill one wave of the resident ones, else kRun.
-// Long runs cut few rows, so few runs merge by CAS (one loop per feature); but each
-// group walks its run four gathers at a time, so a graph too small to fill the GPU with
-// long runs waits on their latency (a sampled batch's, ~1.2 M edges at F = 16, makes 151
-// warps of 1,024-edge runs against ~4,200 resident on an H200). H200, products-size graph
-// at 1% (1.2 M edges), F = 16 / 64 / 256: 1,024-edge runs 0.44 / 0.37 / 0.48 ms, 64-edge
-// runs 0.12 / 0.21 / 0.38, the row reductions 0.37 / 0.45 / 1.72 (max_timing.py --paths).
-// PYG_ACCEL_SPARSE_KERNEL=vec forces kMaxRun; PYG_ACCEL_MAX_RUN_EDGES=N forces the
-// shortest compiled length of at least N (64, 256 or 1024; read per call, for timing
-// and tests).
-int max_run_edges(int64_t edges, int tpg, int64_t slices) {
+// kMaxRun, 256 and kRun edges whose warps per feature slice fill half a wave of the
+// resident ones, else kRun. Long runs cut few rows, so few runs merge by CAS (one loop
+// per feature); but each group walks its run four gathers at a time, so a graph too
+// small to fill the GPU with long runs waits on their latency (a sampled batch's,
+// ~1.2 M edges at F = 16, makes 151 warps of 1,024-edge runs against ~4,200 resident on
+// an H200). On an H200 this rule picks the fastest of the three lengths, or one within
+// 5% of it, on the products-size graph at 1%, 5% and 100% for F = 16, 64 and 256
+// (docs/benchmarks.md, session 24). PYG_ACCEL_SPARSE_KERNEL=vec forces kMaxRun;
+// PYG_ACCEL_MAX_RUN_EDGES=N forces the shortest compiled length of at least N (64, 256
+// or 1024; read per call, for timing and tests).
+int max_run_edges(int64_t edges, int tpg) {
   if (force_vec_kernels()) return vec::kMaxRun;
   if (const char* env = std::getenv("PYG_ACCEL_MAX_RUN_EDGES")) {
     const int forced = std::atoi(env);
@@ -694,7 +694,7 @@ int max_run_edges(int64_t edges, int tpg, int64_t slices) {
                            vec::kWarps * vec::kSpmmMinBlocks;
   for (const int run : {vec::kMaxRun, 256}) {
     const int64_t per_warp = vec::Chunk(tpg, run).edges();
-    if ((edges + per_warp - 1) / per_warp * slices >= resident) return run;
+    if ((edges + per_warp - 1) / per_warp * 2 >= resident) return run;
   }
   return vec::kRun;
 }
@@ -707,7 +707,7 @@ bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Te
   if (x.scalar_type() == at::kDouble || !vec_layout(x, C)) return false;
   const int64_t vecs = F / (16 / x.element_size());
   const int tpg = group_size(vecs);
-  const int run = max_run_edges(src.numel(), tpg, (vecs + tpg - 1) / tpg);
+  const int run = max_run_edges(src.numel(), tpg);
   if (run == vec::kMaxRun) {
     spmm_max_vec<vec::kMaxRun>(ptr, dst, src, x, out, ties, stream);
   } else if (run == 256) {
