@@ -156,8 +156,8 @@ __device__ __forceinline__ unsigned long long merge_max(unsigned long long a, un
   return (a & 0xffffffff00000000ull) | (ca + cb);
 }
 
-// kRunEdges: the fewest edges per group (kMaxRun; a graph too small to fill the GPU with
-// such runs takes kRun-edge ones, see try_spmm_max_vec).
+// kRunEdges: the fewest edges per group (kMaxRun, 256 or kRun: a graph too small to fill
+// the GPU with long runs takes shorter ones, see max_run_edges in sparse.cu).
 template <int V, int kRunEdges>
 struct MaxRun {
   using Out = unsigned long long;
