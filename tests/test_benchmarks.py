@@ -168,3 +168,41 @@ def test_full_graph_benchmark_smoke(tmp_path):
         ('pyg', 'none'), ('ours', 'none'), ('ours', 'cluster'), ('ours', 'rcm')]
     assert all(r['epoch ms'] > 0 and r['GPUs'] == 1 for r in rows)
     assert (tmp_path / 'full_graph_tiny_1gpu.json').is_file()
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'scripts'))
+import gemm_shapes  # noqa: E402
+import tiling_probe  # noqa: E402
+
+
+def test_tiling_probe_sums_the_tiles_to_the_whole_spmm(tmp_path):
+    """The probe checks its tiled SpMM (one spmm_add_ per source tile) against one spmm
+    before timing it; a tile split that lost or repeated an edge would fail there."""
+    payload = tiling_probe.main(['--preset', 'tiny', '--device', 'cpu', '--features', '16', '--tiles', '1', '3',
+                                 '--reps', '1', '--out', str(tmp_path)])
+    assert [r['tiles'] for r in payload['rows']] == [1, 3]
+    assert all(r['tiled spmm ms'] > 0 for r in payload['rows'])
+
+
+def test_tiling_probe_tiles_partition_the_edges():
+    from pyg_accel.ops import CooGraph
+    ei = torch.randint(0, 50, (2, 400))
+    graph = CooGraph.from_edge_index(ei, (50, 50))
+    weight = torch.rand(graph.num_edges)
+    parts = tiling_probe.source_tiles(graph, weight, 4)
+    assert sum(g.num_edges for g, _ in parts) == graph.num_edges
+    for t, (g, w) in enumerate(parts):
+        assert g.num_src == 50 and g.num_dst == 50 and w.numel() == g.num_edges
+        assert bool((g.src.long() // 13 == t).all())  # rows of tile t: [13 t, 13 (t + 1))
+        assert bool((g.dst[1:] >= g.dst[:-1]).all())  # sorted by destination within the tile
+    whole = sorted(zip(graph.src.tolist(), graph.dst.tolist(), weight.tolist()))
+    tiled = sorted(e for g, w in parts for e in zip(g.src.tolist(), g.dst.tolist(), w.tolist()))
+    assert tiled == whole
+
+
+def test_gemm_shapes_split_inner_is_the_product():
+    g, x = torch.randn(103, 8), torch.randn(103, 5)
+    for k in (1, 4, 10):
+        torch.testing.assert_close(gemm_shapes.split_inner(g.t(), x, k), g.t().mm(x), rtol=1e-5, atol=1e-5)
+    rows = gemm_shapes.main(['--rows', '257', '--reps', '1', '--device', 'cpu'])
+    assert len(rows) == 9 and all(r['GFLOP'] > 0 for r in rows)
