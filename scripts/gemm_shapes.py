@@ -40,9 +40,13 @@ def main(argv=None):
     p.add_argument('--rows', type=int, default=367_000)
     p.add_argument('--reps', type=int, default=20)
     p.add_argument('--device', default='cuda')
+    p.add_argument('--blas', choices=['cublas', 'cublaslt'], default=None,
+                   help="torch.backends.cuda.preferred_blas_library for the run (default: PyTorch's)")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.blas is not None:
+        torch.backends.cuda.preferred_blas_library(args.blas)
     n = args.rows
     rows = []
 
