@@ -68,6 +68,15 @@ def copy_bandwidth(device: torch.device, num_bytes: int = 2 << 30) -> float:
     return 2 * num_bytes / seconds
 
 
+def gather_floor_bytes(num_edges: int, num_nodes: int, width: int) -> int:
+    """The gather-model byte floor of an fp32 SpMM or SDDMM over an int32 COO
+    (``seeds-kernels.md`` §6): per edge its two 4-byte ids, a 4-byte weight (SpMM) or
+    output (SDDMM) and one ``width``-wide fp32 row gathered; plus the node-sized output
+    written once (SpMM) or ``a[dst]`` read once per destination (SDDMM, whose rows repeat
+    along the sorted edges)."""
+    return num_edges * (12 + 4 * width) + num_nodes * 4 * width
+
+
 def pinned_h2d_bandwidth(num_bytes: int = 1 << 30) -> float:
     """Pinned host-to-device copy bandwidth in bytes/s."""
     src = torch.empty(num_bytes // 4, dtype=torch.float32).pin_memory()

@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (add_graph_arguments, copy_bandwidth, environment, median_time, print_table,  # noqa: E402
-                    pyplot, save_figure, save_json)
+from common import (add_graph_arguments, copy_bandwidth, environment, gather_floor_bytes, median_time,  # noqa: E402
+                    print_table, pyplot, save_figure, save_json)
 
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.ops import CooGraph, sddmm, spmm  # noqa: E402
@@ -165,12 +165,7 @@ def main(argv=None) -> dict:
         r['sddmm sampled_addmm ms'] = timed_or_oom(
             lambda: torch.sparse.sampled_addmm(pattern, a, x.t(), beta=0.0), device, args.reps)
         r['sddmm gather ms'] = timed_or_oom(lambda: (a[dst64] * x[src64]).sum(-1), device, args.reps)
-        # Gather-model byte floors (seeds-kernels.md §6): per edge its two 4-byte ids, a
-        # 4-byte weight (SpMM) or output (SDDMM) and one F-wide fp32 row gathered; the
-        # node-sized output written (SpMM) or a[dst] read once per destination (SDDMM,
-        # whose rows repeat along the sorted edges).
-        spmm_bytes = E * (12 + 4 * F) + n * 4 * F
-        sddmm_bytes = E * (12 + 4 * F) + n * 4 * F
+        spmm_bytes = sddmm_bytes = gather_floor_bytes(E, n, F)  # (the same for both)
         r['spmm ours GB/s'] = spmm_bytes / (r['spmm ours ms'] / 1e3) / 1e9
         r['spmm floor ms'] = spmm_bytes / copy_bps * 1e3 if copy_bps == copy_bps else float('nan')
         r['spmm ours / floor'] = r['spmm ours ms'] / r['spmm floor ms']

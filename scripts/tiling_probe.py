@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'benchmarks'))
-from common import copy_bandwidth, environment, median_time, print_table, save_json  # noqa: E402
+from common import copy_bandwidth, environment, gather_floor_bytes, median_time, print_table, save_json  # noqa: E402
 
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.ops import CooGraph, sddmm, spmm, spmm_add_  # noqa: E402
@@ -67,7 +67,7 @@ def main(argv=None):
         x = torch.randn(n, F, device=device)
         a = torch.randn(n, F, device=device)
         want = spmm(graph, x, weight)
-        floor_ms = (E * (12 + 4 * F) + n * 4 * F) / copy_bps * 1e3
+        floor_ms = gather_floor_bytes(E, n, F) / copy_bps * 1e3
         base = {'F': F, 'floor ms': floor_ms,
                 'spmm ms': median_time(lambda: spmm(graph, x, weight), device, reps=args.reps) * 1e3,
                 'cuSPARSE ms': median_time(lambda: torch.sparse.mm(csr, x), device, reps=args.reps) * 1e3,
