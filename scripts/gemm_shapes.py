@@ -39,6 +39,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--rows', type=int, default=367_000)
     p.add_argument('--reps', type=int, default=20)
+    p.add_argument('--shapes', nargs='*', default=['100:256', '256:256', '256:47'],
+                   help="each layer's 'in:out' widths (the step's: 100:256, 256:256 and 256:47)")
     p.add_argument('--device', default='cuda')
     p.add_argument('--blas', choices=['cublas', 'cublaslt'], default=None,
                    help="torch.backends.cuda.preferred_blas_library for the run (default: PyTorch's)")
@@ -59,7 +61,8 @@ def main(argv=None):
         rows.append(r)
         print(r, flush=True)
 
-    for k_in, o in ((100, 256), (256, 256), (256, 47)):
+    for shape in args.shapes:
+        k_in, o = (int(v) for v in shape.split(':'))
         x = torch.randn(n, k_in, device=device)
         w = torch.randn(o, k_in, device=device)
         g = torch.randn(n, o, device=device)
