@@ -8,7 +8,8 @@ for 132 SMs unless cuBLAS splits the inner dimension. This times each shape as t
 computes it, the transposed product, and a split of the inner dimension into k slices
 (a batched GEMM, then a sum over the slices).
 
-    python scripts/gemm_shapes.py [--rows 367000] [--reps 20]
+    python scripts/gemm_shapes.py [--rows 367000] [--reps 20] [--shapes 256:47 256:48]
+                                  [--blas cublas|cublaslt]
 """
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def main(argv=None):
         forms = {'g^T x': lambda: g.t().mm(x), '(x^T g)^T': lambda: x.t().mm(g).t()}
         for k in (4, 8, 16, 32):
             forms[f'split {k}'] = (lambda k=k: split_inner(g.t(), x, k))
-        torch.testing.assert_close(split_inner(g.t(), x, 8), g.t().mm(x), rtol=1e-3, atol=2.0)  # (sums of ~367k products of N(0, 1))
+        # (entries are sums of ~367k products of N(0, 1) values: hundreds in size)
+        torch.testing.assert_close(split_inner(g.t(), x, 8), g.t().mm(x), rtol=1e-3, atol=2.0)
         record('weight grad g^T x', f'[{o},{n}]x[{n},{k_in}]', flops, forms)
         del x, w, g, out
     columns = list(dict.fromkeys(c for r in rows for c in r if not c.endswith('TFLOPS')))

@@ -36,8 +36,8 @@ def source_tiles(graph: CooGraph, weight: torch.Tensor, tiles: int):
     counts = torch.bincount(tile, minlength=tiles).tolist()
     src, dst, w = graph.src[order], graph.dst[order], weight[order]
     parts, start = [], 0
-    for c in counts:
-        part = CooGraph._sorted(src[start:start + c], dst[start:start + c], n, graph.num_dst, unsorted=False)
+    for c in counts:  # (each part is already sorted by destination; from_edge_index keeps that order)
+        part = CooGraph.from_edge_index(torch.stack([src[start:start + c], dst[start:start + c]]), (n, graph.num_dst))
         parts.append((part, w[start:start + c]))
         start += c
     return parts
