@@ -120,6 +120,31 @@ def test_load_dataset_names():
         load_dataset('cora')
 
 
+
+def test_load_dataset_device_auto_and_a_gpu_that_is_not_there(monkeypatch):
+    """'auto' picks the GPU only when one is visible; asking for a GPU on a machine
+    without one gets the clear error from_data gives, naming the argument, before any
+    generator runs (PyTorch's own message blames missing CUDA libraries)."""
+    expected = 'cuda' if torch.cuda.is_available() else 'cpu'
+    assert load_dataset('synthetic-tiny', device='auto').data.x.device.type == expected
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    assert load_dataset('default', device='auto').data.x.device.type == 'cpu'
+    for load in (lambda: load_dataset('default', device='cuda'),
+                 lambda: load_dataset('synthetic-tiny', device='cuda:0'),
+                 lambda: load_hetero_dataset('synthetic-mag', device='cuda'),
+                 lambda: synthetic_topology('tiny', device='cuda')):
+        with pytest.raises(RuntimeError, match=r"needs a CUDA GPU and none is visible; use device='cpu'"):
+            load()
+    with pytest.raises(ValueError, match="device must be 'auto', 'cpu', 'cuda"):
+        load_dataset('default', device='gpu')
+
+
+def test_large_synthetic_graph_on_the_cpu_says_it_is_slow(monkeypatch):
+    import pyg_accel.datasets.synthetic as synthetic
+    monkeypatch.setattr(synthetic, 'SLOW_ON_CPU_EDGES', 5_000)
+    with pytest.warns(UserWarning, match='on the CPU takes minutes'):
+        synthetic_dataset('tiny', device='cpu')
+
 # OGB format ##################################################################
 
 # (a marker, not a module-level importorskip: that would skip every test in this file)

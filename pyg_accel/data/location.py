@@ -20,9 +20,10 @@ from torch import Tensor
 
 from .host_memory import pinned_copy, pinned_empty
 
-__all__ = ['Location', 'resolve_location']
+__all__ = ['Location', 'resolve_location', 'resolve_device']
 
 LocationLike = Union[str, torch.device, 'Location']
+DeviceLike = Union[str, int, torch.device]
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,16 @@ class Location:
         return self.kind if self.kind != 'cuda' else str(self.device)
 
 
-def _cuda_device(device: Optional[Union[int, str, torch.device]]) -> torch.device:
+def _require_gpu(what: str, argument: str) -> None:
+    """Raises the one clear error for a GPU asked for on a machine without one (rather
+    than PyTorch's message about missing CUDA libraries, raised deep inside a kernel)."""
     if not torch.cuda.is_available():
-        raise RuntimeError("pyg_accel: location 'cuda'/'pinned' needs a CUDA GPU and none is visible; "
-                           "use location='cpu' (or 'auto')")
+        raise RuntimeError(f"pyg_accel: {what} needs a CUDA GPU and none is visible; use {argument}='cpu' "
+                           "(or 'auto')")
+
+
+def _cuda_device(device: Optional[Union[int, str, torch.device]]) -> torch.device:
+    _require_gpu("location 'cuda'/'pinned'", 'location')
     if device is None:
         return torch.device('cuda', torch.cuda.current_device())
     device = torch.device(device) if not isinstance(device, int) else torch.device('cuda', device)
@@ -104,3 +111,19 @@ def resolve_location(location: LocationLike = 'auto',
         return Location('sharded', _cuda_device(device) if torch.cuda.is_available() else torch.device('cpu'))
     raise ValueError(f"pyg_accel: unknown location '{location}'; expected 'auto', 'cuda', 'pinned', 'cpu' or "
                      "'sharded'")
+
+
+def resolve_device(device: DeviceLike = 'auto', argument: str = 'device') -> torch.device:
+    """Turns ``'auto'`` (the current GPU when one is visible, else the CPU), ``'cpu'``,
+    ``'cuda[:N]'``, a GPU index or a :class:`torch.device` into a device, raising a clear
+    error (naming ``argument``) for a GPU on a machine without one."""
+    if isinstance(device, str) and device.lower() == 'auto':
+        return torch.device('cuda', torch.cuda.current_device()) if torch.cuda.is_available() else torch.device('cpu')
+    try:
+        resolved = torch.device('cuda', device) if isinstance(device, int) else torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"pyg_accel: {argument} must be 'auto', 'cpu', 'cuda[:N]' or a torch.device, "
+                         f'got {device!r}') from exc
+    if resolved.type == 'cuda':
+        _require_gpu(f"{argument}='{resolved}'", argument)
+    return resolved

@@ -25,6 +25,7 @@ from typing import Union
 
 import torch
 
+from ..data.location import resolve_device
 from .base import NodeDataset
 from .default import load_default
 from .hetero import HeteroNodeDataset, synthetic_mag
@@ -44,7 +45,9 @@ def load_dataset(name: str = 'default', root: Union[str, Path] = 'data/ogb', sca
                  device: Union[str, torch.device] = 'cpu') -> NodeDataset:
     """``'default'``, ``'synthetic-<preset>'`` or an OGB name (``'ogbn-…'``, read from
     ``root``). Synthetic graphs are generated on ``device`` (a GPU is much faster) and
-    everything is returned on ``device``."""
+    everything is returned on ``device``: ``'cpu'``, ``'cuda[:N]'`` or ``'auto'`` (the GPU
+    when one is visible, else the CPU)."""
+    device = resolve_device(device)
     if name == 'default':
         return load_default().to(device)
     if name == 'synthetic-mag':
@@ -61,7 +64,8 @@ def load_dataset(name: str = 'default', root: Union[str, Path] = 'data/ogb', sca
 def load_hetero_dataset(name: str = 'synthetic-mag', root: Union[str, Path] = 'data/ogb', scale: float = 0.01,
                         seed: int = 0, device: Union[str, torch.device] = 'cpu') -> HeteroNodeDataset:
     """``'synthetic-mag'`` (:func:`synthetic_mag` at ``scale``) or a heterogeneous OGB
-    name (``'ogbn-mag'``, read from ``root``), on ``device``."""
+    name (``'ogbn-mag'``, read from ``root``), on ``device`` (as in :func:`load_dataset`)."""
+    device = resolve_device(device)
     if name == 'synthetic-mag':
         return synthetic_mag(scale=scale, seed=seed, device=device)
     if name.startswith('ogbn-'):

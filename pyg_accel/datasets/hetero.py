@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import HeteroData
 
+from ..data.location import resolve_device
 from .synthetic import (EdgeSampler, SyntheticSpec, communities, degree_propensity, noisy_labels, random_split,
                         sample_by_weight, scale_suffix)
 
@@ -105,7 +106,7 @@ def synthetic_mag(scale: float = 0.01, seed: int = 0, device: Union[str, torch.d
     """
     if not isinstance(scale, (int, float)) or not scale > 0:
         raise ValueError(f'synthetic_mag: scale must be a number > 0, got {scale!r}')
-    device = torch.device(device)
+    device = resolve_device(device)
     gen = torch.Generator(device=device).manual_seed(seed)
     num_nodes = {t: max(int(n * scale), 10) for t, n in MAG_NUM_NODES.items()}
     spec = SyntheticSpec(num_nodes['paper'], 0, num_features, num_classes, split=(0.855, 0.088, 0.057),

@@ -28,7 +28,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..data import FeatureStore, GraphStore
-from ..data.location import LocationLike, resolve_location
+from ..data.location import LocationLike, resolve_device, resolve_location
 from .synthetic import (PRESETS, EdgeSampler, check_preset, communities, degree_propensity, noisy_labels,
                         random_split, scale_suffix)
 from .topology import generate_csc, in_degrees
@@ -96,7 +96,7 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
     check_preset(preset, scale, 'synthetic_stores')
     spec = PRESETS[preset]
     n, num_edges, width = max(int(spec.num_nodes * scale), 2), int(spec.num_edges * scale), spec.num_features
-    device = torch.device(device)
+    device = resolve_device(device)
     gen = torch.Generator(device=device).manual_seed(seed)
     num_comm, community = communities(spec, n, gen)
     weight = degree_propensity(n, spec.degree_exponent, gen, device)

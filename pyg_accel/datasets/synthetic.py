@@ -19,6 +19,7 @@ Model (all vectorised, on any device, seeded):
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple, Union
 
@@ -26,6 +27,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from ..data.location import resolve_device
 from .base import NodeDataset
 
 __all__ = ['SyntheticSpec', 'PRESETS', 'synthetic_graph', 'synthetic_dataset']
@@ -59,6 +61,10 @@ PRESETS: Dict[str, SyntheticSpec] = {
     # ogbn-papers100M: 1.1% / 0.1% / 0.2% of the nodes are labelled (scale it down to fit).
     'papers100M': SyntheticSpec(111_059_956, 3_231_371_744, 128, 172, split=(0.0109, 0.0011, 0.0019)),
 }
+
+
+# Above this many edges a CPU takes minutes to generate a graph, so the user is told.
+SLOW_ON_CPU_EDGES = 20_000_000
 
 
 def degree_propensity(n: int, exponent: float, gen: torch.Generator, device: torch.device) -> Tensor:
@@ -168,10 +174,15 @@ def synthetic_graph(spec: SyntheticSpec, seed: int = 0, device: Union[str, torch
         A :class:`NodeDataset` with ``x`` ``[N, F]`` float32, ``y`` ``[N]`` int64 and an
         undirected, coalesced ``edge_index``.
     """
-    device = torch.device(device)
+    device = resolve_device(device)
     n, num_classes = spec.num_nodes, spec.num_classes
     if n < 2 or num_classes < 1 or spec.num_edges < 0 or spec.num_features < 1:
         raise ValueError(f'synthetic_graph: invalid spec {spec}')
+    if device.type == 'cpu' and spec.num_edges > SLOW_ON_CPU_EDGES:
+        warnings.warn(f'synthetic_graph: generating {spec.num_edges:,} edges on the CPU takes minutes and '
+                      f'~{spec.num_edges * 80 / 1e9:.0f} GB of memory; a GPU (device=\'cuda\' or \'auto\') takes '
+                      'seconds, and scale=0.01 gives a graph of the same shape in a hundredth of the time',
+                      stacklevel=3)
     gen = torch.Generator(device=device).manual_seed(seed)
     num_comm, community = communities(spec, n, gen)
     weight = degree_propensity(n, spec.degree_exponent, gen, device)

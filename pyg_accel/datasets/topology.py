@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..data.location import resolve_device
 from .synthetic import PRESETS, check_preset, degree_propensity, random_split, sample_by_weight, scale_suffix
 
 __all__ = ['SyntheticTopology', 'synthetic_topology']
@@ -149,7 +150,7 @@ def synthetic_topology(preset: str = 'papers100M', scale: float = 1.0, seed: int
     check_preset(preset, scale, 'synthetic_topology')
     spec = PRESETS[preset]
     n, num_edges = max(int(spec.num_nodes * scale), 2), int(spec.num_edges * scale)
-    device = torch.device(device)
+    device = resolve_device(device)
     gen = torch.Generator(device=device).manual_seed(seed)
 
     weight = degree_propensity(n, spec.degree_exponent, gen, device)
