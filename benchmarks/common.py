@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import time
@@ -70,7 +71,7 @@ def copy_bandwidth(device: torch.device, num_bytes: int = 2 << 30) -> float:
 
 def gather_floor_bytes(num_edges: int, num_nodes: int, width: int) -> int:
     """The gather-model byte floor of an fp32 SpMM or SDDMM over an int32 COO
-    (``seeds-kernels.md`` §6): per edge its two 4-byte ids, a 4-byte weight (SpMM) or
+    (each byte moved once): per edge its two 4-byte ids, a 4-byte weight (SpMM) or
     output (SDDMM) and one ``width``-wide fp32 row gathered; plus the node-sized output
     written once (SpMM) or ``a[dst]`` read once per destination (SDDMM, whose rows repeat
     along the sorted edges)."""
@@ -85,6 +86,23 @@ def pinned_h2d_bandwidth(num_bytes: int = 1 << 30) -> float:
     return num_bytes / seconds
 
 
+def default_workers() -> int:
+    """DataLoader workers for stock PyG's CPU loader, tuned as a user would tune them:
+    the cores this process may use, less two (the training loop and the rest)."""
+    return max(len(os.sched_getaffinity(0)) - 2, 0)
+
+
+def stock_pyg_loader(data, num_workers: int, **kwargs):
+    """Stock PyG's ``NeighborLoader`` on the CPU ``data`` (its CPU sampler needs pyg-lib
+    or torch-sparse), tuned as its documentation advises: ``num_workers`` processes
+    sampling and gathering in parallel, kept across epochs (``persistent_workers``), each
+    batch in pinned memory for the copy to the GPU. ``num_workers=0`` is the untuned
+    default (sampling and gathering in the training loop's thread)."""
+    from torch_geometric.loader import NeighborLoader
+    return NeighborLoader(data, num_workers=num_workers, persistent_workers=num_workers > 0,
+                          pin_memory=num_workers > 0 and torch.cuda.is_available(), **kwargs)
+
+
 def environment() -> Dict[str, object]:
     return {
         'date': datetime.now(timezone.utc).isoformat(timespec='seconds'),
@@ -92,6 +110,7 @@ def environment() -> Dict[str, object]:
         'torch': torch.__version__,
         'cuda': torch.version.cuda,
         'cpu_threads': torch.get_num_threads(),
+        'cpu_cores': len(os.sched_getaffinity(0)),
         'host': platform.node(),
     }
 
@@ -174,3 +193,24 @@ def add_speedups(row: Dict[str, object], methods, ours: str = 'ours') -> None:
     for method in methods:
         if method != ours and f'{method} ms' in row:
             row[f'{ours} vs {method}'] = row[f'{method} ms'] / row[f'{ours} ms']
+
+
+STOCK_WORKERS_NOTE = ("stock PyG's sampler is timed per call on one CPU thread; a tuned loader runs it in "
+                      'DataLoader workers, which divide its time per batch by at most their number, so '
+                      "'vs stock PyG, N workers (bound)' divides the ratio by N (--pyg-workers)")
+
+
+def add_workers_argument(parser) -> None:
+    """``--pyg-workers``: the DataLoader workers a tuned stock PyG loader would use."""
+    parser.add_argument('--pyg-workers', type=int, default=default_workers(),
+                        help="workers of a tuned stock PyG loader, for the ratio that credits it with perfect "
+                             f"scaling over them (default: the cores less two, here {default_workers()})")
+
+
+def add_worker_bound(row: Dict[str, object], workers: int, stock: str = 'stock PyG (CPU)') -> None:
+    """``row['ours vs stock PyG, N workers (bound)']``: our time per batch against stock
+    PyG's divided by ``workers``, the most its DataLoader workers could gain (the ratio a
+    tuned PyG loader narrows ours to at best)."""
+    if workers > 0 and f'{stock} ms' in row and 'ours ms' in row:
+        row[f'ours vs stock PyG, {workers} workers (bound)'] = row[f'{stock} ms'] / workers / row['ours ms']
+

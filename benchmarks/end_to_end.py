@@ -1,25 +1,35 @@
 """End-to-end mini-batch training on one GPU: epoch time of GraphSAGE on a
-products-size synthetic graph, four ways, in one process on the same data.
+products-size synthetic graph, several ways, in one process on the same data.
 
-* ``pyg``: stock PyG: its CPU sampler (pyg-lib or torch-sparse; see ../shared/gpu-wheels),
-  features on the CPU copied per batch, PyG's layers on the GPU. It is slow, so it is
-  timed on ``--pyg-batches`` batches and scaled to the epoch.
+* ``pyg``: stock PyG **tuned as its users run it**: ``torch_geometric.loader.NeighborLoader``
+  on the CPU ``Data`` (its CPU sampler, from pyg-lib or torch-sparse) with
+  ``--pyg-workers`` DataLoader workers (default: the machine's cores less two),
+  ``persistent_workers=True`` and ``pin_memory=True``; PyG's layers on the GPU. Timed
+  over one whole epoch after a warm-up epoch (the workers' batches in flight would
+  make a part-epoch misleading).
+* ``pyg-0w``: the same with ``num_workers=0`` (PyG's default: sampling and gathering in
+  the training loop's thread). Slow, so timed on ``--pyg-batches`` batches and scaled to
+  the epoch; reported beside the tuned row, never instead of it.
 * ``accel-sampler``: pyg_accel's CUDA sampler over GPU stores, PyG's layers, no pipelining.
 * ``accel-sync``: pyg_accel's sampler, stores and layers, no pipelining.
 * ``accel``: the same, pipelined (the next batch sampled and gathered on a side stream).
 
-Every configuration trains with PyTorch's fused Adam on the GPU (one kernel for all
-parameters: the multi-tensor version costs ~1 ms of host time per step). Matmuls run in
-full fp32 unless ``--tf32`` (TF32 tensor cores, for every configuration); ``--amp`` runs
-every configuration's forward and loss under bf16 autocast.
+A configuration may carry ``:tf32`` (e.g. ``accel:tf32``): its fp32 matmuls then run on
+TF32 tensor cores whatever ``--tf32`` says for the others. Every configuration trains
+with PyTorch's fused Adam on the GPU (one kernel for all parameters). Matmuls run in
+full fp32 unless ``--tf32``; ``--amp`` runs every configuration's forward and loss under
+bf16 autocast.
 
 For each: seconds per epoch (``--max-batches`` caps the batches timed, the rest scaled),
 the split of the unpipelined step into loading (sampling + feature gather) and compute
-(timed with a synchronisation between them, on ``--split-batches`` batches), and the
-GPU busy fraction: the union of every kernel and copy interval on any stream
-(torch.profiler / CUPTI) over the wall time of ``--profile-batches`` batches.
+(timed with a synchronisation between them, on ``--split-batches`` batches; not for the
+tuned ``pyg``, whose loading runs in its workers), and the GPU busy fraction: the union
+of every kernel and copy interval on any stream (torch.profiler / CUPTI) over the wall
+time of ``--profile-batches`` batches. Ratios: ``vs pyg`` divides the tuned stock PyG
+epoch by the row's, ``vs pyg-0w`` the untuned one's.
 
     python benchmarks/end_to_end.py --out OUT                          # [15, 10, 5], batch 1024
+    python benchmarks/end_to_end.py --configs pyg pyg-0w accel-sampler accel accel:tf32 --out OUT
     python benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --out OUT
     python benchmarks/end_to_end.py --features pinned --out OUT        # features in host memory
     python benchmarks/end_to_end.py --amp --out OUT                    # mixed precision (bf16)
@@ -40,7 +50,8 @@ import torch_geometric.nn.models as pyg_models
 import torch_geometric.typing as pyg_typing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_graph_arguments, environment, print_table, pyplot, save_figure, save_json  # noqa: E402
+from common import (add_graph_arguments, default_workers, environment, print_table, pyplot, save_figure,  # noqa: E402
+                    save_json, stock_pyg_loader)
 
 import pyg_accel.nn.models as accel_models  # noqa: E402
 from pyg_accel.data import from_data  # noqa: E402
@@ -53,6 +64,7 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+CONFIGS = ('pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel')
 TRIM = False  # --trim: PyG's trim_to_layer (each layer only computes the hops still needed)
 AMP = False  # --amp: forward and loss under bfloat16 autocast
 
@@ -88,8 +100,15 @@ def run_batches(model, opt, loader, device, limit: int) -> int:
 
 
 def timed_epoch(model, opt, loader, device, max_batches: int) -> float:
-    """Seconds for one epoch: ``max_batches`` timed, scaled to ``len(loader)``."""
-    run_batches(model, opt, loader, device, 3)  # warm-up: plans, kernels, allocator
+    """Seconds for one epoch: ``max_batches`` timed, scaled to ``len(loader)``. A loader
+    with worker processes is timed over a whole epoch after a whole warm-up epoch: it
+    starts each epoch with its workers' pipeline empty and ends it drained, and a cut
+    epoch would time the workers' start or leave batches in flight."""
+    if getattr(loader, 'num_workers', 0) > 0:
+        run_batches(model, opt, loader, device, len(loader))  # warm-up: workers started, kernels, allocator
+        max_batches = len(loader)
+    else:
+        run_batches(model, opt, loader, device, 3)  # warm-up: plans, kernels, allocator
     start = time.perf_counter()
     count = run_batches(model, opt, loader, device, max_batches)
     return (time.perf_counter() - start) / count * len(loader)
@@ -141,10 +160,16 @@ def main(argv=None) -> dict:
     p.add_argument('--hidden', type=int, default=256)
     p.add_argument('--layers', type=int, default=3)
     p.add_argument('--max-batches', type=int, default=1000, help='batches timed per epoch (the rest scaled)')
-    p.add_argument('--pyg-batches', type=int, default=16, help="batches timed for stock PyG's CPU sampler")
+    p.add_argument('--pyg-workers', type=int, default=default_workers(),
+                   help="DataLoader workers of the tuned stock PyG loader, 'pyg' (default: the cores this process "
+                        f"may use less two, here {default_workers()}), with persistent_workers=True and "
+                        "pin_memory=True; 'pyg-0w' is the same loader with none")
+    p.add_argument('--pyg-batches', type=int, default=16,
+                   help="batches timed for 'pyg-0w', stock PyG without workers (scaled to the epoch)")
     p.add_argument('--split-batches', type=int, default=10)
     p.add_argument('--profile-batches', type=int, default=50)
-    p.add_argument('--configs', nargs='*', default=['pyg', 'accel-sampler', 'accel-sync', 'accel'])
+    p.add_argument('--configs', nargs='*', default=['pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel'],
+                   help="which configurations to run, in order (see above); NAME:tf32 runs NAME with TF32 matmuls")
     p.add_argument('--trim', action='store_true',
                    help="every configuration uses PyG's trim_to_layer (same seed outputs, less work per layer)")
     p.add_argument('--tf32', action='store_true',
@@ -163,7 +188,9 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     global TRIM, AMP
     TRIM, AMP = args.trim, args.amp
-    torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
+    for spec in args.configs:
+        if spec.partition(':')[0] not in CONFIGS or spec.partition(':')[2] not in ('', 'tf32'):
+            p.error(f"unknown configuration '{spec}': expected one of {', '.join(CONFIGS)}, optionally with ':tf32'")
     device = torch.device(args.device)
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device).to('cpu')  # generated on the GPU
     data = dataset.data
@@ -183,7 +210,8 @@ def main(argv=None) -> dict:
         return module.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes).to(device)
 
     configs: Dict[str, Callable[[], tuple]] = {
-        'pyg': lambda: (model_from(pyg_models), _pyg_loader(data, kwargs), args.pyg_batches),
+        'pyg': lambda: (model_from(pyg_models), stock_pyg_loader(data, args.pyg_workers, **kwargs), args.max_batches),
+        'pyg-0w': lambda: (model_from(pyg_models), stock_pyg_loader(data, 0, **kwargs), args.pyg_batches),
         'accel-sampler': lambda: (model_from(pyg_models), NeighborLoader(stores, pipeline=False, **kwargs),
                                   args.max_batches),
         'accel-sync': lambda: (model_from(accel_models), NeighborLoader(stores, pipeline=False, **kwargs),
@@ -191,28 +219,34 @@ def main(argv=None) -> dict:
         'accel': lambda: (model_from(accel_models), NeighborLoader(stores, pipeline=True, **kwargs), args.max_batches),
     }
     rows: List[dict] = []
-    for name in args.configs:
-        if name == 'pyg' and not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
-            print("skipping 'pyg': stock PyG's CPU sampler needs pyg-lib or torch-sparse", flush=True)
+    for spec in args.configs:
+        name, _, precision = spec.partition(':')
+        if name.startswith('pyg') and not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
+            print(f"skipping '{spec}': stock PyG's CPU sampler needs pyg-lib or torch-sparse", flush=True)
             continue
+        torch.set_float32_matmul_precision('high' if args.tf32 or precision == 'tf32' else 'highest')
         model, loader, limit = configs[name]()
         opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=device.type == 'cuda')
-        row = {'config': name, 'batches/epoch': len(loader)}
+        row = {'config': spec, 'batches/epoch': len(loader)}
+        if name == 'pyg':
+            row['workers'] = args.pyg_workers
         row['epoch s'] = timed_epoch(model, opt, loader, device, limit)
-        if name != 'accel':  # the pipelined loader overlaps the two: nothing to split
+        if name not in ('accel', 'pyg'):  # pipelined (ours) or in workers (PyG's): loading overlaps compute
             row.update(split_step(model, opt, loader, device, min(args.split_batches, limit)))
-        if device.type == 'cuda' and name != 'pyg':
+        if device.type == 'cuda' and not name.startswith('pyg'):
             row['GPU busy'] = gpu_busy(model, opt, loader, device, min(args.profile_batches, limit))
         rows.append(row)
         print(row, flush=True)
         del model, opt, loader
     by = {r['config']: r['epoch s'] for r in rows}
     for r in rows:
-        if 'pyg' in by:
-            r['vs pyg'] = by['pyg'] / r['epoch s']
+        for baseline in ('pyg', 'pyg-0w'):
+            if baseline in by:
+                r[f'vs {baseline}'] = by[baseline] / r['epoch s']
     if 'accel' in by and 'accel-sync' in by:
         print(f"pipelining: {by['accel-sync'] / by['accel']:.2f}x", flush=True)
-    columns = ['config', 'batches/epoch', 'epoch s', 'load ms/batch', 'compute ms/batch', 'GPU busy', 'vs pyg']
+    columns = ['config', 'workers', 'batches/epoch', 'epoch s', 'load ms/batch', 'compute ms/batch', 'GPU busy',
+               'vs pyg', 'vs pyg-0w']
     payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
                                    f'GraphSAGE {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
@@ -230,12 +264,6 @@ def main(argv=None) -> dict:
     return payload
 
 
-def _pyg_loader(data, kwargs):
-    """Stock PyG: ``torch_geometric.loader.NeighborLoader`` on the CPU ``Data``."""
-    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
-    return PyGNeighborLoader(data, **kwargs)
-
-
 def plot(rows, path: Path, title: str) -> None:
     """Epoch time per configuration, GPU busy fraction on the bars. The axis is
     logarithmic only when the times span 10× or more (stock PyG beside ours)."""
@@ -245,7 +273,7 @@ def plot(rows, path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     names = [r['config'] for r in rows]
     seconds = [r['epoch s'] for r in rows]
-    bars = ax.bar(names, seconds, color=['#999999'] + ['#1f77b4'] * (len(rows) - 1))
+    bars = ax.bar(names, seconds, color=['#999999' if n.startswith('pyg') else '#1f77b4' for n in names])
     for bar, r in zip(bars, rows):
         label = f"{r['epoch s']:.2f} s" + (f"\nbusy {r['GPU busy']:.0%}" if 'GPU busy' in r else '')
         ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha='center', va='bottom',

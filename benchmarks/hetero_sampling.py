@@ -13,7 +13,9 @@ the GPU, and sampled edges per second.
                         moved to the GPU (what a GPU store did before the CUDA kernel);
 * stock PyG (CPU):      torch_geometric.sampler.NeighborSampler on the CPU HeteroData
                         (needs pyg-lib or torch-sparse), through sample_from_nodes, then
-                        moved to the GPU.
+                        moved to the GPU: one call on one CPU thread. A tuned PyG loader
+                        runs it in DataLoader workers, so "vs stock PyG, N workers (bound)"
+                        also divides by N (``--pyg-workers``: the most they could gain).
 
 ``--mode weighted`` draws every edge type by a random positive weight per edge
 (float32, read in place; "ours, float64 weights": the same sample from float64 copies);
@@ -42,7 +44,8 @@ from typing import Dict, Tuple
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_speedups, environment, plot_times, print_table, save_json  # noqa: E402
+from common import (STOCK_WORKERS_NOTE, add_speedups, add_worker_bound, add_workers_argument,  # noqa: E402
+                    environment, plot_times, print_table, save_json)
 from sampling import time_batches  # noqa: E402
 
 from pyg_accel.ops import cuda_sampling_available, hetero_neighbor_sample, sort_columns_by_time  # noqa: E402
@@ -169,6 +172,7 @@ def main(argv=None) -> dict:
     p.add_argument('--baseline-batches', type=int, default=5, help='timed batches of the CPU baselines (0: skip them)')
     p.add_argument('--profile', type=int, default=0,
                    help='also profile this many calls of ours per fanout list: GPU time per kernel')
+    add_workers_argument(p)
     p.add_argument('--out', default='bench-out')
     p.add_argument('--replot', default=None, help='only redraw the plot from a saved JSON')
     args = p.parse_args(argv)
@@ -241,6 +245,7 @@ def main(argv=None) -> dict:
         if args.profile and 'ours' in methods:
             result.update(profile_calls(methods['ours'][0], seed_batches(args.profile), device))
         add_speedups(result, methods)
+        add_worker_bound(result, args.pyg_workers)
         rows.append(result)
         print(result, flush=True)
 
@@ -250,6 +255,8 @@ def main(argv=None) -> dict:
     mode = '' if args.mode == 'uniform' else f', {args.mode}'
     payload['table'] = print_table(rows, columns, f'heterogeneous sampling{mode} on {graph_name} ({device}), '
                                                   'median ms per batch (paper seeds)')
+    payload['note'] = STOCK_WORKERS_NOTE
+    print(STOCK_WORKERS_NOTE)
     stem = 'hetero_sampling' + ('' if args.mode == 'uniform' else '_' + args.mode.replace('-', '_'))
     save_json(Path(args.out) / f'{stem}.json', payload)
     plot(rows, Path(args.out) / f'{stem}.png', f'{graph_name}{mode}, batch {args.batch_size}')

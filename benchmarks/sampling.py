@@ -14,7 +14,10 @@ call while waiting asleep (block / sleep), which adds what the wait itself costs
 * per-hop:      pyg_accel.sampler.reference.per_hop_neighbor_sample (PyTorch ops, one
                 round per hop, O(degree) sampling), on the same device;
 * stock PyG:    torch_geometric.sampler.NeighborSampler on CPU data (needs pyg-lib or
-                torch-sparse), through sample_from_nodes.
+                torch-sparse), through sample_from_nodes: one call on one CPU thread. A
+                tuned PyG loader runs it in DataLoader workers, so "vs stock PyG, N
+                workers (bound)" also divides by N (``--pyg-workers``, default: the
+                cores less two), the most those workers could gain.
 
 With ``--graph-location pinned`` the graph lives in pinned host memory (a graph larger
 than the GPU's memory, as a ``GraphStore('pinned')`` holds it): "ours" is the CUDA
@@ -55,7 +58,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_graph_arguments, add_speedups, environment, plot_times, print_table, save_json  # noqa: E402
+from common import (STOCK_WORKERS_NOTE, add_graph_arguments, add_speedups, add_worker_bound,  # noqa: E402
+                    add_workers_argument, environment, plot_times, print_table, save_json)
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset, synthetic_topology  # noqa: E402
@@ -192,6 +196,7 @@ def main(argv=None) -> dict:
                    help="'pinned': the graph in pinned host memory, read by the GPU over the bus")
     p.add_argument('--mode', choices=MODES, default='uniform',
                    help='uniform, weighted (edge weights) or temporal (node times, disjoint) sampling')
+    add_workers_argument(p)
     p.add_argument('--out', default='bench-out')
     p.add_argument('--replot', default=None, help='only redraw the plot of a saved JSON (into --out)')
     args = p.parse_args(argv)
@@ -287,6 +292,7 @@ def main(argv=None) -> dict:
                     result[f'{method} host ms'] = host * 1e3
                 result[f'{method} Medges/s'] = edges / total / 1e6
             add_speedups(result, methods)
+            add_worker_bound(result, args.pyg_workers)
             rows.append(result)
             print(result, flush=True)
 
@@ -296,6 +302,8 @@ def main(argv=None) -> dict:
                'cuda_sampler_built': bool(cuda_sampler), 'rows': rows}
     payload['table'] = print_table(rows, columns, f"neighbour sampling on {graph_name} ({payload['device']}), "
                                                   'median ms per batch')
+    payload['note'] = STOCK_WORKERS_NOTE
+    print(STOCK_WORKERS_NOTE)
     stem = 'sampling_topology' if 'topology' in graph_name else 'sampling'
     stem = f'{stem}_pinned' if pinned else stem
     stem = stem if uniform else f"{stem}_{args.mode.replace('-', '_')}"
