@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Build, CUDA tests, example and benchmarks on a GPU machine, in one command.
 #
-#   scripts/gpu_check.sh OUT_DIR [build] [tests] [example] [bench] [sampling] [sparse] [layers]
-#   (default: the first five, ~8 min on an H100). Stages:
+#   scripts/gpu_check.sh OUT_DIR [STAGE ...]      (default: build quick example bench sampling)
+#
+# Test stages:
+#   - quick = the quick tier, `pytest -m "not slow"`: every CUDA kernel and code path at
+#     least once (each parameter sweep thinned to a set that takes every value once, the
+#     CPU cases of GPU tests left to CPU-only CI), under torch.profiler so that
+#     scripts/cuda_kernels.py can list the kernels of csrc/cuda it launched. Fits in 5 minutes:
+#     ~4 min with the build on one H200 (per-file times in docs/contributing.md);
+#   - slow = the rest (`-m slow`); tests = everything (~20 min on one GPU).
+# Benchmark stages:
 #   - bench = gather; sampling = sampler; sampling_pinned = the sampler reading a graph in pinned host
 #     memory; sampling_modes = weighted and temporal sampling beside uniform (PYG_ACCEL_MODES="weighted"
 #     picks modes, here and in hetero_modes); sampling_papers = both on a papers100M-size topology;
@@ -11,25 +19,26 @@
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
 #     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
-#     layers = GCN/SAGE/GAT layers vs PyG; primitives = costs of the
-#     PyTorch gathers/sorts the layers use;
-#   - e2e = end-to-end training epochs (e2e_tf32: with TF32 matmuls, e2e_pinned: features in pinned
-#     host memory, e2e_pinned_graph: the graph there too, e2e_amp: bf16 autocast); cache = pinned
-#     features behind a GPU row cache;
-#   - example_hetero = the ogbn-mag-shaped example, ours and stock PyG; example_papers_full = the main
-#     example at papers100M's full size, generated into the stores.
+#     layers = GCN/SAGE/GAT layers vs PyG;
+#   - e2e = end-to-end training epochs against stock PyG tuned (DataLoader workers) and untuned,
+#     fp32 and TF32 (e2e_trim: with trim_to_layer, e2e_pinned: features in pinned host memory,
+#     e2e_pinned_graph: the graph there too, e2e_amp: bf16 autocast); cache = pinned features
+#     behind a GPU row cache;
+#   - example = the examples with their defaults; example_hetero = the ogbn-mag-shaped example,
+#     ours and stock PyG; example_papers_full = the main example at papers100M's full size.
 #
-# PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the tests stage;
+# PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the test stages;
 # PYG_ACCEL_FULLGRAPH_ARGS (e.g. '--orders none cluster') is passed to benchmarks/full_graph.py.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
-# repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds the
-# torch-sparse / torch-scatter wheels (see ../shared/gpu-wheels), they are installed for
-# the stock-PyG baselines and the PyG-loader tests.
+# repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds torch-sparse /
+# torch-scatter wheels built for the machine's torch (stock PyG's CPU sampler needs
+# them, or pyg-lib), they are installed for the stock-PyG baselines and the tests that
+# compare with stock PyG's loader.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-gpu-out}}
 shift || true
-STAGES=${*:-build tests example bench sampling}
+STAGES=${*:-build quick example bench sampling}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 export PYG_ACCEL_CACHE_DIR=${PYG_ACCEL_CACHE_DIR:-$PWD/.build-cache}
@@ -52,7 +61,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --f
 for stage in $STAGES; do
   case $stage in
     build) run build python3 -m pyg_accel.build ;;
-    tests) run tests python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -q -rs -p no:cacheprovider ;;
+    quick)
+      rm -f "$OUT_DIR/kernels.tsv"
+      run quick python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -m "not slow" -q -rfs -p no:cacheprovider --durations=40 \
+        --duration-log "$OUT_DIR/quick_durations.tsv" --kernel-report "$OUT_DIR/kernels.tsv"
+      run quick_kernels python3 scripts/cuda_kernels.py "$OUT_DIR/kernels.tsv" ;;
+    slow) run slow python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -m slow -q -rfs -p no:cacheprovider --durations=20 ;;
+    tests) run tests python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -q -rfs -p no:cacheprovider --durations=40 ;;
     example)
       run example python3 examples/node_classification.py --epochs 20 --out "$OUT_DIR/example"
       run example_link python3 examples/link_prediction.py --epochs 5 --out "$OUT_DIR/example_link"
@@ -106,22 +121,24 @@ for stage in $STAGES; do
       run max_small python3 scripts/max_timing.py --scale 0.01 --paths --out "$OUT_DIR/max_small" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;
-    e2e)  # issue 5's setting (plain, then with trim_to_layer), then WholeGraph's (fewer batches timed)
-      run e2e python3 benchmarks/end_to_end.py --out "$OUT_DIR"
+    e2e)  # SAGE 3x256 [15, 10, 5] / 1024 against stock PyG tuned and untuned, fp32 and TF32
+      run e2e python3 benchmarks/end_to_end.py --configs pyg pyg-0w accel-sampler accel-sync accel accel:tf32 \
+        --out "$OUT_DIR" ;;
+    e2e_trim)  # the same trimmed (trim_to_layer), then WholeGraph's setting (fewer batches timed)
       run e2e_trim python3 benchmarks/end_to_end.py --trim --out "$OUT_DIR"
       run e2e_wholegraph python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --max-batches 100 \
         --pyg-batches 4 --out "$OUT_DIR" ;;
-    e2e_pinned)  # issue 5's setting with the features in pinned host memory, TF32 then fp32
+    e2e_pinned)  # the e2e setting with the features in pinned host memory, TF32 then fp32
       run e2e_pinned_tf32 python3 benchmarks/end_to_end.py --features pinned --tf32 --configs accel-sync accel --out "$OUT_DIR"
       run e2e_pinned python3 benchmarks/end_to_end.py --features pinned --configs accel-sync accel --out "$OUT_DIR" ;;
-    e2e_pinned_graph)  # issue 5's setting with the graph in pinned host memory, then graph and features there
+    e2e_pinned_graph)  # the e2e setting with the graph in pinned host memory, then graph and features there
       run e2e_pinned_graph python3 benchmarks/end_to_end.py --graph pinned --configs accel-sync accel --out "$OUT_DIR"
       run e2e_all_pinned python3 benchmarks/end_to_end.py --graph pinned --features pinned --configs accel-sync accel \
         --out "$OUT_DIR" ;;
-    e2e_tf32)  # the same two runs of issue 5's setting with TF32 matmuls in every configuration
+    e2e_tf32)  # the e2e and trimmed runs with TF32 matmuls in every configuration
       run e2e_tf32 python3 benchmarks/end_to_end.py --tf32 --out "$OUT_DIR"
       run e2e_tf32_trim python3 benchmarks/end_to_end.py --tf32 --trim --out "$OUT_DIR" ;;
-    e2e_amp)  # issue 5's setting in bf16 autocast (every configuration): plain, trimmed, pinned features
+    e2e_amp)  # the e2e setting in bf16 autocast (every configuration): plain, trimmed, pinned features
       run e2e_amp python3 benchmarks/end_to_end.py --amp --pyg-batches 8 --out "$OUT_DIR"
       run e2e_amp_trim python3 benchmarks/end_to_end.py --amp --trim --configs accel-sampler accel-sync accel \
         --out "$OUT_DIR"

@@ -1,3 +1,4 @@
+import inspect
 import random
 import zlib
 
@@ -11,7 +12,7 @@ DEVICES = ['cpu'] + (['cuda'] if HAS_CUDA else [])
 
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason='needs a CUDA GPU')
 # Stock PyG's CPU sampler, the baseline of several tests, needs pyg-lib or torch-sparse
-# (an optional extra: ../shared/cpu-wheels, ../shared/gpu-wheels).
+# (an optional extra, `pip install ".[sparse]"`: the tests that need it skip without it).
 requires_stock_sampler = pytest.mark.skipif(
     not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE),
     reason="stock PyG's sampler needs pyg-lib or torch-sparse")
@@ -19,8 +20,8 @@ requires_two_gpus = pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count()
 
 
 def _torch_scatter_without_cuda() -> bool:
-    """Whether an installed torch-scatter is a CPU-only build (the baseline wheels in
-    ../shared/gpu-wheels are): PyG would route CUDA scatter-max through it and fail."""
+    """Whether an installed torch-scatter is a CPU-only build (as baseline wheels built
+    for stock PyG's CPU sampler are): PyG would route CUDA scatter-max through it and fail."""
     try:
         import torch_scatter  # noqa: F401
     except ImportError:
@@ -31,7 +32,58 @@ def _torch_scatter_without_cuda() -> bool:
         return True
 
 
+def pytest_collection_modifyitems(config, items):
+    """The quick tier (``-m "not slow"``) thins every parameter sweep: of a test's cases
+    it keeps, per device, a set in which every value of every other parameter appears at
+    least once, and marks the rest ``slow`` (the full tier runs them all). On a machine
+    with a GPU it also leaves out the CPU cases of tests that have GPU cases (CPU-only CI
+    runs those). Tests marked ``slow`` by hand (multi-process runs, builds from scratch)
+    stay out of it whole."""
+    groups = {}
+    for item in items:
+        params = getattr(getattr(item, 'callspec', None), 'params', None)
+        if params:
+            device = tuple(str(v) for k, v in sorted(params.items()) if k in DEVICE_PARAMETERS)
+            groups.setdefault((item.module.__name__, item.originalname, device), []).append(item)
+    with_gpu_cases = {(module, name) for module, name, device in groups if device and device != ('cpu',)}
+    for (module, name, device), cases in groups.items():
+        if HAS_CUDA and device == ('cpu',) and (module, name) in with_gpu_cases:
+            for item in cases:
+                item.add_marker(pytest.mark.slow)
+            continue
+        seen = set()
+        for item in cases:
+            if item.get_closest_marker('slow'):  # (out by hand: it covers nothing in the quick tier)
+                continue
+            values = {(k, _case_value(v)) for k, v in item.callspec.params.items() if k not in DEVICE_PARAMETERS}
+            if values - seen:
+                seen |= values
+            else:
+                item.add_marker(pytest.mark.slow)
+
+
+DEVICE_PARAMETERS = ('device', 'sample_device', 'location')  # the quick tier thins sweeps within each
+
+
+def _case_value(value) -> str:
+    return repr(value) if not callable(value) else getattr(value, '__name__', repr(value))
+
+
+def pytest_addoption(parser):
+    parser.addoption('--kernel-report', default=None, metavar='FILE',
+                     help='write the CUDA kernels each test launched (torch.profiler), one "test<TAB>kernel" per '
+                          'line; scripts/cuda_kernels.py checks them against csrc/cuda (the quick tier\'s coverage)')
+    parser.addoption('--duration-log', default=None, metavar='FILE',
+                     help='append "seconds<TAB>outcome<TAB>test" as each test finishes (readable while the run '
+                          'goes on, and after a run cut short)')
+
+
+_options = {}  # command-line options the report hooks read
+
+
 def pytest_configure(config):
+    if not hasattr(config, 'workerinput'):  # (under pytest-xdist the controller logs every worker's reports)
+        _options['duration_log'] = config.getoption('--duration-log')
     torch.manual_seed(0)
     if HAS_CUDA and _torch_scatter_without_cuda():  # PyG's references then use torch.scatter_reduce
         import torch_geometric.typing
@@ -127,3 +179,29 @@ def assert_freed_without_gc(objects: list) -> None:
         assert [r() for r in refs] == [None] * len(refs)
     finally:
         gc.enable()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """With ``--kernel-report``, the test runs under torch.profiler (CUDA activity only)
+    and the names of the kernels it launched are appended to the report. Tests that
+    profile themselves run unobserved (profilers do not nest)."""
+    path = item.config.getoption('--kernel-report')
+    if not (path and HAS_CUDA) or 'profile' in inspect.getsource(item.function):
+        yield
+        return
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        yield
+        torch.cuda.synchronize()  # (every kernel finished, so each is in the trace)
+    names = {event.name() for event in prof.profiler.kineto_results.events()
+             if event.device_type() == torch.autograd.DeviceType.CUDA}
+    with open(path, 'a') as report:
+        report.writelines(f'{item.nodeid}\t{name}\n' for name in sorted(names))
+
+
+def pytest_runtest_logreport(report):
+    path = _options.get('duration_log')
+    if path and (report.when == 'call' or report.outcome != 'passed'):
+        with open(path, 'a') as log:
+            log.write(f'{report.duration:.3f}\t{report.when}:{report.outcome}\t{report.nodeid}\n')

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import requires_cuda
+from conftest import requires_cuda, requires_stock_sampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
 import common as bench_common  # noqa: E402
@@ -109,6 +109,23 @@ def test_end_to_end_benchmark_smoke(tmp_path):
             e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--graph', 'pinned', '--out', str(tmp_path)])
 
 
+@requires_stock_sampler
+def test_end_to_end_benchmark_times_stock_pyg_tuned_and_untuned(tmp_path):
+    """The stock PyG baseline runs with DataLoader workers (persistent, pinned) and
+    without, both in the table, each row's ratio to each; ':tf32' is per configuration."""
+    result = e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--configs', 'pyg', 'pyg-0w', 'accel:tf32',
+                             '--pyg-workers', '1', '--max-batches', '2', '--pyg-batches', '1', '--split-batches', '1',
+                             '--out', str(tmp_path)])
+    rows = {r['config']: r for r in result['rows']}
+    assert list(rows) == ['pyg', 'pyg-0w', 'accel:tf32'] and rows['pyg']['workers'] == 1
+    assert 'load ms/batch' not in rows['pyg'] and 'load ms/batch' in rows['pyg-0w']
+    assert rows['pyg']['vs pyg'] == 1 and rows['pyg-0w']['vs pyg-0w'] == 1
+    assert rows['accel:tf32']['vs pyg'] == pytest.approx(rows['pyg']['epoch s'] / rows['accel:tf32']['epoch s'])
+    assert 'workers' in result['table'].splitlines()[1]  # the header
+    with pytest.raises(SystemExit):
+        e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--configs', 'accel:fp8', '--out', str(tmp_path)])
+
+
 @requires_cuda
 def test_end_to_end_benchmark_with_pinned_features(tmp_path):
     result = e2e_bench.main(['--preset', 'tiny', '--configs', 'accel-sync', 'accel', '--max-batches', '2',
@@ -171,38 +188,28 @@ def test_full_graph_benchmark_smoke(tmp_path):
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'scripts'))
-import gemm_shapes  # noqa: E402
-import tiling_probe  # noqa: E402
+import cuda_kernels  # noqa: E402
 
 
-def test_tiling_probe_sums_the_tiles_to_the_whole_spmm(tmp_path):
-    """The probe checks its tiled SpMM (one spmm_add_ per source tile) against one spmm
-    before timing it; a tile split that lost or repeated an edge would fail there."""
-    payload = tiling_probe.main(['--preset', 'tiny', '--device', 'cpu', '--features', '16', '--tiles', '1', '3',
-                                 '--reps', '1', '--out', str(tmp_path)])
-    assert [r['tiles'] for r in payload['rows']] == [1, 3]
-    assert all(r['tiled spmm ms'] > 0 for r in payload['rows'])
-
-
-def test_tiling_probe_tiles_partition_the_edges():
-    from pyg_accel.ops import CooGraph
-    ei = torch.randint(0, 50, (2, 400))
-    graph = CooGraph.from_edge_index(ei, (50, 50))
-    weight = torch.rand(graph.num_edges)
-    parts = tiling_probe.source_tiles(graph, weight, 4)
-    assert sum(g.num_edges for g, _ in parts) == graph.num_edges
-    for t, (g, w) in enumerate(parts):
-        assert g.num_src == 50 and g.num_dst == 50 and w.numel() == g.num_edges
-        assert bool((g.src.long() // 13 == t).all())  # rows of tile t: [13 t, 13 (t + 1))
-        assert bool((g.dst[1:] >= g.dst[:-1]).all())  # sorted by destination within the tile
-    whole = sorted(zip(graph.src.tolist(), graph.dst.tolist(), weight.tolist()))
-    tiled = sorted(e for g, w in parts for e in zip(g.src.tolist(), g.dst.tolist(), w.tolist()))
-    assert tiled == whole
-
-
-def test_gemm_shapes_split_inner_is_the_product():
-    g, x = torch.randn(103, 8), torch.randn(103, 5)
-    for k in (1, 4, 10):
-        torch.testing.assert_close(gemm_shapes.split_inner(g.t(), x, k), g.t().mm(x), rtol=1e-5, atol=1e-5)
-    rows = gemm_shapes.main(['--rows', '257', '--reps', '1', '--device', 'cpu'])
-    assert len(rows) == 9 and all(r['GFLOP'] > 0 for r in rows)
+def test_cuda_kernel_report_matches_launches_to_definitions(tmp_path):
+    """The quick tier's coverage check: every __global__ function of csrc/cuda is found,
+    and a profiler name is matched by name and parameter count, so the homogeneous and
+    heterogeneous samplers' kernels of one name are told apart."""
+    defined = cuda_kernels.defined_kernels()
+    assert {'gather.cu', 'hetero_sample.cu', 'sample_kernels.cuh', 'sparse.cu', 'sparse_vec.cuh'} <= set(defined)
+    names = {name for kernels in defined.values() for name, _ in kernels}
+    assert {'gather_kernel', 'spmm_kernel', 'spmm_vec_kernel', 'hub_draw_kernel', 'emit_kernel'} <= names
+    homogeneous_hub = dict(defined['sample_kernels.cuh'])['hub_draw_kernel']
+    hetero_hub = dict(defined['hetero_sample.cu'])['hub_draw_kernel']
+    assert homogeneous_hub != hetero_hub
+    assert cuda_kernels.launched_kernel(
+        'void pyg_accel::(anonymous namespace)::spmm_kernel<float, (pyg_accel::(anonymous namespace)::Reduce)0>'
+        '(pyg_accel::(anonymous namespace)::SpmmArgs<float, long>, long)') == ('spmm_kernel', 2)
+    report = tmp_path / 'kernels.tsv'
+    hetero_args = ', '.join(['long'] * hetero_hub)
+    report.write_text(f'tests/a.py::t\tvoid pyg_accel::(anonymous namespace)::hub_draw_kernel({hetero_args})\n'
+                      'tests/a.py::t\tvoid at::native::vectorized_elementwise_kernel<4>(int, float)\n')
+    table = cuda_kernels.coverage(defined, cuda_kernels.read_report(report))
+    assert table['hetero_sample.cu'][0] == ['hub_draw_kernel']
+    assert 'hub_draw_kernel' in table['sample_kernels.cuh'][1]  # the homogeneous one was not launched
+    assert cuda_kernels.main([str(report)]) == 1  # files with no kernel launched

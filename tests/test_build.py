@@ -71,6 +71,7 @@ def test_missing_toolchain_says_what_to_install(tmp_path, monkeypatch):
         _build.compile_library(config)
 
 
+@pytest.mark.slow  # compiles the C++ ops from scratch
 def test_failed_build_is_summarised(csrc_copy, tmp_path):
     broken = csrc_copy / 'cpu' / 'gather.cpp'
     broken.write_text(broken.read_text().replace('namespace pyg_accel {', 'namespace pyg_accel { this is not C++;', 1))
@@ -88,6 +89,7 @@ def test_missing_sources_error(tmp_path, monkeypatch):
         _build._source_dir()
 
 
+@pytest.mark.slow  # compiles the C++ ops from scratch
 def test_concurrent_first_use_builds_once(tmp_path):
     """Two processes import and use the ops at once on an empty cache: both succeed,
     one library is built."""
@@ -117,6 +119,7 @@ def test_prebuild_command():
     assert 'cuda_ops_built' in out.stdout and 'build_dir' in out.stdout
 
 
+@pytest.mark.slow  # compiles the C++ ops from scratch
 def test_stale_build_baton_does_not_hang(tmp_path):
     """A process killed mid-build leaves torch's 'lock' file; the next build must not wait on it."""
     env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}

@@ -95,6 +95,7 @@ def test_host_copy_in_one_process():
             share_graph_store(GraphStore('cuda'))
 
 
+@pytest.mark.slow  # processes under torchrun
 def test_two_processes_on_the_cpu(tmp_path):
     """Shards in shared memory, read in place by both processes (gloo for the setup)."""
     run_torchrun_worker('distributed_worker.py', tmp_path, gpus=False)

@@ -117,6 +117,7 @@ def run_two_processes(example: str, tmp_path, *args: str) -> dict:
 
 
 @pytest.mark.parametrize('graph', ['device', 'shared'])
+@pytest.mark.slow  # processes under torchrun
 def test_multi_process_example_trains_with_sharded_features(tmp_path, graph):
     """examples/multi_gpu.py: features read peer-to-peer on two GPUs, or from
     shared-memory shards on the CPU; the graph on every device, or one host copy that
@@ -125,6 +126,7 @@ def test_multi_process_example_trains_with_sharded_features(tmp_path, graph):
 
 
 @pytest.mark.parametrize('model,flags', [('gcn', []), ('sage', []), ('gcn', ['--no-overlap'])])
+@pytest.mark.slow  # processes under torchrun
 def test_multi_process_full_graph_example(tmp_path, model, flags):
     """examples/full_graph_multi_gpu.py: the graph partitioned across two processes,
     halos exchanged every layer (behind the local edges or before each layer); the

@@ -225,6 +225,7 @@ def test_bad_input():
         partition_graph(ei, 3, 0, 1, edge_weight=torch.ones(5))
 
 
+@pytest.mark.slow  # processes under torchrun
 def test_two_processes_on_the_cpu(tmp_path):
     """Halo exchange over gloo: forward, backward and a DDP step equal one process's."""
     run_torchrun_worker('full_graph_worker.py', tmp_path, gpus=False)

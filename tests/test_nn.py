@@ -255,7 +255,8 @@ def test_state_dict_round_trip_both_ways():
         torch.testing.assert_close(ref2(x, ei), ours(x, ei), **TOL)
 
 
-@pytest.mark.parametrize('name', ['GCN', 'GraphSAGE', 'GraphSAGE-max'])
+@pytest.mark.parametrize('name', [pytest.param('GCN', marks=pytest.mark.slow), 'GraphSAGE',
+                                  pytest.param('GraphSAGE-max', marks=pytest.mark.slow)])
 def test_models_match_pyg_and_compile(device, name):
     torch.manual_seed(0)
     name, _, aggr = name.partition('-')
