@@ -7,8 +7,7 @@ and hyper-parameters; mean test accuracy over seeds per model, and the gap.
     python scripts/accuracy_parity.py --models hetero-sage --epochs 8   # ogbn-mag's task, the
         # heterogeneous example on synthetic-mag at --hetero-scale (or --hetero-dataset ogbn-mag)
 
-Stock PyG's loader needs pyg-lib or torch-sparse (``../shared/cpu-wheels`` /
-``../shared/gpu-wheels``). Writes ``parity.json`` and ``parity.md`` to ``--out``.
+Stock PyG's loader needs pyg-lib or torch-sparse (``pip install ".[sparse]"``). Writes ``parity.json`` and ``parity.md`` to ``--out``.
 """
 from __future__ import annotations
 

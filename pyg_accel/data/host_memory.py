@@ -10,7 +10,7 @@ For a large table this module instead maps anonymous memory advised to use
 transparent huge pages, faults it in parallel (a write by torch's threads), and locks
 it in place with ``cudaHostRegister`` (:func:`pyg_accel.ops.host_register`): 24 GiB
 in 1.3 s instead of 24 s on that machine, read by the GPU as fast (copies ~55 GB/s,
-gathers ~48 GB/s; ``scripts/pinned_alloc.py``), and unlocked and unmapped when freed.
+gathers ~48 GB/s), and unlocked and unmapped when freed.
 Small tables keep PyTorch's allocator.
 """
 from __future__ import annotations

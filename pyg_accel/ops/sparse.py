@@ -27,7 +27,7 @@ def take_rows(t: Tensor, index: Tensor) -> Tensor:
 
     On the GPU, rows of 16 bytes or more go through pyg_accel's gather kernel: PyTorch's
     ``index_select`` / advanced indexing runs far below bandwidth on narrow rows (an
-    H100, 62 M rows of 32 B: 37 ms against 3.9 ms; ``scripts/primitive_costs.py``).
+    H100, 62 M rows of 32 B: 37 ms against 3.9 ms).
     """
     if t.is_cuda and t.dim() >= 2 and t.shape[1:].numel() * t.element_size() >= 16:  # (t may have no rows)
         return gather(t, index, check_bounds=False)

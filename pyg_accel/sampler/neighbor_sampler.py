@@ -79,7 +79,7 @@ def _readable_on(t: Optional[Tensor], device: torch.device, host_resident: bool,
 # A pinned graph's column pointers are copied to the GPU: every sampled node reads two of
 # them before its neighbours, and they are N + 1 ids against E (0.9 of 27 GB at
 # papers100M's size). Reading them over the bus made sampling 1.45x slower there (H100,
-# 1024 x [15, 10, 5]: 7.0 against 4.9 ms; scripts/pinned_pages.py).
+# 1024 x [15, 10, 5]: 7.0 against 4.9 ms).
 
 
 def _graph_on(graph: _Graph, device: torch.device, host_resident: bool) -> _Graph:

@@ -2,8 +2,8 @@
 
 Every sampled mini-batch has a new node count ``M``, and cuBLAS chooses a kernel for each
 new GEMM shape. For 16-bit operands on an H200 that choice costs ~100-160 us of host time
-per call against ~10 us in fp32 (``scripts/gemm_host_cost.py``: 117-176 us per call with
-a new row count, 18 us with a repeated one), which left a bf16 SAGE training step
+per call against ~10 us in fp32 (measured: 117-176 us per call with a new row count,
+18 us with a repeated one), which left a bf16 SAGE training step
 host-bound. So for 16-bit CUDA operands these split the rows into a head whose count is a
 multiple of :data:`ROW_CHUNK` (a handful of shapes over an epoch) and a tail GEMM over
 the last ``ROW_CHUNK`` rows (one shape), the rows they share computed twice; elsewhere
