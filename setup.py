@@ -14,6 +14,11 @@ setup(
     description='GPU neighbor sampling, GPU/pinned/sharded feature stores and fast GNN layers for PyG',
     long_description=(HERE / 'README.md').read_text(),
     long_description_content_type='text/markdown',
+    license='MIT',
+    license_files=['LICENSE'],
+    classifiers=['License :: OSI Approved :: MIT License', 'Programming Language :: Python :: 3',
+                 'Programming Language :: C++', 'Environment :: GPU :: NVIDIA CUDA',
+                 'Topic :: Scientific/Engineering :: Artificial Intelligence'],
     python_requires='>=3.10',
     packages=find_packages(include=['pyg_accel', 'pyg_accel.*']) + ['pyg_accel._csrc'],
     # The C++/CUDA sources travel inside the package so a wheel can JIT-build them.
