@@ -1,5 +1,5 @@
-"""Full-graph GCN training on one GPU and across the GPUs of one host (paper 003's 1-D
-scheme), with and without renumbering the nodes for locality, against stock PyG.
+"""Full-graph GCN training on one GPU and across the GPUs of one host (1-D
+partitioning by node blocks), with and without renumbering the nodes for locality, against stock PyG.
 
 One process per GPU (``torchrun``); every process generates the same synthetic graph.
 Per configuration: a 3-layer GCN (hidden 256) trained full-batch with Adam; the median

@@ -10,7 +10,7 @@
   reduced by ``scatter_reduce``), and against our sum.
 
 Each kernel's achieved bandwidth is reported against its gather-model byte floor (every
-edge reads its ids, its weight and one feature row from memory; seeds-kernels.md §6) at
+edge reads its ids, its weight and one feature row from memory) at
 the measured copy bandwidth. On the GPU the generic CUDA kernels are timed beside the
 default two-stage ones, and so is the two-stage SpMM with each of its two zero fills
 forced (``PYG_ACCEL_SPMM_ZERO_FILL=all``: the whole output; ``=rows``: only the rows

@@ -1,4 +1,4 @@
-"""Full-graph GCN / GraphSAGE / GAT across the GPUs of one host (paper 003's 1-D scheme).
+"""Full-graph GCN / GraphSAGE / GAT across the GPUs of one host (1-D partitioning by node blocks).
 
 One process per GPU (``torchrun``). Every process loads the same dataset and, with
 ``--reorder cluster`` (the default), renumbers its nodes the same way (label-propagation

@@ -4,7 +4,7 @@
 // unnumbered neighbours by increasing degree, then reverses the numbering. Neighbours
 // get nearby numbers, so the nonzeros of the adjacency matrix gather near its diagonal:
 // a GPU SpMM's feature reads then hit the L2 cache more often, and a contiguous row
-// partition cuts fewer edges (paper 003, section 2.4 of ../shared/research/seeds-storage.md).
+// partition cuts fewer edges.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

@@ -1,13 +1,13 @@
-"""Renumbering the nodes of a graph for locality (paper 003, ``../shared/research/
-seeds-storage.md`` §2.4): neighbours get nearby ids, so a GPU SpMM's feature reads hit the
+"""Renumbering the nodes of a graph for locality, as multi-GPU full-graph trainers do
+before partitioning: neighbours get nearby ids, so a GPU SpMM's feature reads hit the
 L2 cache more often and a contiguous row partition across GPUs cuts fewer edges.
 
 * ``'rcm'``: reverse Cuthill-McKee (bandwidth reduction; breadth-first by degree);
 * ``'degree'``: by decreasing degree (DegSort);
 * ``'cluster'``: clusters found by label propagation, each numbered contiguously (a
-  stand-in for paper 003's METIS clusters; unlike RCM it also cuts fewer edges on
+  stand-in for METIS clusters; unlike RCM it also cuts fewer edges on
   graphs whose long-range edges defeat a breadth-first order);
-* ``bounds``: block-wise reordering (paper 003's Algorithm 2): nodes move only inside
+* ``bounds``: block-wise reordering: nodes move only inside
   their block ``[bounds[i], bounds[i + 1])``, so every block keeps its nodes and edges
   (a partition's balance is unchanged) while its rows and columns gain locality.
 

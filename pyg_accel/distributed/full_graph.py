@@ -1,4 +1,4 @@
-"""Full-graph training across the GPUs of one host (paper 003's 1-D scheme, on NCCL).
+"""Full-graph training across the GPUs of one host (1-D partitioning by node blocks, on NCCL).
 
 The nodes, optionally renumbered for locality first (:mod:`pyg_accel.data.reorder`), are
 split into one contiguous block per process, balanced by edges. A process owns its

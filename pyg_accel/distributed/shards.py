@@ -1,6 +1,6 @@
 """Row shards of one logical table, one per process of a host, each readable by all.
 
-WholeGraph's layout (``../shared/research/seeds-storage.md``): every process of a host
+WholeGraph's layout (NVIDIA's multi-GPU distributed shared memory): every process of a host
 (one per GPU, e.g. under ``torchrun``) holds a contiguous block of rows in its own GPU's
 memory and maps the other processes' blocks into its address space, so one gather
 kernel reads any row, local or remote, through a table of base pointers: peer GPU
