@@ -18,6 +18,12 @@ Without ``torchrun`` it trains on one device; without GPUs, on the CPU (gloo).
 """
 from __future__ import annotations
 
+import os
+
+# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP): on a busy
+# CPU, spinning made these examples 5x slower (see docs/guide.md, 'On the CPU').
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
 import argparse
 import time
 
@@ -27,9 +33,10 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from pyg_accel.build import ensure_built
 from pyg_accel.datasets import load_dataset
 from pyg_accel.distributed import ExchangeTimer, PartitionedGNN, partition_data, setup
-from results import add_dataset_arguments, accuracy_summary, format_stages, report_accuracy, stage_columns
+from results import accuracy_summary, add_dataset_arguments, format_stages, progress, report_accuracy, stage_columns
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -66,6 +73,7 @@ def evaluate(model, local, world: int, device) -> dict:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     rank, world, device = setup()
+    ensure_built(verbose=rank == 0)  # (the C++/CUDA ops built first: never inside an epoch)
     summary = train(args, rank, world, device)
     if dist.is_initialized():
         dist.destroy_process_group()  # (after train's frame, with the DDP model, is gone)
@@ -102,7 +110,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         dist.all_reduce(count)
     train_total = float(count)  # training nodes of the whole graph
     history = []
-    bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model} full graph', unit='epoch', disable=rank != 0)
+    bar = progress(range(1, args.epochs + 1), desc=f'{args.model} full graph', unit='epoch', disable=rank != 0)
     for epoch in bar:
         epoch_start = time.perf_counter()
         model.train()

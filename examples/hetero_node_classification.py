@@ -21,6 +21,12 @@ while the current one trains.
 """
 from __future__ import annotations
 
+import os
+
+# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP): on a busy
+# CPU, spinning made these examples 5x slower (see docs/guide.md, 'On the CPU').
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
 import argparse
 import time
 from typing import Dict, List
@@ -34,7 +40,8 @@ from tqdm import tqdm
 import pyg_accel.nn
 from pyg_accel.datasets import HeteroNodeDataset, load_hetero_dataset
 from pyg_accel.loader import NeighborLoader, StageTimer
-from results import accuracy_summary, format_stages, report_accuracy, stage_columns
+from results import (accuracy_summary, default_workers, format_stages, prepare, progress, report_accuracy,
+                     stage_columns, tuned_loader_options)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -43,7 +50,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--root', default='data/ogb', help='folder holding OGB datasets (never downloaded)')
     p.add_argument('--scale', type=float, default=0.01, help="synthetic-mag's size as a fraction of ogbn-mag's")
     p.add_argument('--baseline', choices=['none', 'pyg'], default='none',
-                   help="'pyg': PyG's SAGEConv and stock PyG's NeighborLoader (CPU sampler), same model and loop")
+                   help="'pyg': PyG's SAGEConv and stock PyG's NeighborLoader (CPU sampler), same model and loop; "
+                        'tuned: --pyg-workers DataLoader workers, persistent, pinned')
+    p.add_argument('--pyg-workers', type=int, default=default_workers(),
+                   help=f"--baseline pyg: DataLoader workers of stock PyG's loader (default: the cores less two, "
+                        f"here {default_workers()})")
     p.add_argument('--hidden', type=int, default=64)
     p.add_argument('--layers', type=int, default=2)
     p.add_argument('--dropout', type=float, default=0.3)
@@ -101,7 +112,8 @@ def make_loader(args, data, input_nodes, shuffle: bool):
         if not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE):
             raise SystemExit("--baseline pyg: stock PyG's NeighborLoader needs pyg-lib or torch-sparse installed")
         return torch_geometric.loader.NeighborLoader(data, num_neighbors=fanout, input_nodes=input_nodes,
-                                                     batch_size=args.batch_size, shuffle=shuffle)
+                                                     batch_size=args.batch_size, shuffle=shuffle,
+                                                     **tuned_loader_options(args.pyg_workers))
     return NeighborLoader(data, num_neighbors=fanout, input_nodes=input_nodes, batch_size=args.batch_size,
                           shuffle=shuffle, pipeline=not args.no_pipeline)
 
@@ -132,7 +144,7 @@ def evaluate(model, loaders: Dict[str, object], target: str, device) -> Dict[str
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto' else args.device)
+    device = prepare(args.device)  # (the C++/CUDA ops built first: never inside an epoch)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     dataset: HeteroNodeDataset = load_hetero_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed)
@@ -154,10 +166,11 @@ def main(argv=None) -> dict:
         forward(model, next(iter(eval_loaders['valid'])), target, device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     timer = StageTimer(device)
-    timer.instrument(train_loader)
+    if train_loader.num_workers == 0:  # (a tuned stock PyG loader samples in its worker processes)
+        timer.instrument(train_loader)
 
     history = []
-    bar = tqdm(range(1, args.epochs + 1), desc=f'hetero-sage/{args.dataset}', unit='epoch')
+    bar = progress(range(1, args.epochs + 1), desc=f'hetero-sage/{args.dataset}', unit='epoch')
     for epoch in bar:
         begin = time.perf_counter()
         model.train()

@@ -14,6 +14,12 @@ rest; the curves are saved as PNG.
 """
 from __future__ import annotations
 
+import os
+
+# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP): on a busy
+# CPU, spinning made these examples 5x slower (see docs/guide.md, 'On the CPU').
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
 import argparse
 import time
 from pathlib import Path
@@ -29,7 +35,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.loader import LinkNeighborLoader, StageTimer
-from results import add_dataset_arguments, format_stages, save_results, stage_columns
+from results import add_dataset_arguments, final_line, format_stages, prepare, progress, save_results, stage_columns
 
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}
 
@@ -88,7 +94,7 @@ def evaluate(model, x, edge_index, pairs, num_nodes, seed) -> float:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto' else args.device)
+    device = prepare(args.device)  # (the C++/CUDA ops built first: never inside an epoch)
     torch.manual_seed(args.seed)
     dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed)
     n = dataset.data.num_nodes
@@ -107,7 +113,7 @@ def main(argv=None) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     x_all, ei_all = train_data.x.to(device), train_data.edge_index.to(device)
     history: List[dict] = []
-    bar = tqdm(range(1, args.epochs + 1), desc='link prediction', unit='epoch')
+    bar = progress(range(1, args.epochs + 1), desc='link prediction', unit='epoch')
     for epoch in bar:
         model.train()
         start = time.perf_counter()
@@ -131,10 +137,12 @@ def main(argv=None) -> dict:
         tqdm.write(f"epoch {epoch:3d}  loss {row['loss']:.4f}  valid AUC {row['valid_auc']:.4f}  test AUC "
                    f"{row['test_auc']:.4f}  ({seconds * 1e3:.0f} ms{format_stages(stages)})")
     best = max(history, key=lambda h: h['valid_auc'])
-    summary = {'best_epoch': best['epoch'], 'valid_auc': best['valid_auc'], 'test_auc': best['test_auc']}
-    print(f"best valid AUC {best['valid_auc']:.4f} at epoch {best['epoch']}: test AUC {best['test_auc']:.4f}")
+    median_s = sorted(h['seconds'] for h in history)[len(history) // 2]
+    summary = {'best_epoch': best['epoch'], 'valid_auc': best['valid_auc'], 'test_auc': best['test_auc'],
+               'median_epoch_s': median_s}
     save_results(history, args, Path(args.out), summary, {'valid_auc': 'valid', 'test_auc': 'test'}, 'ROC-AUC',
                  f'link prediction on {args.dataset}')
+    print(final_line('test AUC', best['test_auc'], best['epoch'], best['valid_auc'], median_s), flush=True)
     return summary
 
 

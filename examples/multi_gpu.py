@@ -13,6 +13,12 @@ CPU (gloo; shards in shared memory).
 """
 from __future__ import annotations
 
+import os
+
+# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP): on a busy
+# CPU, spinning made these examples 5x slower (see docs/guide.md, 'On the CPU').
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
 import argparse
 import time
 from typing import Dict
@@ -24,11 +30,12 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 import pyg_accel.nn.models as accel_models
+from pyg_accel.build import ensure_built
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.distributed import setup, share_graph_store
 from pyg_accel.loader import NeighborLoader
-from results import add_dataset_arguments, accuracy_summary, report_accuracy
+from results import accuracy_summary, add_dataset_arguments, progress, report_accuracy
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -77,6 +84,7 @@ def evaluate(model, fs, gs, split: Dict[str, torch.Tensor], fanout, batch_size, 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     rank, world, device = setup()
+    ensure_built(verbose=rank == 0)  # (the C++/CUDA ops built first: never inside an epoch)
     if not dist.is_initialized():
         raise SystemExit('run under torchrun (e.g. torchrun --nproc_per_node 2 examples/multi_gpu.py)')
     summary = train(args, rank, world, device)
@@ -111,7 +119,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     model = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     history = []
-    bar = tqdm(range(1, args.epochs + 1), desc=f'rank {rank}', unit='epoch', disable=rank != 0)
+    bar = progress(range(1, args.epochs + 1), desc=f'rank {rank}', unit='epoch', disable=rank != 0)
     for epoch in bar:
         epoch_start = time.perf_counter()
         model.train()

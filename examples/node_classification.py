@@ -22,6 +22,12 @@ layers) for comparison; scripts/accuracy_parity.py compares the two over seeds.
 """
 from __future__ import annotations
 
+import os
+
+# Idle OpenMP threads sleep instead of spinning (set before torch loads OpenMP): on a busy
+# CPU, spinning made these examples 5x slower (see docs/guide.md, 'On the CPU').
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
 import argparse
 import time
 from typing import Callable, Dict, List, Optional
@@ -35,7 +41,8 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data, presample_node_ids, rows_by_access, rows_by_degree
 from pyg_accel.loader import NeighborLoader, StageTimer
 from pyg_accel.datasets import load_dataset, synthetic_stores
-from results import add_dataset_arguments, accuracy_summary, format_stages, report_accuracy, stage_columns
+from results import (accuracy_summary, add_dataset_arguments, default_workers, format_stages, prepare, progress,
+                     report_accuracy, stage_columns, tuned_loader_options)
 
 MODELS = {'sage': 'GraphSAGE', 'gcn': 'GCN', 'gat': 'GAT'}
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}  # where the model's convolutions come from
@@ -49,7 +56,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="pyg_accel's drop-in convolutions (default) or PyG's own, for comparison")
     p.add_argument('--baseline', choices=['none', 'pyg'], default='none',
                    help="'pyg': the same model and loop on stock PyG (its CPU sampler on the CPU Data, its layers; "
-                        "needs pyg-lib or torch-sparse)")
+                        "needs pyg-lib or torch-sparse), tuned: --pyg-workers DataLoader workers, persistent, pinned")
+    p.add_argument('--pyg-workers', type=int, default=default_workers(),
+                   help=f"--baseline pyg: DataLoader workers of stock PyG's loader (default: the cores less two, "
+                        f"here {default_workers()})")
     p.add_argument('--hidden', type=int, default=128)
     p.add_argument('--layers', type=int, default=2)
     p.add_argument('--dropout', type=float, default=0.3)
@@ -200,12 +210,14 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
         if not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE):
             raise SystemExit("--baseline pyg: stock PyG's NeighborLoader needs pyg-lib or torch-sparse installed")
         loader = torch_geometric.loader.NeighborLoader(data, num_neighbors=fanout, input_nodes=split['train'].cpu(),
-                                                       batch_size=args.batch_size, shuffle=True)
+                                                       batch_size=args.batch_size, shuffle=True,
+                                                       **tuned_loader_options(args.pyg_workers))
     else:
         loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=split['train'],
                                 batch_size=args.batch_size, shuffle=True, pipeline=not args.no_pipeline)
     timer = StageTimer(device)
-    timer.instrument(loader)  # sampling and gathering; compute below
+    if loader.num_workers == 0:  # (a tuned stock PyG loader samples and gathers in its worker processes)
+        timer.instrument(loader)  # sampling and gathering; compute below
     evaluate = sampled_evaluator(fs, gs, split, device, fanout) if args.eval == 'sampled' else \
         full_graph_evaluator(fs, gs, split, device)
     history = []
@@ -259,7 +271,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.baseline == 'pyg':
         args.layers_from = 'pyg'
-    device = torch.device(('cuda' if torch.cuda.is_available() else 'cpu') if args.device == 'auto' else args.device)
+    device = prepare(args.device)  # (the C++/CUDA ops built first: never inside an epoch)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     feature_location, graph_location = default_locations(device)
@@ -290,7 +302,7 @@ def main(argv=None) -> dict:
 
     model = build_model(args, dataset.num_features, dataset.num_classes).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
-    bar = tqdm(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
+    bar = progress(range(1, args.epochs + 1), desc=f'{args.model}/{args.mode}', unit='epoch')
     train = (lambda *a: train_full(*a, amp=args.amp)) if args.mode == 'full' else \
         lambda *a: train_neighbor(*a, args, data=data.cpu() if args.baseline == 'pyg' else None)  # noqa: E731
     history = train(model, opt, fs, gs, dataset.split, device, args.epochs, bar)

@@ -233,7 +233,7 @@ def compile_library(config: BuildConfig) -> None:
         (config.build_dir / 'lock').unlink(missing_ok=True)
         if not config.library_path.exists():
             what = 'C++ and CUDA' if config.with_cuda else 'C++'
-            print(f'pyg_accel: compiling the {what} ops into {config.build_dir} (first use; about a minute)...',
+            print(f'pyg_accel: compiling the {what} ops into {config.build_dir} (first use: a few minutes; cached afterwards)...',
                   file=sys.stderr, flush=True)
         try:
             if config.cuda_arch_list:

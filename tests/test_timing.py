@@ -57,6 +57,9 @@ def test_stock_pyg_loader_can_be_instrumented_and_others_cannot(data):
     assert len(list(loader)) == 2 and set(timer.summary()) == {'sampling', 'gathering'}
     with pytest.raises(TypeError, match='filter_fn'):
         timer.instrument(torch.utils.data.DataLoader(range(4)))
+    with pytest.raises(ValueError, match='DataLoader worker processes'):  # (their stages run elsewhere)
+        timer.instrument(PyGNeighborLoader((fs, gs), [3], input_nodes=torch.arange(64), batch_size=32,
+                                           neighbor_sampler=NeighborSampler((fs, gs), [3]), num_workers=1))
 
 
 def test_an_instrumented_loader_is_freed_at_once(data):

@@ -69,11 +69,15 @@ class StageTimer:
     def instrument(self, loader):
         """Times ``loader``'s sampling (its ``collate_fn``) and gathering (its
         ``filter_fn``: features and the batch object) as stages. Works on PyG's
-        ``NodeLoader`` / ``LinkLoader`` family, pyg_accel's loaders included; returns
-        ``loader``."""
+        ``NodeLoader`` / ``LinkLoader`` family, pyg_accel's loaders included, without
+        DataLoader workers (their stages run in other processes); returns ``loader``."""
         if getattr(loader, 'filter_fn', None) is None:
             raise TypeError(f'StageTimer.instrument: {type(loader).__name__} has no filter_fn; '
                             f'expected a PyG NodeLoader / LinkLoader (NeighborLoader, LinkNeighborLoader, ...)')
+        if getattr(loader, 'num_workers', 0) > 0:
+            raise ValueError(f'StageTimer.instrument: the loader samples in {loader.num_workers} DataLoader worker '
+                             'processes, whose stages this process cannot time; instrument a loader with '
+                             'num_workers=0 (time the whole epoch otherwise)')
         collate, filter_fn = _unbound(loader.collate_fn, loader), _unbound(loader.filter_fn, loader)
 
         def timed_collate(index):
