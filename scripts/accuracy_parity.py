@@ -26,7 +26,9 @@ import node_classification  # noqa: E402
 
 def run(model: str, seed: int, baseline: str, args, extra) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        common = ['--seed', str(seed), '--epochs', str(args.epochs), '--baseline', baseline, '--out', tmp, *extra]
+        # (stock PyG without DataLoader workers: they change its speed, not its accuracy; --pyg-workers N overrides)
+        common = ['--seed', str(seed), '--epochs', str(args.epochs), '--baseline', baseline, '--pyg-workers', '0',
+                  '--out', tmp, *extra]
         if model == 'hetero-sage':  # the heterogeneous example (its own dataset options)
             argv = ['--dataset', args.hetero_dataset, '--scale', str(args.hetero_scale), '--root', args.root, *common]
             return float(hetero_node_classification.main(argv)['test_acc'])

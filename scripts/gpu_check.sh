@@ -63,8 +63,8 @@ for stage in $STAGES; do
     build) run build python3 -m pyg_accel.build ;;
     quick)
       rm -f "$OUT_DIR/kernels.tsv"
-      run quick python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -m "not slow" -q -rfs -p no:cacheprovider --durations=40 \
-        --duration-log "$OUT_DIR/quick_durations.tsv" --kernel-report "$OUT_DIR/kernels.tsv"
+      run quick python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -m "not slow" -q -rfEs --tb=short -p no:cacheprovider \
+        --durations=40 --duration-log "$OUT_DIR/quick_durations.tsv" --kernel-report "$OUT_DIR/kernels.tsv"
       run quick_kernels python3 scripts/cuda_kernels.py "$OUT_DIR/kernels.tsv" ;;
     slow) run slow python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -m slow -q -rfs -p no:cacheprovider --durations=20 ;;
     tests) run tests python3 -m pytest ${PYG_ACCEL_TESTS:-tests} -q -rfs -p no:cacheprovider --durations=40 ;;
