@@ -271,9 +271,13 @@ def plot(rows, path: Path, title: str) -> None:
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
+    labels = {'pyg': 'stock PyG\n{workers} workers', 'pyg-0w': 'stock PyG\nno workers',
+              'accel-sampler': 'our sampler\nPyG layers', 'accel-sync': 'ours\nnot pipelined', 'accel': 'ours'}
     names = [r['config'] for r in rows]
+    ticks = [labels.get(n.partition(':')[0], n).format(workers=r.get('workers'))
+             + (', TF32' if n.endswith(':tf32') else '') for n, r in zip(names, rows)]
     seconds = [r['epoch s'] for r in rows]
-    bars = ax.bar(names, seconds, color=['#999999' if n.startswith('pyg') else '#1f77b4' for n in names])
+    bars = ax.bar(ticks, seconds, color=['#999999' if n.startswith('pyg') else '#1f77b4' for n in names])
     for bar, r in zip(bars, rows):
         label = f"{r['epoch s']:.2f} s" + (f"\nbusy {r['GPU busy']:.0%}" if 'GPU busy' in r else '')
         ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha='center', va='bottom',
