@@ -169,7 +169,7 @@ import sharded_gather as sharded_bench  # noqa: E402
 def test_sharded_gather_plot_from_a_saved_run(tmp_path):
     """The benchmark itself needs several GPUs (tests/test_distributed.py covers the
     sharded reads on the CPU); its plot is drawn from a saved run."""
-    saved = Path(__file__).resolve().parents[1] / 'benchmarks' / 'results' / 'sharded_gather_h200x2_run2.json'
+    saved = Path(__file__).resolve().parents[1] / 'benchmarks' / 'results' / 'sharded_gather_h200x2.json'
     result = sharded_bench.main(['--replot', str(saved), '--out', str(tmp_path)])
     assert result['world_size'] == 2 and result['rows']
     assert (tmp_path / 'sharded_gather.png').is_file() or sharded_bench.pyplot() is None
