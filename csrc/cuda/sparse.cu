@@ -681,7 +681,7 @@ void spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
 // ~1.2 M edges at F = 16, makes 151 warps of 1,024-edge runs against ~4,200 resident on
 // an H200). On an H200 this rule picks the fastest of the three lengths, or one within
 // 5% of it, on the products-size graph at 1%, 5% and 100% for F = 16, 64 and 256
-// (docs/benchmarks.md, session 24). PYG_ACCEL_SPARSE_KERNEL=vec forces kMaxRun;
+// (docs/architecture.md, max aggregation). PYG_ACCEL_SPARSE_KERNEL=vec forces kMaxRun;
 // PYG_ACCEL_MAX_RUN_EDGES=N forces the shortest compiled length of at least N (64, 256
 // or 1024; read per call, for timing and tests).
 int max_run_edges(int64_t edges, int tpg) {
