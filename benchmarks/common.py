@@ -5,6 +5,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +13,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
+# One definition of a tuned stock-PyG loader, shared with the examples' --baseline pyg.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
+from results import default_workers, tuned_loader_options  # noqa: E402,F401
 
 def median_time(fn: Callable[[], object], device: torch.device, reps: int = 20, warmup: int = 3,
                 back_to_back: int = 1) -> float:
@@ -86,21 +90,15 @@ def pinned_h2d_bandwidth(num_bytes: int = 1 << 30) -> float:
     return num_bytes / seconds
 
 
-def default_workers() -> int:
-    """DataLoader workers for stock PyG's CPU loader, tuned as a user would tune them:
-    the cores this process may use, less two (the training loop and the rest)."""
-    return max(len(os.sched_getaffinity(0)) - 2, 0)
-
-
 def stock_pyg_loader(data, num_workers: int, **kwargs):
     """Stock PyG's ``NeighborLoader`` on the CPU ``data`` (its CPU sampler needs pyg-lib
-    or torch-sparse), tuned as its documentation advises: ``num_workers`` processes
-    sampling and gathering in parallel, kept across epochs (``persistent_workers``), each
-    batch in pinned memory for the copy to the GPU. ``num_workers=0`` is the untuned
-    default (sampling and gathering in the training loop's thread)."""
+    or torch-sparse), tuned as the examples' ``--baseline pyg`` tunes it
+    (:func:`results.tuned_loader_options`): ``num_workers`` processes sampling and
+    gathering in parallel, kept across epochs, each batch in pinned memory for the copy
+    to the GPU. ``num_workers=0`` is the untuned default (sampling and gathering in the
+    training loop's thread)."""
     from torch_geometric.loader import NeighborLoader
-    return NeighborLoader(data, num_workers=num_workers, persistent_workers=num_workers > 0,
-                          pin_memory=num_workers > 0 and torch.cuda.is_available(), **kwargs)
+    return NeighborLoader(data, **tuned_loader_options(num_workers), **kwargs)
 
 
 def environment() -> Dict[str, object]:
