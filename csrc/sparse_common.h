@@ -40,13 +40,30 @@ void check_accumulator(const at::Tensor& out, const at::Tensor& ptr, const at::T
 // as in PyG's scatter max (torch.scatter_reduce 'amax' into zeros, include_self=False):
 // evenly among the ties, and where the maximum is exactly 0 the zero the output started
 // from counts as one more (its share is dropped).
-template <typename acc_t>
-inline
+// A NaN maximum (NaN propagates, as in torch's amax) routes NaN to every source of its
+// destination, as torch's scatter_reduce backward does.
 #ifdef __CUDACC__
-__host__ __device__
+#define PYG_ACCEL_HOST_DEVICE __host__ __device__
+#else
+#define PYG_ACCEL_HOST_DEVICE
 #endif
-acc_t max_share(acc_t best, int ties) {
-  return static_cast<acc_t>(ties + (best == acc_t(0) ? 1 : 0));
+template <typename acc_t>
+inline PYG_ACCEL_HOST_DEVICE acc_t max_share(acc_t best, int ties) {
+  return best != best ? best : static_cast<acc_t>(ties + (best == acc_t(0) ? 1 : 0));
+}
+
+// Whether v replaces the running maximum `best`: larger, or a NaN over a number (NaN
+// propagates whatever its position among a destination's edges, as PyG's scatter max).
+template <typename acc_t>
+inline PYG_ACCEL_HOST_DEVICE bool max_above(acc_t v, acc_t best) {
+  return v > best || (v != v && best == best);
+}
+
+// Whether a source with value v gets a share of the gradient of a destination whose
+// maximum is `best` (every source, when the maximum is NaN).
+template <typename acc_t>
+inline PYG_ACCEL_HOST_DEVICE bool max_reaches(acc_t v, acc_t best) {
+  return v == best || best != best;
 }
 
 // Checks spmm_max_backward's inputs over spmm_max's graph (ptr over the destinations):

@@ -82,6 +82,17 @@ def test_sage_conv_matches_pyg(device, aggr, options, widths):
     check_forward_backward(ours, ref, (x, ei), (x, ei), [x])
 
 
+def test_sage_conv_max_propagates_nan_as_pyg(device):
+    ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, 8, 16, aggr='max', device=device)
+    ei = graph(device=device)
+    x = torch.randn(50, 8, device=device)
+    x[ei[0, 0], 2] = float('nan')
+    x[ei[0, -1], 5] = float('nan')
+    out, want = ours(x, ei), ref(x, ei)
+    assert torch.equal(out.isnan(), want.isnan()) and out.isnan().any()
+    torch.testing.assert_close(out, want, equal_nan=True, **TOL)
+
+
 @pytest.mark.parametrize('widths', [(16, 8), (8, 16)])
 def test_sage_conv_backward_twice_through_a_retained_graph(device, widths):
     """The fused aggregation + root backward frees its intermediate after the first

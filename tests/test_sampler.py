@@ -441,6 +441,28 @@ def check_hetero_batch(batch, data, seeds, fanouts=None):
                 assert torch.equal(got, deg[seeds].clamp(max=fanouts[0]))
 
 
+def test_repeated_input_nodes_keep_their_places(dataset, stores):
+    """The oversampling idiom (input nodes repeated, shuffled) and PyG's ImbalancedSampler
+    repeat seeds; the first batch_size nodes are the seeds as drawn, as with stock PyG,
+    so out[:batch_size] and y[:batch_size] line up."""
+    from torch_geometric.loader import ImbalancedSampler
+    data = dataset.data
+    seeds = dataset.split['train'][:40].repeat(3)[torch.randperm(120, generator=torch.Generator().manual_seed(0))]
+    loader = NeighborLoader(stores, [3, 2], neighbor_sampler=NeighborSampler(stores, [3, 2]), input_nodes=seeds,
+                            batch_size=50)
+    for i, batch in enumerate(loader):
+        check_batch(batch, data, seeds[50 * i:50 * (i + 1)])
+        assert batch.num_sampled_nodes[0] == batch.batch_size
+    torch.manual_seed(12345)
+    loader = NeighborLoader(stores, [-1], neighbor_sampler=NeighborSampler(stores, [-1]), batch_size=10,
+                            sampler=ImbalancedSampler(data.y, input_nodes=torch.arange(100)),
+                            input_nodes=torch.arange(100))
+    y = torch.cat([batch.y[:batch.batch_size].cpu() for batch in loader])
+    assert y.numel() == 100
+    for batch in loader:
+        assert torch.equal(batch.y[:batch.batch_size].cpu(), data.y[batch.input_id.cpu()])
+
+
 @pytest.mark.parametrize('remote', [True, False])
 @pytest.mark.parametrize('disjoint', [False, True])
 def test_heterogeneous_sampling_through_the_loader(remote, disjoint):
@@ -454,6 +476,18 @@ def test_heterogeneous_sampling_through_the_loader(remote, disjoint):
         assert len(batch['paper'].num_sampled_nodes) == 3
         if disjoint:
             assert torch.equal(batch['paper'].batch[:8], torch.arange(8))
+
+
+@pytest.mark.parametrize('location', LOCATIONS)
+def test_heterogeneous_repeated_seeds_keep_their_places(location):
+    data = hetero_graph()
+    source = from_data(data, location)
+    seeds = torch.tensor([3, 3, 5, 3, 7, 1, 1, 2])
+    loader = NeighborLoader(source, [3, 2], neighbor_sampler=NeighborSampler(source, [3, 2]),
+                            input_nodes=('paper', seeds), batch_size=8)
+    batch = next(iter(loader)).to('cpu')
+    check_hetero_batch(batch, data, seeds, fanouts=[3, 2])
+    assert batch['paper'].n_id[:8].tolist() == seeds.tolist() and batch['paper'].num_sampled_nodes[0] == 8
 
 
 @requires_cuda

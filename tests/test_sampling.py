@@ -45,8 +45,9 @@ def check_structure(out, colptr, row, seed, fanouts, replace, disjoint):
         assert torch.equal(out.batch.cpu()[r], out.batch.cpu()[c])  # edges stay inside their tree
     else:
         assert out.batch is None
-        assert torch.equal(node[:out.num_sampled_nodes[0]], torch.unique_consecutive(seed.cpu()))
-        assert node.unique().numel() == node.numel()  # no node twice
+        assert torch.equal(node[:out.num_sampled_nodes[0]], seed.cpu())  # the seeds as given, repeats included
+        later = node[seed.numel():]
+        assert later.unique().numel() == later.numel() and not bool(torch.isin(later, seed.cpu()).any())
     # every sampled edge exists: its CSC position holds (node[row] -> node[col])
     col_of_edge = torch.repeat_interleave(torch.arange(deg.numel()), deg)
     assert torch.equal(node[r], row[e]) and torch.equal(node[c], col_of_edge[e])
@@ -82,13 +83,19 @@ def test_structure(sample_device, fanouts, replace, disjoint, index_dtype):
     check_structure(out, colptr, row, seed, fanouts, replace, disjoint)
 
 
-def test_duplicate_seeds_collapse_unless_disjoint(sample_device):
+@pytest.mark.parametrize('disjoint', [False, True])
+def test_repeated_seeds_are_listed_as_given(sample_device, disjoint):
+    """As PyG: a loader's batch_size is len(seeds) and training reads out[:batch_size],
+    so every seed keeps its place, repeats included, and each copy draws neighbours."""
     colptr, row = random_graph(device=sample_device)
-    seed = torch.tensor([4, 4, 9], device=sample_device)
-    out = neighbor_sample(colptr, row, seed, [2], random_seed=1)
-    assert out.node[:out.num_sampled_nodes[0]].tolist() == [4, 9]
-    out = neighbor_sample(colptr, row, seed, [2], disjoint=True, random_seed=1)
-    assert out.node[:3].tolist() == [4, 4, 9] and out.num_sampled_nodes[0] == 3
+    seed = torch.tensor([3, 3, 5, 3, 7], device=sample_device)
+    for fanouts in ([2], [3, 2], [-1]):
+        out = neighbor_sample(colptr, row, seed, fanouts, disjoint=disjoint, random_seed=1)
+        assert out.node[:5].tolist() == [3, 3, 5, 3, 7] and out.num_sampled_nodes[0] == 5
+        check_structure(out, colptr, row, seed, fanouts, False, disjoint)
+        if not disjoint and fanouts == [-1]:  # a hop reaching a repeated seed links to its first copy
+            reaches_3 = out.row[out.node[out.row] == 3]
+            assert bool((reaches_3 == 0).all())
 
 
 def test_reproducible_and_seeded(sample_device):

@@ -318,6 +318,38 @@ def test_spmm_max_rows_across_edge_chunks(device, dtype, width, kernel, monkeypa
     torch.testing.assert_close(got.double(), want, **TOL[dtype])
 
 
+@pytest.mark.parametrize('kernel', list(MAX_PATHS))
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.bfloat16])
+def test_spmm_max_propagates_nan_as_pyg(device, dtype, kernel, monkeypatch):
+    """A NaN among a destination's edges makes its maximum NaN wherever it sits
+    (first edge, last, a hub's middle), and its gradient NaN on every source of that
+    destination: torch's scatter_reduce 'amax', which PyG's scatter max is."""
+    force_max_kernel(kernel, device, monkeypatch)
+    gen = torch.Generator().manual_seed(5)
+    ei = torch.stack([torch.randint(0, 60, (4000,), generator=gen),
+                      torch.randint(0, 20, (4000,), generator=gen)])
+    ei = ei[:, torch.argsort(ei[1], stable=True)]
+    width = 8 if dtype == torch.float64 else 16
+    x = torch.randn(60, width, generator=gen).to(dtype)
+    x[ei[0, 0], 0] = float('nan')          # on destination 0's first edge
+    x[7, 3] = float('nan')                 # wherever node 7 is a source
+    last = ei[0, (ei[1] == 19).nonzero()[-1]]
+    x[last, 5] = float('nan')              # on destination 19's last edge
+    ei, x = ei.to(device), x.to(device).requires_grad_()
+    g = CooGraph.from_edge_index(ei, (60, 20))
+    out = spmm(g, x, reduce='max')
+    x64 = x.detach().double().requires_grad_()  # (the reference in float64: gradients sum ~70 terms)
+    index = ei[1].view(-1, 1).expand(-1, width)
+    ref = x64.new_zeros(20, width).scatter_reduce(0, index, x64[ei[0]], 'amax', include_self=False)
+    assert torch.equal(out.isnan(), ref.isnan()) and out.isnan().any()
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=0, equal_nan=True)
+    grad = torch.randn_like(out)
+    got, = torch.autograd.grad(out, x, grad)
+    want, = torch.autograd.grad(ref, x64, grad.double())
+    assert torch.equal(got.isnan(), want.isnan())
+    torch.testing.assert_close(got.double(), want, equal_nan=True, **TOL[dtype])
+
+
 def test_sddmm_add_is_gat_logits(device):
     ei = random_edges(device=device)
     g = CooGraph.from_edge_index(ei, (40, 30))

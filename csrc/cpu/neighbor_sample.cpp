@@ -240,16 +240,18 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   const int64_t key_stride = std::max<int64_t>(num_dst, 1);
   auto map_key = [&](int64_t b, int64_t v) { return disjoint ? b * key_stride + v : v; };
 
+  // The seeds as given, repeats included (as PyG lists them: a loader's first
+  // batch_size outputs are the seeds'); each is expanded, and a later hop reaching a
+  // repeated seed's node links to its first occurrence.
   std::vector<int64_t> frontier;  // local ids of the nodes to expand next
   for (int64_t i = 0; i < num_seeds; ++i) {
     const int64_t v = seeds[i];
     TORCH_CHECK(v >= 0 && v < num_dst, "neighbor_sample: seed ", std::to_string(v), " is out of range for ",
                 std::to_string(num_dst), " nodes");
-    if (local_of.emplace(map_key(i, v), static_cast<int64_t>(node.size())).second) {
-      frontier.push_back(static_cast<int64_t>(node.size()));
-      node.push_back(v);
-      batch.push_back(i);
-    }
+    local_of.emplace(map_key(i, v), i);
+    frontier.push_back(i);
+    node.push_back(v);
+    batch.push_back(i);
   }
   nodes_per_hop.push_back(static_cast<int64_t>(node.size()));
 
@@ -377,11 +379,10 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
                   " is out of range for node type ", std::to_string(t));
       if (temporal) tree_time.push_back(seed_times[t].data_ptr<int64_t>()[i]);
       const int64_t key = disjoint ? tree * stride + s[i] : s[i];
-      if (local_of[t].emplace(key, static_cast<int64_t>(node[t].size())).second) {
-        frontier[t].push_back(static_cast<int64_t>(node[t].size()));
-        node[t].push_back(s[i]);
-        batch[t].push_back(tree);
-      }
+      local_of[t].emplace(key, static_cast<int64_t>(node[t].size()));  // (a repeat links to the first)
+      frontier[t].push_back(static_cast<int64_t>(node[t].size()));
+      node[t].push_back(s[i]);
+      batch[t].push_back(tree);
     }
     nodes_per_hop[t * (num_hops + 1)] = static_cast<int64_t>(node[t].size());
   }

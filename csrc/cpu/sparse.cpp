@@ -163,7 +163,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const a
           const scalar_t* row = xs + s[e] * F;
           for (int64_t f = 0; f < F; ++f) {  // (branch-free, so the compiler vectorises it)
             const acc_t v = static_cast<acc_t>(row[f]);
-            const bool above = v > best[f];
+            const bool above = max_above(v, best[f]);
             count[f] = above ? 1 : count[f] + (v == best[f]);
             best[f] = above ? v : best[f];
           }
@@ -208,7 +208,7 @@ at::Tensor spmm_max_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_
           const scalar_t* row = xs + s[e] * F;
           acc_t* to = gx + s[e] * F;
           for (int64_t f = f0; f < f1; ++f) {  // (a branch: few sources reach a maximum, so few writes)
-            if (static_cast<acc_t>(row[f]) == best[f - f0]) to[f] += share[f - f0];
+            if (max_reaches(static_cast<acc_t>(row[f]), best[f - f0])) to[f] += share[f - f0];
           }
         }
       }

@@ -262,7 +262,14 @@ __global__ void level_summary_kernel(Meta m, Counters c, Segments seg, const int
   }
 }
 
-// New nodes get their local ids: node and tree recorded, the table slot assigned.
+// Level 0: every seed position gets a local id (seeds are listed as given, repeats
+// included, as PyG does).
+struct EveryPosition {
+  __device__ int64_t operator()(int64_t, bool valid) const { return valid; }
+};
+
+// New nodes get their local ids: node and tree recorded, the table slot assigned (at
+// level 0 by the first of a repeated seed only: later hops reaching it link to that one).
 __global__ void assign_kernel(Meta m, Counters c, Table table, Segments seg, Positions pos, const int64_t* scan,
                               int64_t level, int64_t num_hops, int64_t bound) {
   const int64_t live = seg.start[seg.count];
@@ -275,7 +282,7 @@ __global__ void assign_kernel(Meta m, Counters c, Table table, Segments seg, Pos
     const int64_t id = c.level_start[t * L + level] + rank;
     ptr<int64_t>(m.node_out, t)[id] = pos.node[p];
     if (pos.tree != nullptr) ptr<int64_t>(m.batch_out, t)[id] = pos.tree[p];
-    table_assign(table, pos.slot[p], kEpoch, id);
+    if (level > 0 || table_is_first(table, pos.slot[p], kEpoch, p)) table_assign(table, pos.slot[p], kEpoch, id);
   }
 }
 
@@ -611,7 +618,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   std::vector<std::vector<int64_t>> level_bound(T, std::vector<int64_t>(H + 1, 0));
   std::vector<int64_t> task_bound(H, 0), edge_bound(H, 0);
   for (int64_t t = 0; t < T; ++t) {
-    level_bound[t][0] = disjoint ? seed_list[t].numel() : std::min<int64_t>(seed_list[t].numel(), num_nodes[t]);
+    level_bound[t][0] = seed_list[t].numel();  // (every seed, repeats included)
   }
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t r = 0; r < R; ++r) {
@@ -629,7 +636,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   int64_t all_nodes = 0, max_positions = num_seeds, max_tasks = 0;
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t l = 0; l <= H; ++l) node_bound[t] = sat_add(node_bound[t], level_bound[t][l]);
-    if (!disjoint) node_bound[t] = std::min<int64_t>(node_bound[t], num_nodes[t]);
+    if (!disjoint) node_bound[t] = std::min<int64_t>(node_bound[t], seed_list[t].numel() + num_nodes[t]);
     all_nodes = sat_add(all_nodes, node_bound[t]);
   }
   for (int64_t h = 0; h < H; ++h) {
@@ -738,7 +745,11 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   };
   // Numbers a level whose positions are in pos (scan of the first reaches, summary, assign).
   auto number_level = [&](const Segments& seg, const Positions& pos, int64_t level, int64_t bound) {
-    live_scan(FirstReach{table, pos.slot}, seg.start + seg.count, scan, bound);
+    if (level == 0) {
+      live_scan(EveryPosition{}, seg.start + seg.count, scan, bound);
+    } else {
+      live_scan(FirstReach{table, pos.slot}, seg.start + seg.count, scan, bound);
+    }
     level_summary_kernel<<<1, 1, 0, stream>>>(m, c, seg, scan, level, T, R, H);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     launch(assign_kernel, bound, stream, m, c, table, seg, pos, scan, level, H, bound);

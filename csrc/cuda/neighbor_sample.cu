@@ -154,7 +154,7 @@ class SamplePlan {
       frontier.push_back(key_.disjoint ? e : std::min(e, num_nodes_));
       node_bound += frontier.back();
     }
-    if (!key_.disjoint) node_bound = std::min(node_bound, std::max(num_nodes_, S));
+    if (!key_.disjoint) node_bound = std::min(node_bound, S + num_nodes_);  // (the seeds, repeats included)
     frontier_bound_ = frontier;
     const int64_t max_frontier = std::max<int64_t>(1, *std::max_element(frontier.begin(), frontier.end() - 1));
     int64_t max_edges = std::max<int64_t>(1, S);

@@ -287,12 +287,18 @@ __device__ __forceinline__ void number_tile(const NumberArgs& a, int64_t count, 
   // Each step's loads for all items first, then the next step (dependent loads of
   // different items overlap instead of queueing behind each other).
   const int64_t mine = first + threadIdx.x * ITEMS;  // this thread's first position
+  // Level 0 lists every seed as given, repeats included (as PyG does): each position
+  // gets an id and its own draws; only the first of a repeated seed is in the table,
+  // so later hops reaching that node link to the first.
   int64_t slot[ITEMS], v[ITEMS], b[ITEMS], draws[ITEMS];
-  bool fresh[ITEMS];
+  bool fresh[ITEMS], first_reach[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) slot[k] = mine + k < count ? a.slot_of[mine + k] : 0;
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) fresh[k] = mine + k < count && table_is_first(a.t, slot[k], epoch, mine + k);
+  for (int k = 0; k < ITEMS; ++k) {
+    first_reach[k] = mine + k < count && table_is_first(a.t, slot[k], epoch, mine + k);
+    fresh[k] = a.level == 0 ? mine + k < count : first_reach[k];
+  }
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
     v[k] = fresh[k] ? a.nbr[mine + k] : 0;
@@ -348,7 +354,7 @@ __device__ __forceinline__ void number_tile(const NumberArgs& a, int64_t count, 
   for (int k = 0; k < ITEMS; ++k) {
     if (!fresh[k]) continue;
     const int64_t id = base + rank;
-    table_assign(a.t, slot[k], epoch, id);
+    if (first_reach[k]) table_assign(a.t, slot[k], epoch, id);
     out->node[id] = v[k];
     if (a.disjoint) out->batch[id] = b[k];
     drawn += draws[k];

@@ -154,15 +154,15 @@ struct MaxForward {
     return static_cast<acc_t>(x[static_cast<int64_t>(src[e]) * F + f]);
   }
   __device__ void add(State& s, const Item& v) const {
-    if (s.count == 0 || v > s.best) {
+    if (s.count == 0 || max_above(v, s.best)) {
       s = {v, 1};
     } else if (v == s.best) {
       ++s.count;
     }
   }
   __device__ State merge(const State& a, const State& b) const {
-    if (a.count == 0 || (b.count > 0 && b.best > a.best)) return b;
-    if (b.count == 0 || a.best > b.best) return a;
+    if (a.count == 0 || (b.count > 0 && max_above(b.best, a.best))) return b;
+    if (b.count == 0 || max_above(a.best, b.best)) return a;
     return {a.best, a.count + b.count};
   }
   __device__ void write(int64_t row, int64_t f, const State& s) const {
@@ -757,7 +757,7 @@ __global__ void max_grad_scatter_kernel(const index_t* __restrict__ dst, const i
     const int64_t e = i / F, f = i % F;
     const int64_t at = static_cast<int64_t>(dst[e]) * F + f, from = static_cast<int64_t>(src[e]) * F + f;
     const acc_t best = static_cast<acc_t>(out[at]);
-    if (static_cast<acc_t>(x[from]) == best) {
+    if (max_reaches(static_cast<acc_t>(x[from]), best)) {
       atomicAdd(grad_x + from, static_cast<acc_t>(grad[at]) / max_share(best, ties[at]));
     }
   }

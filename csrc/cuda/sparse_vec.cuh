@@ -151,8 +151,8 @@ __device__ __forceinline__ unsigned long long pack_max(float best, int count) {
 __device__ __forceinline__ unsigned long long merge_max(unsigned long long a, unsigned long long b) {
   const unsigned ca = static_cast<unsigned>(a), cb = static_cast<unsigned>(b);
   const float ba = __uint_as_float(static_cast<unsigned>(a >> 32)), bb = __uint_as_float(static_cast<unsigned>(b >> 32));
-  if (ca == 0 || (cb > 0 && bb > ba)) return b;
-  if (cb == 0 || ba > bb) return a;
+  if (ca == 0 || (cb > 0 && max_above(bb, ba))) return b;
+  if (cb == 0 || max_above(ba, bb)) return a;
   return (a & 0xffffffff00000000ull) | (ca + cb);
 }
 
@@ -174,7 +174,7 @@ struct MaxRun {
   __device__ __forceinline__ void add(float, const float (&v)[V], int64_t) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      if (count[j] == 0 || v[j] > best[j]) {
+      if (count[j] == 0 || max_above(v[j], best[j])) {
         best[j] = v[j], count[j] = 1;
       } else if (v[j] == best[j]) {
         ++count[j];
@@ -226,7 +226,7 @@ struct MaxGradRun {
   __device__ __forceinline__ void add(float, const float (&v)[V], int64_t s) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      if (v[j] == best[j]) atomicAdd(p.grad_x + s * F + f + j, route[j]);
+      if (max_reaches(v[j], best[j])) atomicAdd(p.grad_x + s * F + f + j, route[j]);
     }
   }
   __device__ __forceinline__ void flush(Out*, bool) {}

@@ -57,10 +57,11 @@ def per_hop_neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neigh
     colptr, row = colptr.long(), row.long()
     device = colptr.device
     num_nodes = colptr.numel() - 1
-    node = _first_seen_unique(seed.long().to(device))
+    # The seeds as given, repeats included; a node reached later links to its first seed.
+    node = seed.long().to(device)
     local = torch.full((num_nodes,), -1, dtype=torch.long, device=device)
-    local[node] = torch.arange(node.numel(), device=device)
-    frontier = node
+    local.scatter_reduce_(0, node, torch.arange(node.numel(), device=device), reduce='amin', include_self=False)
+    frontier, frontier_local = node, torch.arange(node.numel(), device=device)
     rows: List[Tensor] = []
     cols: List[Tensor] = []
     edges: List[Tensor] = []
@@ -69,11 +70,12 @@ def per_hop_neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neigh
         start = colptr[frontier]
         pos, seg = _draw_positions(start, colptr[frontier + 1] - start, int(fanout), replace, generator)
         src = row[pos]
+        cols.append(frontier_local[seg])
         new = _first_seen_unique(src[local[src] < 0])
-        local[new] = torch.arange(node.numel(), node.numel() + new.numel(), device=device)
+        frontier_local = torch.arange(node.numel(), node.numel() + new.numel(), device=device)
+        local[new] = frontier_local
         node = torch.cat([node, new])
         rows.append(local[src])
-        cols.append(local[frontier][seg])
         edges.append(pos)
         nodes_per_hop.append(new.numel())
         edges_per_hop.append(pos.numel())
