@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pyg_accel.data import GraphStore
-from pyg_accel.ops import columns_sorted_by_time, neighbor_sample, sort_columns_by_time
+from pyg_accel.ops import columns_sorted_by_time, hetero_neighbor_sample, neighbor_sample, sort_columns_by_time
 
 from conftest import poison_cuda_allocator, requires_cuda
 
@@ -208,6 +208,47 @@ def test_bad_input(sample_device):
         neighbor_sample(colptr, row, torch.tensor([1], device=sample_device), [-2])
     with pytest.raises(TypeError, match='row must be'):
         neighbor_sample(colptr, row.float(), torch.tensor([1], device=sample_device), [2])
+
+
+BAD_COLPTRS = {'huge': (3, 2 ** 40), 'decreasing': (3, 2), 'negative': (2, -1), 'past_the_end': (6, 19)}
+
+
+@pytest.mark.parametrize('bad', list(BAD_COLPTRS))
+def test_colptr_contents_are_checked_where_read(sample_device, bad):
+    """A colptr that does not start at 0, decreases or ends past len(row) is an
+    IndexError naming colptr, never an out-of-bounds read (it used to segfault), on
+    every call: nothing about the graph's contents is remembered. The next good call
+    samples as before."""
+    colptr = torch.tensor([0, 3, 6, 9, 12, 15, 18], device=sample_device)
+    row = torch.arange(18, device=sample_device) % 6
+    good = neighbor_sample(colptr, row, torch.tensor([2, 5], device=sample_device), [2, 2], random_seed=0)
+    at, value = BAD_COLPTRS[bad]
+    broken = colptr.clone()
+    broken[at] = value
+    for seed in ([2, 5], [0, 1, 2, 3, 4, 5]):
+        with pytest.raises(IndexError, match='colptr'):
+            neighbor_sample(broken, row, torch.tensor(seed, device=sample_device), [2, 2], random_seed=0)
+    again = neighbor_sample(colptr, row, torch.tensor([2, 5], device=sample_device), [2, 2], random_seed=0)
+    assert torch.equal(good.edge, again.edge)
+    with pytest.raises(IndexError, match='colptr'):
+        hetero_neighbor_sample({('a', 'to', 'a'): broken}, {('a', 'to', 'a'): row},
+                               {'a': torch.arange(6, device=sample_device)}, {('a', 'to', 'a'): [2]}, {'a': 6})
+
+
+def test_a_graph_edited_through_numpy_is_sampled_as_it_is_now():
+    """numpy writes do not bump a tensor's version counter: nothing derived from an
+    int32 graph is kept on the CPU, and a row edited out of range is an IndexError."""
+    colptr, row = random_graph()
+    colptr32, row32 = colptr.int(), row.int()
+    seed = torch.tensor([3, 7, 0])
+    neighbor_sample(colptr32, row32, seed, [-1, -1], random_seed=0)
+    row32.numpy()[:] = (row32.numpy() + 1) % 60
+    got = neighbor_sample(colptr32, row32, seed, [-1, -1], random_seed=0)
+    want = neighbor_sample(colptr, row32.long(), seed, [-1, -1], random_seed=0)
+    assert torch.equal(got.node, want.node) and torch.equal(got.edge, want.edge)
+    row32.numpy()[int(colptr[3])] = 10 ** 9
+    with pytest.raises(IndexError, match='row'):
+        neighbor_sample(colptr32, row32, seed, [-1, -1], random_seed=0)
 
 
 # Against the per-hop PyTorch reference ############################################
@@ -707,7 +748,6 @@ def test_cuda_bad_seed_after_a_good_batch_is_an_error_and_the_plan_recovers():
 
 # Heterogeneous op ############################################################
 
-from pyg_accel.ops import hetero_neighbor_sample  # noqa: E402
 
 
 def test_hetero_op_structure_and_errors():
@@ -763,10 +803,13 @@ def test_hetero_op_structure_and_errors():
     assert out.edge[writes].numel() == 0 and out.edge[cites].numel() > 0
 
 
+@requires_cuda
 def test_int32_graph_copies_are_reused_until_the_graph_changes():
+    """On the GPU (no numpy writes), an int32 graph's int64 copy is kept by version."""
     from pyg_accel.ops.sampling import _graph_long
-    colptr, row = random_graph()
+    colptr, row = random_graph(device='cuda')
     row32 = row.int()
+    assert _graph_long(row32.cpu()) is not _graph_long(row32.cpu())  # (the CPU converts per call)
     first = _graph_long(row32)
     assert first.dtype == torch.int64 and _graph_long(row32) is first
     row32[0] = row32[1]  # an in-place edit makes a fresh copy

@@ -30,6 +30,19 @@ namespace {
 // How many edges ahead the numbering pass prefetches its dedup-table slot.
 constexpr int64_t kPrefetch = 16;
 
+// Node v's edge range [colptr[v], colptr[v + 1]), checked against the row's edges: the
+// graph's tensors are the caller's and may have changed since any earlier check (also
+// through numpy, which no version counter sees), so each node's range is checked where
+// it is read, which costs nothing next to its draws.
+inline int64_t checked_degree(const int64_t* colptr, int64_t v, int64_t num_edges, const char* op) {
+  const int64_t start = colptr[v], end = colptr[v + 1];
+  TORCH_CHECK_INDEX(start >= 0 && start <= end && end <= num_edges, op, ": colptr[", std::to_string(v), ":",
+                    std::to_string(v + 2), "] = [", std::to_string(start), ", ", std::to_string(end),
+                    "] is not a valid edge range for ", std::to_string(num_edges),
+                    " edges (colptr must start at 0, never decrease and end at len(row))");
+  return end - start;
+}
+
 // Writes the CSC positions of the neighbours drawn for one frontier node.
 void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t* out) {
   const int64_t k = num_to_draw(fanout, degree, replace);
@@ -151,10 +164,15 @@ int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replac
 // (`time_sorted`: remembered_columns_sorted_by_time) the eligible edges are a prefix,
 // found by binary search instead of a scan (the same draws).
 int64_t draw_temporal(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last, uint64_t key,
-                      int64_t limit, const int64_t* row, const int64_t* node_time, const int64_t* edge_time,
-                      bool time_sorted, int64_t* out) {
+                      int64_t limit, const int64_t* row, int64_t num_src, const int64_t* node_time,
+                      const int64_t* edge_time, bool time_sorted, int64_t* out) {
   const auto eligible_edge = [&](int64_t e) {
-    return (node_time == nullptr || node_time[row[e]] <= limit) && (edge_time == nullptr || edge_time[e] <= limit);
+    if (node_time != nullptr) {
+      TORCH_CHECK_INDEX(row[e] >= 0 && row[e] < num_src, "neighbor_sample: row holds node ", std::to_string(row[e]),
+                        ", outside the ", std::to_string(num_src), " nodes of node_time");
+      if (node_time[row[e]] > limit) return false;
+    }
+    return edge_time == nullptr || edge_time[e] <= limit;
   };
   std::vector<int64_t> eligible;
   int64_t n = 0;
@@ -204,6 +222,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   const int64_t* row = row_c.data_ptr<int64_t>();
   const int64_t* seeds = seed_c.data_ptr<int64_t>();
   const int64_t num_dst = colptr_c.numel() - 1;
+  const int64_t num_edges = row_c.numel();
   const int64_t num_seeds = seed_c.numel();
   at::Tensor weight_c;
   if (edge_weight.has_value()) {
@@ -263,7 +282,8 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
     std::vector<int64_t> offset(m + 1, 0), count(m, 0);
     for (int64_t i = 0; i < m; ++i) {
       const int64_t v = node[frontier[i]];
-      offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
+      offset[i + 1] = offset[i] + num_to_draw(fanout, checked_degree(colptr, v, num_edges, "neighbor_sample"),
+                                              replace);
     }
     // CSC positions drawn, their sources, and (disjoint: a node's key is tree and id)
     // those sources' dedup keys; otherwise a node's key is its id, nbr itself
@@ -277,7 +297,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         const uint64_t rng = slot_key(key_of_hop, i);
         if (temporal) {
           count[i] = draw_temporal(start, degree, fanout, replace, last, rng, seed_time[batch[frontier[i]]], row,
-                                   node_time, edge_time, time_sorted, drawn.data() + offset[i]);
+                                   num_dst, node_time, edge_time, time_sorted, drawn.data() + offset[i]);
         } else if (weight) {
           count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, drawn.data() + offset[i]);
         } else {
@@ -304,7 +324,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         // (positions weighted or temporal draws left unused hold key 0: a harmless prefetch)
         if (p + kPrefetch < offset[m]) local_of.prefetch(key[p + kPrefetch]);
         const int64_t u = nbr[p];
-        TORCH_CHECK(u >= 0 && u < num_dst, "neighbor_sample: row holds node ", std::to_string(u),
+        TORCH_CHECK_INDEX(u >= 0 && u < num_dst, "neighbor_sample: row holds node ", std::to_string(u),
                     ", outside the ", std::to_string(num_dst), " nodes of colptr (homogeneous graphs only)");
         const auto [local, inserted] = local_of.emplace(key[p], static_cast<int64_t>(node.size()));
         if (inserted) {
@@ -403,7 +423,9 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
       std::vector<int64_t> offset(m + 1, 0), count(m, 0);
       for (int64_t i = 0; i < m; ++i) {
         const int64_t v = node[d_t][from[i]];
-        offset[i + 1] = offset[i] + num_to_draw(fanout, colptr[v + 1] - colptr[v], replace);
+        offset[i + 1] = offset[i] + num_to_draw(
+                                        fanout, checked_degree(colptr, v, rows[r].numel(), "hetero_neighbor_sample"),
+                                        replace);
       }
       // CSC positions drawn, their sources, and (disjoint) their dedup keys; else nbr is the key
       std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), tree_key(disjoint ? offset[m] : 0);
@@ -418,7 +440,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
           int64_t* out = drawn.data() + offset[i];
           if (temporal && (node_time != nullptr || edge_time != nullptr)) {
             count[i] = draw_temporal(start, degree, fanout, replace, last, rng, tree_time[batch[d_t][from[i]]], row,
-                                     node_time, edge_time, in.time_sorted[r], out);
+                                     num_nodes[s_t], node_time, edge_time, in.time_sorted[r], out);
           } else if (weight) {
             count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, out);
           } else {
@@ -438,7 +460,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
         for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
           if (p + kPrefetch < offset[m]) local_of[s_t].prefetch(key[p + kPrefetch]);
           const int64_t u = nbr[p];
-          TORCH_CHECK(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ", std::to_string(r),
+          TORCH_CHECK_INDEX(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ", std::to_string(r),
                       " holds node ", std::to_string(u), ", out of range");
           const auto [local, inserted] = local_of[s_t].emplace(key[p], static_cast<int64_t>(node[s_t].size()));
           if (inserted) {

@@ -76,6 +76,7 @@ struct Meta {
   const int64_t* type_offset;  // [T] key offset of each node type
   const int64_t* num_nodes;    // [T]
   const int64_t* seed_start;   // [T + 1] where each type's seeds begin among all seeds
+  const int64_t* num_edges;    // [R]
 };
 
 template <typename T>
@@ -90,8 +91,9 @@ __device__ __forceinline__ T* ptr(const int64_t* table, int64_t i) {
 //   rel_start   [H x (R + 1)]  each edge type's first position in its hop (last: the hop's edges)
 //   task_start  [R + 1]        each edge type's first task in the current hop
 //   seg_base    [max(T, R)]    new nodes of the segment's type in earlier segments (current level)
-//   bad         [2]            1 + the position of an out-of-range seed; 1 + the edge type
-//                              of an out-of-range row (0: none)
+//   bad         [3]            1 + the position of an out-of-range seed; 1 + the edge type
+//                              of an out-of-range row; 1 + the edge type of a colptr range
+//                              outside its row (0: none)
 //   hubs        [H]            tasks queued for warp draws per hop (hub_draw_kernel)
 //   giants      [H]            tasks queued for block draws per hop (hub_draw_kernel)
 //   claimed     [2H]           hubs / giants hub_draw_kernel has taken, per hop
@@ -107,7 +109,7 @@ struct Counters {
   int64_t* giants;
   int64_t* claimed;
   static int64_t size(int64_t T, int64_t R, int64_t H) {
-    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 2 + 4 * H;
+    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 3 + 4 * H;
   }
   static Counters at(int64_t* base, int64_t T, int64_t R, int64_t H) {
     Counters c;
@@ -118,7 +120,7 @@ struct Counters {
     c.task_start = c.rel_start + H * (R + 1);
     c.seg_base = c.task_start + R + 1;
     c.bad = c.seg_base + std::max(T, R);
-    c.hubs = c.bad + 2;
+    c.hubs = c.bad + 3;
     c.giants = c.hubs + H;
     c.claimed = c.giants + H;
     return c;
@@ -332,8 +334,15 @@ __device__ Draw draw_of(const HopArgs& a, const Task& k) {
   d.weight = {ptr<const void>(a.m.weight, k.rel), a.m.weight_single[k.rel] != 0};
   d.node_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.node_time, a.m.src_type[k.rel]) : nullptr;
   d.edge_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.edge_time, k.rel) : nullptr;
-  d.start = colptr[k.node];
-  d.degree = colptr[k.node + 1] - d.start;
+  // (checked where read, as edge_range in sample_kernels.cuh: a range outside the row
+  // is noted and read as empty; the call raises once the counters are back)
+  const int64_t start = colptr[k.node], end = colptr[k.node + 1];
+  if (start >= 0 && start <= end && end <= a.m.num_edges[k.rel]) {
+    d.start = start, d.degree = end - start;
+  } else {
+    atomicCAS(reinterpret_cast<unsigned long long*>(a.c.bad + 2), 0ull, static_cast<unsigned long long>(k.rel + 1));
+    d.start = 0, d.degree = 0;
+  }
   d.fanout = a.fanout[k.rel];
   d.time_sorted = a.tree_time != nullptr && a.m.time_sorted[k.rel] != 0;
   return d;
@@ -678,9 +687,10 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     return at_;
   };
   std::vector<int64_t> colptr_a(R), row_a(R), weight_a(R), weight_single_a(R, 0), edge_time_a(R), time_sorted_a(R, 0),
-      src_a(R), dst_a(R);
+      src_a(R), dst_a(R), num_edges_a(R);
   for (int64_t r = 0; r < R; ++r) {
     colptr_a[r] = address(colptrs[r]);
+    num_edges_a[r] = rows[r].numel();
     row_a[r] = address(rows[r]);
     weight_a[r] = address(weights[r]);
     weight_single_a[r] = edge_weights_of(weights[r]).single;
@@ -700,7 +710,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
                 o_edge_time = append(edge_time_a), o_time_sorted = append(time_sorted_a), o_src = append(src_a),
                 o_dst = append(dst_a), o_node_time = append(node_time_a), o_node_out = append(node_out_a),
                 o_batch_out = append(batch_out_a), o_offset = append(type_offset), o_num_nodes = append(num_nodes_a),
-                o_seed_start = append(seed_start), o_fanout = append(fanout_by_hop);
+                o_seed_start = append(seed_start), o_fanout = append(fanout_by_hop),
+                o_num_edges = append(num_edges_a);
 
   int64_t scratch_words = 0;
   auto carve = [&](int64_t n) {
@@ -732,7 +743,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
                                  stream));
   const Meta m{md + o_colptr,    md + o_row,       md + o_weight, md + o_weight_single, md + o_edge_time,
                md + o_time_sorted, md + o_src, md + o_dst,    md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
-               md + o_seed_start};
+               md + o_seed_start, md + o_num_edges};
 
   // Inclusive sums of item over the live positions (at most `bound`), one kernel.
   uint64_t scan_epoch = 0;
@@ -792,8 +803,11 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     TORCH_CHECK(false, "hetero_neighbor_sample: seed ", std::to_string(seeds[p].item<int64_t>()),
                 " is out of range for node type ", std::to_string(t));
   }
-  TORCH_CHECK(hc.bad[1] == 0, "hetero_neighbor_sample: row of edge type ", std::to_string(hc.bad[1] - 1),
-              " holds a node out of range");
+  TORCH_CHECK_INDEX(hc.bad[1] == 0, "hetero_neighbor_sample: row of edge type ", std::to_string(hc.bad[1] - 1),
+                    " holds a node out of range");
+  TORCH_CHECK_INDEX(hc.bad[2] == 0, "hetero_neighbor_sample: colptr of edge type ", std::to_string(hc.bad[2] - 1),
+                    " holds a range outside its row's edges (colptr must start at 0, never decrease and end "
+                    "at len(row))");
 
   // Outputs: nodes per type (prefixes of their bound-sized buffers); the edges of all
   // edge types in one tensor each (row, col, edge ids), sized by the counts.

@@ -107,7 +107,7 @@ class SamplePlan {
     colptr_ptr_ = colptr.data_ptr<int64_t>();
     row_ptr_ = row.data_ptr<int64_t>();
     num_nodes_ = colptr.numel() - 1;
-    const int64_t num_edges = row.numel();
+    const int64_t num_edges = num_edges_ = row.numel();
     const auto opts = colptr.options().dtype(at::kLong);
     // One-time validation and conversion of the graph (each a sync, once per plan).
     if (num_edges > 0) {
@@ -289,6 +289,14 @@ class SamplePlan {
       TORCH_CHECK_INDEX(false, "neighbor_sample: seed ", std::to_string(bad), " is out of range for ",
                         std::to_string(num_nodes_), " nodes");
     }
+    if (*c.bad_graph > 0) {
+      const int64_t v = *c.bad_graph - 1;
+      TORCH_CHECK_INDEX(false, "neighbor_sample: colptr[", std::to_string(v), ":", std::to_string(v + 2),
+                        "] is not a valid edge range for ", std::to_string(num_edges_), " edges (colptr must start "
+                        "at 0, never decrease and end at len(row))");
+    }
+    TORCH_CHECK_INDEX(*c.bad_graph == 0, "neighbor_sample: row[", std::to_string(-1 - *c.bad_graph),
+                      "] is not one of the ", std::to_string(num_nodes_), " nodes of colptr");
     int64_t num_out_nodes = 0, num_out_edges = 0;
     for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.nodes[l];
     for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edges[h];
@@ -367,7 +375,7 @@ class SamplePlan {
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
     const Outputs* out = &params->out;
-    const GraphPtrs g{colptr_ptr_, row_ptr_, weights_, node_time_ptr_, edge_time_ptr_};
+    const GraphPtrs g{colptr_ptr_, row_ptr_, weights_, node_time_ptr_, edge_time_ptr_, num_nodes_, num_edges_};
     auto hop_args = [&](int64_t h) {
       return HopArgs{g, key_.mode, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
@@ -509,7 +517,7 @@ class SamplePlan {
 
   PlanKey key_;
   int64_t hops_;
-  int64_t num_nodes_ = 0;
+  int64_t num_nodes_ = 0, num_edges_ = 0;
   std::vector<int64_t> frontier_bound_, edge_bound_;
   int64_t node_len_ = 1, edge_len_ = 1, frontier_len_ = 1;
   const int64_t* colptr_ptr_ = nullptr;

@@ -35,6 +35,7 @@ struct GraphPtrs {
   EdgeWeights weight;        // [E] or none
   const int64_t* node_time;  // [N] or null
   const int64_t* edge_time;  // [E] or null
+  int64_t num_nodes, num_edges;
 };
 
 // Where this call's outputs go: fresh tensors per call, so the graph reads their
@@ -62,13 +63,14 @@ struct Params {
 // The device counters of one sample, zeroed by the last kernel of the previous one
 // (after it published them to the host), in one int64 buffer:
 // [nodes[H+1] | edges[H] | node_start[H+1] | edge_start[H+1] | bad_seed | hubs[H] |
-//  giants[H] | claimed[2H]].
+//  giants[H] | claimed[2H] | bad_graph].
 // nodes[l] = nodes first reached at level l (level 0: the seeds), node_start[l] = their
 // first local id, edges[h] / edge_start[h] = hop h's edges and their first output slot,
 // bad_seed = 1 + an out-of-range seed (0 if none), hubs[h] / giants[h] = hop h's nodes
 // queued for warp / block draws (hub_draw_kernel), claimed[2h] / claimed[2h + 1] = how
-// many of them hub_draw_kernel's warps / blocks have taken. random_seed and epoch point
-// into the device copy of the call's Params.
+// many of them hub_draw_kernel's warps / blocks have taken, bad_graph = 1 + a node
+// whose colptr range is not within the row's edges, or -1 - an edge whose row is not a
+// node (0 if none). random_seed and epoch point into the device copy of the call's Params.
 struct Counters {
   const int64_t* random_seed;
   const int64_t* epoch;
@@ -80,12 +82,13 @@ struct Counters {
   int64_t* hubs;
   int64_t* giants;
   int64_t* claimed;
-  static int64_t size(int64_t hops) { return 8 * hops + 4; }
+  int64_t* bad_graph;
+  static int64_t size(int64_t hops) { return 8 * hops + 5; }
   static Counters at(int64_t* base, int64_t hops, const Params* params) {
     const bool device = params != nullptr;
     return {device ? &params->random_seed : nullptr, device ? &params->epoch : nullptr, base, base + 1 + hops,
             base + 1 + 2 * hops, base + 2 + 3 * hops, base + 3 + 4 * hops, base + 4 + 4 * hops,
-            base + 4 + 5 * hops, base + 4 + 6 * hops};
+            base + 4 + 5 * hops, base + 4 + 6 * hops, base + 4 + 8 * hops};
   }
 };
 
@@ -135,6 +138,22 @@ struct HopArgs {
   int64_t hub_queue_len;     // and, from its end backwards, of those blocks draw (giants)
 };
 
+// Node v's edge range [colptr[v], colptr[v + 1]), checked where it is read: the graph's
+// tensors are the caller's, and may have changed since the plan checked them in ways
+// no version counter sees (a pinned graph written through numpy, a CUDA one through
+// DLPack). A range outside the row's edges is noted and read as empty, so no kernel
+// reads outside the graph, and the call raises once the counters are back. Every site
+// reads the same range the same way, so draw counts and draws agree.
+__device__ __forceinline__ void edge_range(const HopArgs& a, int64_t v, int64_t& start, int64_t& degree) {
+  const int64_t s = a.g.colptr[v], e = a.g.colptr[v + 1];
+  if (s >= 0 && s <= e && e <= a.g.num_edges) {
+    start = s, degree = e - s;
+  } else {
+    *a.c.bad_graph = v + 1;  // (any one will do)
+    start = 0, degree = 0;
+  }
+}
+
 __device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
   return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
 }
@@ -155,7 +174,7 @@ __device__ __forceinline__ NotLater not_later(const HopArgs& a, int64_t b) {
 template <bool kFiltered>
 __device__ int64_t draw_count(const HopArgs& a, bool live, int64_t v, int64_t b) {
   int64_t start = 0, degree = 0;
-  if (live) start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+  if (live) edge_range(a, v, start, degree);
   if constexpr (!kFiltered) {
     return live ? num_to_draw(a.fanout, degree, a.replace) : 0;
   } else if (a.time_sorted) {
@@ -422,9 +441,7 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
     o = a.offsets[i] - k;
     id = a.c.node_start[a.hop] + i;
     if (k > 0) {
-      const int64_t v = a.out->node[id];
-      start = a.g.colptr[v];
-      degree = a.g.colptr[v + 1] - start;
+      edge_range(a, a.out->node[id], start, degree);
       all = takes_all(a.mode, k, degree, a.fanout, a.replace);
       if (a.fanout >= 0) {
         for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
@@ -464,9 +481,8 @@ struct HubDraw {
   __device__ HubDraw(const HopArgs& a, int64_t i) {
     k = step(a.offsets, i);
     o = a.offsets[i] - k;
-    const int64_t id = a.c.node_start[a.hop] + i, v = a.out->node[id];
-    start = a.g.colptr[v];
-    degree = a.g.colptr[v + 1] - start;
+    const int64_t id = a.c.node_start[a.hop] + i;
+    edge_range(a, a.out->node[id], start, degree);
     tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[id];
     key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
   }
@@ -545,9 +561,7 @@ __device__ __forceinline__ GroupDraw group_draw(const HopArgs& a, int64_t m, int
   if (live) {
     k = step(a.offsets, i);
     o = a.offsets[i] - k;
-    const int64_t v = a.out->node[a.c.node_start[a.hop] + i];
-    start = a.g.colptr[v];
-    degree = a.g.colptr[v + 1] - start;
+    edge_range(a, a.out->node[a.c.node_start[a.hop] + i], start, degree);
   }
   const bool floyd = live && k > 0 && !a.replace && k < degree;
   int64_t mine = 0;  // this lane's draw
@@ -613,6 +627,10 @@ __device__ __forceinline__ void expand_edge(const HopArgs& a, const ExpandArgs& 
   if (live) {
     id = a.c.node_start[a.hop] + i;
     u = a.g.row[pos];
+    if (u < 0 || u >= a.g.num_nodes) {  // (noted, and stands in as node 0: see edge_range)
+      *a.c.bad_graph = -1 - pos;
+      u = 0;
+    }
     if (x.disjoint) b = out.batch[id];  // trees matter only in disjoint mode
     key = x.disjoint ? b * x.stride + u : u;
   }
@@ -649,8 +667,9 @@ __device__ __forceinline__ void expand_one(const HopArgs& a, const ExpandArgs& x
         if (a.offsets[mid] > p) hi = mid; else lo = mid + 1;
       }
       i = lo;
-      const int64_t k = step(a.offsets, i), v = a.out->node[a.c.node_start[a.hop] + i];
-      const int64_t start = a.g.colptr[v], degree = a.g.colptr[v + 1] - start;
+      const int64_t k = step(a.offsets, i);
+      int64_t start, degree;
+      edge_range(a, a.out->node[a.c.node_start[a.hop] + i], start, degree);
       pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
     }
   }

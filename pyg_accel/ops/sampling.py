@@ -76,12 +76,14 @@ _LONG_COPIES: Dict[int, Tuple['weakref.ref[Tensor]', int, Tensor]] = {}  # id ->
 
 
 def _graph_long(t: Tensor) -> Tensor:
-    """``t`` as int64. An int32 graph tensor's copy is kept while the tensor lives and is
-    unmodified, so repeated calls reuse it (and the CUDA sampler's plan keyed by it)."""
+    """``t`` as int64. A GPU int32 graph tensor's copy is kept while the tensor lives and
+    is unmodified (by its version counter), so repeated calls reuse it (and the CUDA
+    sampler's plan keyed by it). A CPU tensor is converted per call: numpy can write
+    into it without bumping its version, and a kept copy would then go stale."""
     if t.dtype == torch.int64:
         return t
     current = version(t)
-    if current is None:  # an inference tensor: no version counter to key a kept copy by
+    if current is None or not t.is_cuda:  # (inference tensors have no version counter)
         return t.long()
     hit = _LONG_COPIES.get(id(t))
     if hit is not None and hit[0]() is t and hit[1] == current:
