@@ -374,6 +374,25 @@ def test_trusted_edge_index_skips_validation_but_not_results(device):
     assert not is_trusted_edge_index(trusted, (50, 50))
 
 
+def test_facts_about_a_cpu_edge_index_do_not_survive_numpy_writes():
+    """numpy writes bypass the version counter: a trusted mark or a memoised graph on a
+    CPU edge_index is checked against its contents, so an edited batch is an IndexError
+    (it used to segfault) and a memoised normalisation is rebuilt (it used to be reused,
+    off by up to 1.39 from PyG's)."""
+    from pyg_accel.ops.sparse import trust_edge_index
+    ours, ref = same_layers(acc_nn.GCNConv, pyg_nn.GCNConv, 8, 16)
+    x, ei = torch.randn(50, 8), graph(50, 300)
+    torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)
+    ei.numpy()[1, :40] = 7
+    torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)
+    sage = acc_nn.SAGEConv(8, 4)
+    batch_ei = trust_edge_index(graph(50, 300), 50, 50)
+    sage(x, batch_ei)
+    batch_ei.numpy()[0, 0] = 10 ** 9
+    with pytest.raises(IndexError, match='outside'):
+        sage(x, batch_ei)
+
+
 def test_edge_index_marked_sorted_builds_its_graph_without_sorting(device):
     from pyg_accel.nn.conv._graph import coo_graph
     from pyg_accel.ops.sparse import is_trusted_dst_sorted, trust_edge_index

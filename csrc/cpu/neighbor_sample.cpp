@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <cmath>
 #include <optional>
@@ -70,6 +71,16 @@ void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace,
   }
 }
 
+// An edge weight as a draw reads it: finite and non-negative, or an error. (Checked
+// where read rather than once per graph: the caller's tensor may change between
+// calls, also through numpy, which no version counter sees.)
+inline double checked_weight(EdgeWeights weight, int64_t e) {
+  const double w = weight[e];
+  TORCH_CHECK_VALUE(w >= 0 && w < std::numeric_limits<double>::infinity(), "neighbor_sample: edge_weight must be "
+                    "finite and non-negative, got ", std::to_string(w), " at edge ", std::to_string(e));
+  return w;
+}
+
 // Up to this many weighted draws without replacement keep a running top-k (the
 // CUDA kernels' insertion), in one pass over the node's edges; more sort all keys.
 constexpr int64_t kInsertedTopK = 64;
@@ -89,8 +100,8 @@ int64_t weighted_top_k(int64_t start, int64_t degree, int64_t fanout, uint64_t k
   int64_t held = 0;
   double heaviest = 0.0, bound = 0.0;  // (bound: valid once `fanout` are held)
   for (int64_t e = start; e < start + degree; ++e) {
-    const double w = weight[e];
-    if (!(w > 0)) continue;
+    const double w = checked_weight(weight, e);
+    if (w == 0) continue;
     if (w > heaviest) {
       heaviest = w;
       if (held == fanout) bound = std::exp(top_key[fanout - 1] * heaviest) * (1.0 - 1e-6);
@@ -122,7 +133,7 @@ int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replac
   std::vector<int64_t> positive;  // the draw-able positions, in CSC order
   double total = 0.0;
   for (int64_t e = start; e < start + degree; ++e) {
-    if (weight[e] > 0) {
+    if (checked_weight(weight, e) > 0) {
       positive.push_back(e);
       total += weight[e];
     }

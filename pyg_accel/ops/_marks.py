@@ -1,6 +1,14 @@
 """Facts recorded on a tensor object (ids in range, sorted by destination, a graph
-derived from it), valid while the tensor is unchanged: each is keyed by the tensor's
-version counter, which every in-place change bumps.
+derived from it), valid while the tensor is unchanged.
+
+A GPU tensor's facts are keyed by its version counter, which every in-place change
+through torch bumps. A CPU tensor's are also checked against a copy of its contents
+taken when they were recorded: writes through numpy (``t.numpy()[i] = ...``, or a
+tensor made by ``torch.from_numpy``) bypass the version counter, and a stale fact
+could then make a kernel read out of bounds or a memo return another graph's result.
+The comparison is a memcmp of the tensor, cheaper than any of the facts it guards.
+(GPU memory written behind torch's back, through DLPack or ``.data``, is not seen: a
+documented limit.)
 
 Inference tensors (made under ``torch.inference_mode()``) have no version counter, so an
 in-place change to them could not be seen: nothing is recorded on them, and callers
@@ -26,11 +34,19 @@ def record(t: Tensor, slot: str, value: Any) -> None:
     """Records ``value`` on ``t`` under ``slot`` for as long as ``t`` is unchanged."""
     current = version(t)
     if current is not None:
-        setattr(t, slot, (current, value))
+        setattr(t, slot, (current, value, None if t.is_cuda else t.detach().clone()))
 
 
 def recorded(t: Tensor, slot: str) -> Optional[Any]:
     """What :func:`record` put on ``t`` under ``slot``, if ``t`` is unchanged since."""
     mark = getattr(t, slot, None)
+    if mark is None:
+        return None
     current = version(t)
-    return mark[1] if mark is not None and current is not None and mark[0] == current else None
+    if current is None or mark[0] != current:
+        return None
+    contents = mark[2]
+    if contents is not None and not (contents.shape == t.shape and torch.equal(contents, t.detach())):
+        delattr(t, slot)
+        return None
+    return mark[1]

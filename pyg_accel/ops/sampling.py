@@ -268,9 +268,7 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
             raise TypeError(f'neighbor_sample: edge_weight must be a float tensor of shape [{row.numel()}], got '
                             f'{getattr(edge_weight, "dtype", type(edge_weight).__name__)} '
                             f'{tuple(getattr(edge_weight, "shape", ()))}')
-        edge_weight = edge_weight.to(device)
-        if not on_gpu:  # (the CUDA op checks the weights once per sampling plan)
-            _check_nonnegative(edge_weight, 'neighbor_sample: edge_weight')
+        edge_weight = edge_weight.to(device)  # (the CPU op checks each weight it reads, the CUDA op once per plan)
     if node_time is not None or edge_time is not None or seed_time is not None or temporal_strategy != 'uniform':
         node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes,
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
@@ -348,7 +346,7 @@ def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str, devic
                             f' tensor of shape [{sizes[key]}], got {getattr(t, "dtype", type(t).__name__)} '
                             f'{tuple(getattr(t, "shape", ()))}')
         t = t.to(device)
-        if floating:
+        if floating and t.is_cuda:  # (the CPU op checks each weight it reads)
             _check_nonnegative(t, f'hetero_neighbor_sample: {name} of {key}')
         out.append(t)
     return out
