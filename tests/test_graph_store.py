@@ -158,3 +158,59 @@ def test_bad_input_leaves_store_unchanged(store, edge_index, layout, size, error
     with pytest.raises(error, match=match):
         store.put_edge_index(edge_index, edge_type=None, layout=layout, size=size, is_sorted=is_sorted)
     check_csc(store, *good, (30, 20))
+
+
+def test_a_csc_put_as_is_is_copied_so_the_callers_buffer_can_be_reused(store):
+    """Callers reuse their buffers: a CSC the store kept by reference would change under
+    the sampler (out-of-range reads: a segfault)."""
+    from pyg_accel.ops import neighbor_sample
+    row, col = random_coo(20, 20)
+    ref = GraphStore('cpu')
+    ref.put_edge_index((row, col), edge_type=None, layout='coo', size=(20, 20))
+    r, cp, _ = ref.csc()
+    r_buf, cp_buf = r.clone().to(store.device), cp.clone().to(store.device)
+    store.put_edge_index((r_buf, cp_buf), edge_type=None, layout='csc', size=(20, 20))
+    r_buf.fill_(10 ** 9)
+    cp_buf.copy_(torch.arange(21) * 10 ** 6)
+    held_row, held_colptr, _ = store.csc()
+    assert torch.equal(held_row.cpu(), r) and torch.equal(held_colptr.cpu(), cp)
+    out = neighbor_sample(held_colptr, held_row, torch.arange(20, device=held_row.device), [-1], random_seed=0)
+    assert out.row.numel() == row.numel()
+
+
+def test_coo_returns_the_put_order(store):
+    """PyG's link loaders take seed edges from coo() and pair them with labels in the put
+    order; coo() derived from the CSC (perm None) would pair nearly every label with
+    another edge."""
+    row, col = random_coo()
+    store.put_edge_index((row, col), edge_type=None, layout='coo', size=(30, 20))
+    r, c, perm = store.coo()
+    assert perm is None and torch.equal(r.cpu(), row) and torch.equal(c.cpu(), col)
+    et = ('a', 'to', 'b')
+    store.put_edge_index((col, row), edge_type=et, layout='coo', size=(20, 30))
+    rows, cols, perms = store.coo([et])
+    assert perms == {et: None} and torch.equal(rows[et].cpu(), col) and torch.equal(cols[et].cpu(), row)
+
+
+def test_link_loader_labels_line_up_over_our_stores():
+    """PyG's LinkNeighborLoader(edge_label_index=<edge type>, edge_label=...) over our
+    stores gives each seed edge its own label (PyG's test_custom_hetero_link_neighbor_loader)."""
+    from torch_geometric.loader import LinkNeighborLoader
+    from pyg_accel.data import from_data
+    from pyg_accel.sampler import NeighborSampler
+    from conftest import paper_author_graph
+    data = paper_author_graph(60, 40, 500)
+    et = ('author', 'writes', 'paper')
+    ei = data[et].edge_index
+    label = torch.arange(ei.size(1))  # label i: edge i
+    stores = from_data(data, 'cpu')
+    loader = LinkNeighborLoader(stores, [2], neighbor_sampler=NeighborSampler(stores, [2]), batch_size=50,
+                                edge_label_index=et, edge_label=label)
+    seen = 0
+    for batch in loader:
+        b = batch[et]
+        src = batch['author'].n_id[b.edge_label_index[0]]
+        dst = batch['paper'].n_id[b.edge_label_index[1]]
+        assert torch.equal(torch.stack([src, dst]), ei[:, b.edge_label])
+        seen += b.edge_label.numel()
+    assert seen == ei.size(1)

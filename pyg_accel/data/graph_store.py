@@ -149,6 +149,12 @@ def to_csc(edge_index: Sequence[Tensor], layout: EdgeLayout, size: Optional[Tupl
     return CSCGraph(row, _ids_to_ptr(col, num_dst), perm, (num_src, num_dst))
 
 
+def _shares_memory(a: Tensor, b: Tensor) -> bool:
+    """Whether two tensors are views of one storage."""
+    return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
+        and a.untyped_storage().nbytes() > 0
+
+
 class GraphStore(torch_geometric.data.GraphStore):
     r"""Graph topology for PyG's loaders and samplers, held as CSC.
 
@@ -190,7 +196,16 @@ class GraphStore(torch_geometric.data.GraphStore):
         if size is not None and (len(size) != 2 or min(size) < 0):
             raise ValueError(f'GraphStore: size must be (num_src, num_dst), got {edge_attr.size}')
         csc = to_csc(edge_index, edge_attr.layout, size, edge_attr.is_sorted)
-        place = self.location.place  # replacing an edge type drops its old edge features
+        given = [t for t in edge_index if isinstance(t, Tensor)]
+
+        def place(t: Tensor) -> Tensor:
+            """``t`` where the store keeps it, in memory of its own: a tensor of the caller's
+            (a CSC put as is) is copied, since callers reuse their buffers."""
+            placed = self.location.place(t)
+            if any(_shares_memory(placed, g) for g in given):
+                placed = placed.clone()
+            return placed
+        # (replacing an edge type drops its old edge features)
         csc = CSCGraph(place(csc.row), place(csc.colptr), None if csc.perm is None else place(csc.perm), csc.size)
         self._graphs[edge_attr.edge_type] = csc
         return True
@@ -211,6 +226,24 @@ class GraphStore(torch_geometric.data.GraphStore):
             return csc.row[inv], col[inv]
         order = torch.sort(csc.row, stable=True).indices  # CSR
         return _ids_to_ptr(csc.row[order], csc.size[0]), col[order]
+
+    def coo(self, edge_types: Optional[List[EdgeType]] = None, store: bool = False):
+        """The edges in the order they were put (PyG's ``coo()`` would derive them from
+        the CSC in destination order with ``perm=None``, and PyG's link loaders pair
+        ``coo()`` with labels given in the put order): ``(row, col, perm)`` with ``perm``
+        ``None``, or three dicts keyed by edge type. ``store`` is accepted for PyG's
+        signature; nothing is converted to store."""
+        if not self._graphs:
+            raise KeyError('GraphStore: no edges have been put')
+        wanted = list(self._graphs) if edge_types is None else list(edge_types)
+        for et in wanted:
+            self.graph(et)  # (a KeyError naming the stored types for an unknown one)
+        out = {et: self._get_edge_index(EdgeAttr(et, EdgeLayout.COO, False)) for et in wanted}
+        if list(self._graphs) == [None]:
+            row, col = out[None]
+            return row, col, None
+        return ({et: rc[0] for et, rc in out.items()}, {et: rc[1] for et, rc in out.items()},
+                {et: None for et in out})
 
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         return self._graphs.pop(edge_attr.edge_type, None) is not None
