@@ -665,3 +665,27 @@ def test_take_rows_handles_tables_without_rows(device):
     table = torch.randn(5, 8, device=device)
     index = torch.tensor([4, 0, 4], device=device)
     assert torch.equal(take_rows(table, index), table[index])
+
+
+def test_coo_graph_from_parts_is_checked(device):
+    """A CooGraph built from its parts is checked before any kernel reads it (a bad one
+    used to segfault spmm); one built by from_edge_index, or from good parts, works."""
+    ei = random_edges(device=device)
+    good = CooGraph.from_edge_index(ei, (40, 30))
+    x = torch.randn(40, 8, device=device)
+    again = CooGraph(good.ptr, good.src, good.dst, good.perm, 40, 30)
+    torch.testing.assert_close(spmm(again, x), spmm(good, x))
+    bad_src = good.src.clone()
+    bad_src[0] = 10 ** 6
+    bad_ptr = good.ptr.clone()
+    bad_ptr[3] = 10 ** 9
+    cases = [((bad_ptr, good.src, good.dst, good.perm, 40, 30), ValueError, 'ptr must start at 0'),
+             ((good.ptr, bad_src, good.dst, good.perm, 40, 30), IndexError, 'src holds ids'),
+             ((good.ptr, good.src, good.dst.flip(0), good.perm, 40, 30), ValueError, 'destinations ptr gives'),
+             ((good.ptr[:-1], good.src, good.dst, good.perm, 40, 30), TypeError, r'ptr must be int64'),
+             ((good.ptr, good.src.float(), good.dst, good.perm, 40, 30), TypeError, 'src must be'),
+             ((good.ptr, good.src, good.dst, good.perm, 20, 30), IndexError, 'src holds ids'),
+             ((good.ptr, good.src, good.dst, good.perm, -1, 30), ValueError, 'num_src')]
+    for args, error, message in cases:
+        with pytest.raises(error, match=message):
+            CooGraph(*args)

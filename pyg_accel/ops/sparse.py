@@ -84,6 +84,42 @@ def _index_dtype(num_src: int, num_dst: int, num_edges: int) -> torch.dtype:
     return torch.int32 if max(num_src, num_dst, num_edges) < 2**31 else torch.int64
 
 
+def _check_parts(ptr, src, dst, perm, num_src, num_dst) -> None:
+    """Raises a ``TypeError`` / ``ValueError`` / ``IndexError`` naming the part of a
+    :class:`CooGraph` that is not what the kernels read."""
+    for name, n in (('num_src', num_src), ('num_dst', num_dst)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f'CooGraph: {name} must be an int >= 0, got {n!r}')
+    for name, t in (('ptr', ptr), ('src', src), ('dst', dst), ('perm', perm)):
+        if t is None and name == 'perm':
+            continue
+        if not isinstance(t, Tensor) or t.dim() != 1 or t.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f'CooGraph: {name} must be a 1-D int32/int64 tensor, got '
+                            f'{getattr(t, "dtype", type(t).__name__)} {tuple(getattr(t, "shape", ()))}')
+        if t.device != ptr.device:
+            raise ValueError(f'CooGraph: {name} is on {t.device}, ptr on {ptr.device}')
+    num_edges = src.numel()
+    if ptr.dtype != torch.int64 or ptr.numel() != num_dst + 1:
+        raise TypeError(f'CooGraph: ptr must be int64 of shape [num_dst + 1] = [{num_dst + 1}], got {ptr.dtype} '
+                        f'{tuple(ptr.shape)}')
+    if dst.dtype != src.dtype or dst.numel() != num_edges:
+        raise TypeError(f'CooGraph: src and dst must share one dtype and length, got {src.dtype} [{num_edges}] and '
+                        f'{dst.dtype} [{dst.numel()}]')
+    if perm is not None and (perm.dtype != torch.int64 or perm.numel() != num_edges):
+        raise TypeError(f'CooGraph: perm must be None or int64 of shape [{num_edges}], got {perm.dtype} '
+                        f'{tuple(perm.shape)}')
+    if int(ptr[0]) != 0 or int(ptr[-1]) != num_edges or bool((ptr[1:] < ptr[:-1]).any()):
+        raise ValueError(f'CooGraph: ptr must start at 0, never decrease and end at len(src) = {num_edges}')
+    if num_edges:
+        for name, t, n in (('src', src, num_src), ('dst', dst, num_dst), ('perm', perm, num_edges)):
+            if t is not None and (int(t.min()) < 0 or int(t.max()) >= n):
+                raise IndexError(f'CooGraph: {name} holds ids outside [0, {n})')
+        owner = torch.repeat_interleave(torch.arange(num_dst, device=ptr.device), ptr[1:] - ptr[:-1],
+                                        output_size=num_edges)
+        if not torch.equal(owner, dst.long()):
+            raise ValueError("CooGraph: dst must be the destinations ptr gives (edges sorted by destination)")
+
+
 class CooGraph:
     """A graph as COO sorted by destination, with its transpose built on first use.
 
@@ -95,6 +131,24 @@ class CooGraph:
     """
 
     def __init__(self, ptr: Tensor, src: Tensor, dst: Tensor, perm: Optional[Tensor], num_src: int, num_dst: int):
+        """A graph from its parts, checked (one host sync; the kernels trust them):
+        ``ptr`` int64 ``[num_dst + 1]`` from 0 to ``E``, never decreasing; ``src`` and
+        ``dst`` ``[E]`` of one integer dtype, ids below ``num_src`` / ``num_dst``, ``dst``
+        the destinations ``ptr`` gives; ``perm`` ``None`` or int64 ``[E]`` ids below ``E``.
+        :meth:`from_edge_index` builds one from an ``edge_index``."""
+        _check_parts(ptr, src, dst, perm, num_src, num_dst)
+        self._setup(ptr, src, dst, perm, num_src, num_dst)
+
+    @classmethod
+    def _unchecked(cls, ptr: Tensor, src: Tensor, dst: Tensor, perm: Optional[Tensor], num_src: int,
+                   num_dst: int) -> 'CooGraph':
+        """A graph from parts this module built (valid by construction): no checks."""
+        graph = cls.__new__(cls)
+        graph._setup(ptr, src, dst, perm, num_src, num_dst)
+        return graph
+
+    def _setup(self, ptr: Tensor, src: Tensor, dst: Tensor, perm: Optional[Tensor], num_src: int,
+               num_dst: int) -> None:
         self.ptr, self.src, self.dst, self._perm = ptr, src, dst, perm
         self._perm_of: Optional[Tuple[Tensor, Tensor]] = None  # (perm, order): perm = perm[order] when asked
         self.num_src, self.num_dst = int(num_src), int(num_dst)
@@ -132,7 +186,7 @@ class CooGraph:
         # launch: torch.searchsorted needed the queries as a tensor first)
         check_cuda_built(key.device)
         ptr = ops().csr_ptr(key, num_dst)
-        return cls(ptr, src, key, perm, num_src, num_dst)
+        return cls._unchecked(ptr, src, key, perm, num_src, num_dst)
 
     @classmethod
     def _from_trusted(cls, edge_index: Tensor, num_src: int, num_dst: int, dst_sorted: bool) -> 'CooGraph':
@@ -157,7 +211,7 @@ class CooGraph:
         # destination d keeps its edges below num_edges: [min(ptr[d], E'), min(ptr[d + 1], E'))
         ptr = self.ptr[:num_dst + 1].clamp(max=num_edges)
         perm = None if self.perm is None else self.perm[:num_edges]
-        graph = CooGraph(ptr, self.src[:num_edges], self.dst[:num_edges], perm, num_src, num_dst)
+        graph = CooGraph._unchecked(ptr, self.src[:num_edges], self.dst[:num_edges], perm, num_src, num_dst)
         if whole_destinations and self._mean_weight is not None:
             graph._mean_weight = self._mean_weight[:num_edges]
         return graph
@@ -216,7 +270,8 @@ class CooGraph:
     def to(self, device) -> 'CooGraph':
         """A copy of the graph on ``device`` (the transpose is rebuilt there on use)."""
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return CooGraph(move(self.ptr), move(self.src), move(self.dst), move(self.perm), self.num_src, self.num_dst)
+        return CooGraph._unchecked(move(self.ptr), move(self.src), move(self.dst), move(self.perm), self.num_src,
+                                   self.num_dst)
 
     def __repr__(self) -> str:
         return f'CooGraph(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges}, ' \
