@@ -131,8 +131,6 @@ def test_bad_puts_leave_store_unchanged(store):
         store.put_tensor(torch.randn(2, 15), group_name=None, attr_name='x', index=torch.tensor([0, 1]))
     with pytest.raises(IndexError, match='out of range'):
         store.put_tensor(torch.randn(2, 16), group_name=None, attr_name='x', index=torch.tensor([0, 100]))
-    with pytest.raises(KeyError, match='no tensor'):
-        store.put_tensor(torch.randn(2, 16), group_name=None, attr_name='z', index=torch.tensor([0, 1]))
     with pytest.raises(ValueError, match='0-d'):
         store.put_tensor(torch.tensor(1.0), group_name=None, attr_name='s', index=None)
     with pytest.raises(TypeError, match='torch.Tensor or numpy'):
@@ -190,3 +188,24 @@ def test_pinned_tier_gathers_on_gpu_from_host_memory():
     store[None, 'z', None] = on_gpu
     held = store.get_tensor(None, 'z', None)
     assert held.is_pinned() and held.device.type == 'cpu' and torch.equal(held, on_gpu.cpu())
+
+
+def test_pyg_reference_store_semantics(store):
+    """As PyG's reference FeatureStore (its test_feature_store.py): a new attribute may be
+    put by rows; an update replaces what the store holds and leaves the caller's tensor
+    alone; an int index is one row, in get_tensor_size as in get_tensor."""
+    from torch_geometric.data import TensorAttr
+    tensor = torch.tensor([[0, 0, 0], [1, 1, 1], [2, 2, 2]])
+    assert store.put_tensor(tensor, TensorAttr('A', 'feat', index=torch.tensor([0, 1, 2])))
+    assert torch.equal(store.get_tensor('A', 'feat', index=None).cpu(), tensor)
+    assert torch.equal(store.get_tensor('A', 'feat', index=torch.tensor([0, 2])).cpu(), tensor[[0, 2]])
+    x = torch.randn(10, 4)
+    kept = x.clone()
+    store.put_tensor(x, group_name='B', attr_name='x', index=None)
+    store.update_tensor(torch.zeros(2, 4), group_name='B', attr_name='x', index=torch.tensor([1, 3]))
+    assert torch.equal(x, kept)  # the caller's tensor is unchanged
+    want = kept.clone()
+    want[[1, 3]] = 0
+    assert torch.equal(store.get_tensor('B', 'x', index=None).cpu(), want)
+    assert tuple(store.get_tensor('B', 'x', index=3).shape) == (1, 4)
+    assert tuple(store.get_tensor_size('B', 'x', index=3)) == (1, 4)

@@ -8,7 +8,7 @@ a node-type string for heterogeneous ones.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 import torch
@@ -86,6 +86,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         self.group = group
         self._tensors: Dict[Key, Stored] = {}
         self._caches: Dict[Key, RowCache] = {}
+        self._callers: Set[Key] = set()  # tensors held as the caller put them (no copy made)
 
     # GPU row cache ###########################################################
 
@@ -151,17 +152,28 @@ class FeatureStore(torch_geometric.data.FeatureStore):
 
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
         tensor = _as_tensor(tensor, 'FeatureStore.put_tensor')
+        if attr.index is not None and self._key(attr) not in self._tensors:
+            tensor = self._rows_placed(tensor, attr.index)  # a new attribute put by rows (as PyG's stores take it)
+            attr.index = None
         if attr.index is None:
             if tensor.dim() < 1:
                 raise ValueError('FeatureStore.put_tensor: expected a tensor with a row dimension, got a 0-d tensor')
             if self.location.kind == 'sharded':  # (collective: every process puts the same tensor)
                 self._tensors[self._key(attr)] = ShardedTensor.from_full(tensor, self.group, self.device)
             else:
-                self._tensors[self._key(attr)] = self.location.place(tensor)
+                placed = self.location.place(tensor)
+                self._tensors[self._key(attr)] = placed
+                if placed is tensor:  # kept without a copy: copied before a partial write changes it
+                    self._callers.add(self._key(attr))
+                else:
+                    self._callers.discard(self._key(attr))
             self._caches.pop(self._key(attr), None)  # a new tensor: its old cache is stale
             return True
         stored = self._stored(attr)  # a partial write updates rows of an existing tensor
         rows = self._row_ids(attr.index, stored)
+        if self._key(attr) in self._callers:  # the caller's tensor: PyG's stores leave it alone
+            stored = self._tensors[self._key(attr)] = stored.clone()
+            self._callers.discard(self._key(attr))
         if tensor.dtype != stored.dtype:
             raise TypeError(f'FeatureStore.put_tensor: dtype mismatch for {attr.attr_name!r}: the store '
                             f'holds {stored.dtype}, got {tensor.dtype}')
@@ -184,6 +196,22 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         if attr.index is _UNSET:
             attr.index = None
         return self.put_tensor(tensor, attr)
+
+    @staticmethod
+    def _rows_placed(tensor: Tensor, index: object) -> Tensor:
+        """A new attribute's tensor from ``tensor``'s rows put at the ids of ``index``
+        (rows not named are zero): ``[max id + 1, *tensor.shape[1:]]``."""
+        ids = torch.arange(tensor.shape[0])[index] if isinstance(index, slice) else \
+            torch.tensor([index]) if isinstance(index, int) else _index_tensor(index, tensor.shape[0])
+        if ids.dtype not in (torch.int32, torch.int64) or ids.dim() != 1 or ids.numel() != tensor.shape[0]:
+            raise ValueError(f'FeatureStore.put_tensor: index must give one row id per row of the tensor '
+                             f'({tensor.shape[0]}), got {ids.dtype} of shape {tuple(ids.shape)}')
+        ids = ids.cpu().long()
+        if ids.numel() and int(ids.min()) < 0:
+            raise IndexError(f'FeatureStore.put_tensor: negative row id {int(ids.min())}')
+        out = tensor.new_zeros((int(ids.max()) + 1 if ids.numel() else 0, *tensor.shape[1:]))
+        out[ids.to(out.device)] = tensor
+        return out
 
     def _row_ids(self, index: object, stored: Tensor) -> Tensor:
         """Validated int64 row ids (on the CPU) from a slice, int, mask or id tensor."""
@@ -208,6 +236,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         if attr.index is not None:
             raise ValueError('FeatureStore.remove_tensor removes whole tensors; leave index=None')
         self._caches.pop(self._key(attr), None)
+        self._callers.discard(self._key(attr))
         return self._tensors.pop(self._key(attr), None) is not None
 
     # Reads ###################################################################
@@ -272,9 +301,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         stored = self._stored(attr)
         if attr.index is None:
             return tuple(stored.shape)
-        if isinstance(attr.index, int):
-            return tuple(stored.shape[1:])
-        return (self._row_ids(attr.index, stored).numel(), *stored.shape[1:])
+        return (self._row_ids(attr.index, stored).numel(), *stored.shape[1:])  # (an int index: one row)
 
     def get_all_tensor_attrs(self) -> List[TensorAttr]:
         # Fresh objects every call: PyG's loader sets `.index` on them.
