@@ -125,6 +125,20 @@ def test_our_loader_takes_every_node_when_input_nodes_is_none():
         OurLoader(from_data(hetero, 'cpu'), [3], batch_size=8)
 
 
+def test_no_input_nodes_is_no_batches():
+    """As stock PyG: len(loader) == 0 and iteration yields nothing (one empty batch's
+    mean loss would be NaN); with shuffle=True both refuse (torch's RandomSampler)."""
+    from pyg_accel.loader import NeighborLoader as OurLoader
+    data = _with_edge_features(n=100)
+    empty = torch.empty(0, dtype=torch.long)
+    for loader in (OurLoader(from_data(data, 'cpu'), [3], input_nodes=empty, batch_size=32),
+                   NeighborLoader(data, [3], input_nodes=empty, batch_size=32)):
+        assert len(loader) == 0 and list(loader) == []
+    for cls, source in ((OurLoader, from_data(data, 'cpu')), (NeighborLoader, data)):
+        with pytest.raises(ValueError, match='num_samples'):
+            cls(source, [3], input_nodes=empty, batch_size=32, shuffle=True)
+
+
 def test_our_loaders_take_the_data_spellings_of_seeds_over_our_stores():
     """PyG's remote-backend path asserts on ``input_nodes=(None, ids)`` and on a bare or
     missing ``edge_label_index``; over our homogeneous stores ours takes them as it does

@@ -47,8 +47,8 @@ def _split(sampler, num_items: int, batch_size: int, drop_last: bool) -> Iterato
         order = torch.randperm(num_items, generator=generator)
     else:
         order = torch.arange(num_items)
-    for chunk in order.split(batch_size):
-        if drop_last and chunk.numel() < batch_size:
+    for chunk in order.split(batch_size):  # (an empty order splits into one empty chunk: no batch, as PyG)
+        if chunk.numel() == 0 or (drop_last and chunk.numel() < batch_size):
             break
         yield chunk
     if isinstance(sampler, RandomSampler) and sampler.generator is not None:
