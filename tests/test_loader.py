@@ -182,7 +182,12 @@ def test_directed_false_is_an_induced_subgraph_as_in_pyg():
     assert is_trusted_dst_sorted(batch.edge_index) and bool((dst[1:] >= dst[:-1]).all())
     with pytest.raises(ValueError, match="'forward' or 'backward'"):
         NeighborSampler(stores, [2], sample_direction='sideways')
-    with pytest.raises(ValueError, match="'backward' does not take time_attr"):
+    with pytest.raises(NotImplementedError, match="'backward' does not take time_attr"):  # (as stock PyG)
         NeighborSampler(stores, [2], sample_direction='backward', time_attr='time')
+    from torch_geometric.testing import MyGraphStore
+    foreign = MyGraphStore()
+    foreign.put_edge_index(data.edge_index, edge_type=None, layout='coo', size=(data.num_nodes,) * 2)
+    with pytest.raises(NotImplementedError, match='weight'):  # (as stock PyG over a foreign GraphStore)
+        NeighborSampler((stores[0], foreign), [2], weight_attr='w')
     with pytest.raises(TypeError):
         NeighborSampler(stores, [2], fanout=3)  # a misspelt argument is not swallowed

@@ -374,6 +374,22 @@ def test_trusted_edge_index_skips_validation_but_not_results(device):
     assert not is_trusted_edge_index(trusted, (50, 50))
 
 
+def test_gcn_cache_is_cleared_the_pyg_way(device):
+    """`conv._cached_edge_index = None` (PyG's cache attribute, cleared by hand in PyG's
+    own code and users') drops our cached graph too."""
+    ours, ref = same_layers(acc_nn.GCNConv, pyg_nn.GCNConv, 8, 16, cached=True, device=device)
+    x = torch.randn(50, 8, device=device)
+    a, b = graph(seed=0, device=device), graph(seed=1, device=device)
+    torch.testing.assert_close(ours(x, a), ref(x, a), **TOL)
+    torch.testing.assert_close(ours(x, b), ref(x, b), **TOL)  # cached: both still give a's output
+    ours._cached_edge_index = ref._cached_edge_index = None
+    torch.testing.assert_close(ours(x, b), ref(x, b), **TOL)
+    ours.reset_parameters()  # (PyG's clears the cache too)
+    ref.reset_parameters()
+    ours.load_state_dict(ref.state_dict())
+    torch.testing.assert_close(ours(x, a), ref(x, a), **TOL)
+
+
 def test_facts_about_a_cpu_edge_index_do_not_survive_numpy_writes():
     """numpy writes bypass the version counter: a trusted mark or a memoised graph on a
     CPU edge_index is checked against its contents, so an edited batch is an IndexError

@@ -114,8 +114,9 @@ def _stores_of(data, edge_attrs: List[str]) -> Tuple[Optional[FeatureStore], PyG
 
 def _edge_feature(graph_store, name: str, what: str) -> Tensor:
     if not isinstance(graph_store, GraphStore):
-        raise ValueError(f"NeighborSampler: {what} needs pyg_accel's GraphStore (put it with "
-                         'graph_store.put_edge_feature(tensor, name))')
+        raise NotImplementedError(f"NeighborSampler: {what} needs pyg_accel's GraphStore (put it with "
+                                  'graph_store.put_edge_feature(tensor, name)); stock PyG does not support it '
+                                  'over a foreign GraphStore either')
     return graph_store.get_edge_feature(name)
 
 
@@ -229,8 +230,8 @@ def _hetero_graph_store(data: HeteroData, edge_attrs: List[str]) -> GraphStore:
 def _edge_features_by_type(graph_store, edge_types: List[EdgeType], name: str, what: str) -> Dict[EdgeType, Tensor]:
     """The per-edge tensor ``name`` of each edge type that has it (CSC order)."""
     if not isinstance(graph_store, GraphStore):
-        raise ValueError(f"NeighborSampler: {what} needs pyg_accel's GraphStore (put it with "
-                         'graph_store.put_edge_feature(tensor, name, edge_type))')
+        raise NotImplementedError(f"NeighborSampler: {what} needs pyg_accel's GraphStore (put it with "
+                                  'graph_store.put_edge_feature(tensor, name, edge_type))')
     found = {et: graph_store.get_edge_feature(name, et) for et in edge_types
              if name in graph_store.edge_feature_names(et)}
     if not found:
@@ -393,8 +394,8 @@ class NeighborSampler(BaseSampler):
             raise ValueError(f"NeighborSampler: sample_direction must be 'forward' or 'backward', got "
                              f'{sample_direction!r}')
         if sample_direction == 'backward' and time_attr is not None:
-            raise ValueError("NeighborSampler: sample_direction='backward' does not take time_attr (stock PyG has "
-                             'no temporal backward sampling either)')
+            raise NotImplementedError("NeighborSampler: sample_direction='backward' does not take time_attr "
+                                      '(stock PyG has no temporal backward sampling either)')
         self.sample_direction = sample_direction
         if time_attr is not None and weight_attr is not None:
             raise ValueError('NeighborSampler: weighted temporal sampling is not supported')

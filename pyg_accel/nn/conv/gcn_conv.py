@@ -36,8 +36,11 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
         if edge_weight is not None and (edge_weight.dim() != 1 or edge_weight.numel() != ei.size(1)):
             raise ValueError(f'GCNConv: edge_weight must have one entry per edge ([{ei.size(1)}]), got '
                              f'{tuple(edge_weight.shape)}')
-        if self._cached_graph is not None:
-            graph, weight = self._cached_graph
+        # (with cached=True the graph is kept beside PyG's own cache attribute, and used
+        # only while that still holds what we put there: code that clears PyG's cache by
+        # hand, `conv._cached_edge_index = None`, clears ours)
+        if self._cached_graph is not None and self._cached_edge_index is self._cached_graph[2]:
+            graph, weight, _ = self._cached_graph
         else:
             n = x.size(self.node_dim)
 
@@ -58,7 +61,8 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
             else:
                 graph, weight = build()
             if self.cached:
-                self._cached_graph = (graph, weight)
+                self._cached_edge_index = (ei, edge_weight)  # (PyG's slot: the edge_index the cache is of)
+                self._cached_graph = (graph, weight, self._cached_edge_index)
         out = spmm(graph, self.lin(x), weight)
         if self.bias is not None:
             out = out + self.bias
