@@ -415,6 +415,20 @@ def test_our_cpu_loader_runs_in_worker_processes(cpu_stores):
     assert torch.equal(torch.cat([batch.n_id[:16] for batch in batches]).sort().values, torch.arange(64))
 
 
+def test_seeded_sampler_draws_a_stream_per_worker(cpu_stores):
+    """With seed= and DataLoader workers, each worker draws its own stream (copies of one
+    generator drew the same one: worker 0's and worker 1's first batches, of the same
+    seeds, were the same sample), reproducibly."""
+    def run():
+        loader = pyg_accel.loader.NeighborLoader(cpu_stores, [5, 5], input_nodes=torch.arange(16).repeat(4),
+                                                 batch_size=16, num_workers=2,
+                                                 neighbor_sampler=NeighborSampler(cpu_stores, [5, 5], seed=3))
+        return [batch.e_id for batch in loader]
+    first = run()
+    assert not torch.equal(first[0], first[1])  # batches 0 and 1: the two workers' first draws
+    assert all(torch.equal(a, b) for a, b in zip(first, run()))
+
+
 # Heterogeneous graphs ##########################################################
 
 def hetero_graph():

@@ -438,13 +438,24 @@ class NeighborSampler(BaseSampler):
             raise ValueError("NeighborSampler: subgraph_type='induced' needs disjoint=False (and no time_attr, "
                              'which implies disjoint trees): an induced subgraph is one node set')
         self.temporal_strategy = temporal_strategy
+        self._seed = seed
         self._generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self._generator_worker: Optional[int] = None  # the DataLoader worker the generator is for (None: main)
 
     def _random_seed(self) -> Optional[int]:
         """The next sample's RNG key from the sampler's own generator (``seed=``); ``None``
-        lets the op draw it from torch's default generator."""
+        lets the op draw it from torch's default generator. In a DataLoader worker the
+        stream is the worker's own, derived from ``seed`` and the worker's id (every
+        worker starts with a copy of the sampler, and would otherwise draw the same
+        stream), so runs stay reproducible for a given number of workers."""
         if self._generator is None:
             return None
+        info = torch.utils.data.get_worker_info()
+        worker = None if info is None else info.id
+        if worker != self._generator_worker:
+            key = self._seed if worker is None else (self._seed * 0x9E3779B97F4A7C15 + worker + 1) % 2**63
+            self._generator = torch.Generator().manual_seed(key)
+            self._generator_worker = worker
         return int(torch.randint(0, 2**62, (1,), generator=self._generator))
 
     @property
