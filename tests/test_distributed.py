@@ -24,6 +24,13 @@ def test_row_partition():
     assert row_partition(10, 3) == [0, 4, 7, 10]
     assert row_partition(2, 4) == [0, 1, 2, 2, 2]
     assert row_partition(0, 2) == [0, 0, 0]
+    with pytest.raises(ValueError, match='world_size must be an int >= 1'):
+        row_partition(10, 0)
+    with pytest.raises(ValueError, match='num_rows must be an int >= 0'):
+        row_partition(-1, 2)
+    from pyg_accel.distributed import partition_graph
+    with pytest.raises(ValueError, match='num_nodes must be an int >= 0'):
+        partition_graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=-3, rank=0, world_size=1)
 
 
 @pytest.mark.parametrize('device', DEVICES)

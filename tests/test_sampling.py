@@ -1047,3 +1047,25 @@ def test_hetero_opcheck(sample_device, disjoint):
             [], [], [], [], 'uniform')
     torch.library.opcheck(ops().hetero_neighbor_sample.default, args,
                           test_utils=('test_schema', 'test_faketensor', 'test_autograd_registration'))
+
+
+def test_bad_arguments_are_named_before_any_allocation():
+    """Each gets a TypeError / ValueError naming the argument, before anything is
+    allocated or launched (a fanout of 2**62 with replacement asked std::vector for
+    2**62 entries; a negative node count blamed a row)."""
+    colptr = torch.tensor([0, 3, 6, 9, 12, 15, 18])
+    row = torch.arange(18) % 6
+    seed = torch.tensor([2])
+    with pytest.raises(TypeError, match='num_neighbors must be a list of ints'):
+        neighbor_sample(colptr, row, seed, None)
+    with pytest.raises(TypeError, match='num_neighbors must be a list of ints'):
+        neighbor_sample(colptr, row, seed, [None])
+    with pytest.raises(ValueError, match='fanouts must be at most'):
+        neighbor_sample(colptr, row, seed, [2 ** 62], replace=True)
+    with pytest.raises(ValueError, match='would draw more than'):
+        neighbor_sample(colptr, row, seed.repeat(100), [2 ** 31 - 1, 2 ** 31 - 1], replace=True)
+    et = ('a', 'to', 'a')
+    with pytest.raises(ValueError, match='num_nodes must map node types to ints >= 0'):
+        hetero_neighbor_sample({et: colptr}, {et: row}, {'a': seed}, {et: [2]}, {'a': -6})
+    with pytest.raises(TypeError, match='num_neighbors must be a list of ints'):
+        hetero_neighbor_sample({et: colptr}, {et: row}, {'a': seed}, {et: [None]}, {'a': 6})

@@ -689,3 +689,12 @@ def test_coo_graph_from_parts_is_checked(device):
     for args, error, message in cases:
         with pytest.raises(error, match=message):
             CooGraph(*args)
+
+
+def test_bad_arguments_of_sddmm_and_edge_softmax_are_named():
+    g = CooGraph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 3]]), (5, 5))
+    for a, b in ((torch.randn(2, 4), torch.randn(5, 4)), (torch.randn(5, 4), torch.randn(2, 4))):
+        with pytest.raises(ValueError, match='sddmm: a needs 5 rows'):
+            sddmm(g, a, b, op='add')
+    with pytest.raises(TypeError, match='expected tensors with the graph, got list'):
+        edge_softmax(g, [1.0, 2.0, 3.0])

@@ -81,6 +81,15 @@ inline double checked_weight(EdgeWeights weight, int64_t e) {
   return w;
 }
 
+// The most draws one hop's buffers are made for (4 x 8 bytes each): a fanout drawn
+// with replacement over a large frontier asks for more before anything is drawn.
+constexpr int64_t kMaxHopDraws = int64_t{1} << 34;
+
+inline void check_hop_size(int64_t draws, int64_t hop, const char* op) {
+  TORCH_CHECK_VALUE(draws <= kMaxHopDraws, op, ": hop ", std::to_string(hop), " would draw more than ",
+                    std::to_string(kMaxHopDraws), " neighbours (fanout x frontier); use smaller fanouts or batches");
+}
+
 // Up to this many weighted draws without replacement keep a running top-k (the
 // CUDA kernels' insertion), in one pass over the node's edges; more sort all keys.
 constexpr int64_t kInsertedTopK = 64;
@@ -295,6 +304,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
       const int64_t v = node[frontier[i]];
       offset[i + 1] = offset[i] + num_to_draw(fanout, checked_degree(colptr, v, num_edges, "neighbor_sample"),
                                               replace);
+      check_hop_size(offset[i + 1], hop, "neighbor_sample");
     }
     // CSC positions drawn, their sources, and (disjoint: a node's key is tree and id)
     // those sources' dedup keys; otherwise a node's key is its id, nbr itself
@@ -437,6 +447,7 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
         offset[i + 1] = offset[i] + num_to_draw(
                                         fanout, checked_degree(colptr, v, rows[r].numel(), "hetero_neighbor_sample"),
                                         replace);
+        check_hop_size(offset[i + 1], hop, "hetero_neighbor_sample");
       }
       // CSC positions drawn, their sources, and (disjoint) their dedup keys; else nbr is the key
       std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), tree_key(disjoint ? offset[m] : 0);

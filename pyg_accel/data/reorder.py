@@ -16,6 +16,8 @@ L2 cache more often and a contiguous row partition across GPUs cuts fewer edges.
 """
 from __future__ import annotations
 
+import numbers
+
 import copy
 from typing import Optional, Sequence, Tuple
 
@@ -31,6 +33,8 @@ METHODS = ('rcm', 'degree', 'cluster')
 
 
 def _check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, numbers.Integral) or num_nodes < 0:
+        raise ValueError(f'num_nodes must be an int >= 0, got {num_nodes!r}')
     if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f'edge_index must be a [2, E] tensor, got '
                          f'{tuple(edge_index.shape) if isinstance(edge_index, Tensor) else type(edge_index).__name__}')

@@ -11,6 +11,8 @@ the CPU gather reads them the same way.
 """
 from __future__ import annotations
 
+import numbers
+
 import os
 import socket
 import tempfile
@@ -36,6 +38,9 @@ def _world(group) -> Tuple[int, int]:
 def row_partition(num_rows: int, world_size: int) -> List[int]:
     """The first row of every rank's block and the end: ``world_size + 1`` bounds of
     near-equal contiguous blocks (the first ranks get one row more)."""
+    for name, value, least in (('num_rows', num_rows, 0), ('world_size', world_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise ValueError(f'row_partition: {name} must be an int >= {least}, got {value!r}')
     base, extra = divmod(int(num_rows), int(world_size))
     bounds = [0]
     for r in range(world_size):

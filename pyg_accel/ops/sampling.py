@@ -1,6 +1,8 @@
 """Multi-hop neighbour sampling over a CSC graph (``torch.ops.pyg_accel.neighbor_sample``)."""
 from __future__ import annotations
 
+import numbers
+
 import weakref
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -118,15 +120,22 @@ def _check_graph(colptr: Tensor, row: Tensor) -> None:
 
 
 def _check_fanouts(num_neighbors: Sequence[int]) -> List[int]:
-    if type(num_neighbors) is list and all(type(k) is int and k >= -1 for k in num_neighbors):
+    if type(num_neighbors) is list and all(type(k) is int and -1 <= k <= _MAX_FANOUT for k in num_neighbors):
         return num_neighbors  # the common case, checked cheaply
-    if isinstance(num_neighbors, (int, Tensor)) or \
+    if isinstance(num_neighbors, (int, Tensor, str)) or not isinstance(num_neighbors, Sequence) or \
             not all(isinstance(k, int) and not isinstance(k, bool) for k in num_neighbors):
         raise TypeError(f'neighbor_sample: num_neighbors must be a list of ints (one per hop), got {num_neighbors!r}')
     bad = [k for k in num_neighbors if k < -1]
     if bad:
         raise ValueError(f'neighbor_sample: fanouts must be >= 0 or -1 (all neighbours), got {bad}')
+    huge = [k for k in num_neighbors if k > _MAX_FANOUT]
+    if huge:
+        raise ValueError(f'neighbor_sample: fanouts must be at most {_MAX_FANOUT} (use -1 for all neighbours), got '
+                         f'{huge}')
     return list(num_neighbors)
+
+
+_MAX_FANOUT = 2 ** 31 - 1  # (with replacement a node draws `fanout` times: room is made for them up front)
 
 
 def _check_times(node_time, edge_time, seed_time, seed, num_nodes, num_edges, disjoint, strategy, edge_weight,
@@ -417,6 +426,10 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
     if set(row_dict) != set(edge_types) or set(num_neighbors) != set(edge_types):
         raise ValueError('hetero_neighbor_sample: colptr_dict, row_dict and num_neighbors must share edge types')
     node_types = list(num_nodes)
+    bad_counts = {t: n for t, n in num_nodes.items()
+                  if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0}
+    if bad_counts:
+        raise ValueError(f'hetero_neighbor_sample: num_nodes must map node types to ints >= 0, got {bad_counts}')
     unknown = [et for et in edge_types if et[0] not in num_nodes or et[-1] not in num_nodes] + \
         [t for t in seed_dict if t not in num_nodes]
     if unknown:

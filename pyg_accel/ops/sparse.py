@@ -303,6 +303,8 @@ def _check_graph_and(graph: CooGraph, *tensors: Tensor) -> None:
     if not isinstance(graph, CooGraph):
         raise TypeError(f'expected a CooGraph, got {type(graph).__name__} (CooGraph.from_edge_index(edge_index))')
     for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f'expected tensors with the graph, got {type(t).__name__}')
         if t.device != graph.device:
             raise ValueError(f'tensors on {t.device} and a graph on {graph.device}: move them to one device')
     check_cuda_built(graph.device)
@@ -576,6 +578,9 @@ def sddmm(graph: CooGraph, a: Tensor, b: Tensor, op: str = 'dot') -> Tensor:
         if a.dim() != b.dim() or a.shape[1:] != b.shape[1:]:
             raise ValueError(f'sddmm: a and b must share their trailing shape, got {tuple(a.shape)} and '
                              f'{tuple(b.shape)}')
+        if a.dim() == 0 or a.size(0) < graph.num_dst or b.size(0) < graph.num_src:
+            raise ValueError(f'sddmm: a needs {graph.num_dst} rows (destinations) and b {graph.num_src} (sources), '
+                             f'got {tuple(a.shape)} and {tuple(b.shape)}')
         return take_rows(a, graph.dst) + take_rows(b, graph.src)
     if op != 'dot':
         raise ValueError(f"sddmm: op must be 'dot' or 'add', got {op!r}")
