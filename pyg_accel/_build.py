@@ -142,6 +142,23 @@ def _extra_cuda_flags() -> List[str]:
     return os.environ.get('PYG_ACCEL_CUDA_FLAGS', '').split()
 
 
+def _toolchain_paths(with_cuda: bool) -> List[str]:
+    """What the generated build.ninja embeds besides sources and flags: the interpreter's
+    and torch's include and library paths, the compilers and the CUDA toolkit. Two
+    environments with the same torch version but different interpreters or installs
+    then build into folders of their own instead of rebuilding one shared folder in
+    turn (each rebuild holding every other importer behind the build lock)."""
+    import sysconfig
+    from torch.utils import cpp_extension
+    paths = sysconfig.get_paths()
+    items = [paths.get('include', ''), paths.get('platinclude', ''),
+             *cpp_extension.include_paths(), *cpp_extension.library_paths(),
+             os.environ.get('CXX', ''), os.environ.get('CC', '')]
+    if with_cuda:
+        items += [str(_cuda_home()), os.environ.get('CUDA_INC_PATH', ''), os.environ.get('NVCC_CCBIN', '')]
+    return items
+
+
 def build_config(source_dir: Optional[Path] = None, cache_root: Optional[Path] = None) -> BuildConfig:
     """Describes the build for this machine (cheap; compiles nothing). ``source_dir`` and
     ``cache_root`` override the package's ``csrc/`` and the cache folder."""
@@ -154,7 +171,8 @@ def build_config(source_dir: Optional[Path] = None, cache_root: Optional[Path] =
     headers = [p for p in src.rglob('*') if p.suffix in ('.h', '.cuh')]
     hashed = cpu_sources + headers + (cuda_sources if with_cuda else [])
     key = _hash_sources(hashed, src, [torch.__version__, str(torch.version.cuda), str(with_cuda), str(arch),
-                                      *CXX_FLAGS, *LD_FLAGS, *CUDA_FLAGS, *_extra_cuda_flags()])
+                                      *CXX_FLAGS, *LD_FLAGS, *CUDA_FLAGS, *_extra_cuda_flags(),
+                                      *_toolchain_paths(with_cuda)])
     return BuildConfig(source_dir=src, cpu_sources=cpu_sources, cuda_sources=cuda_sources,
                        with_cuda=with_cuda, cuda_arch_list=arch, cache_root=Path(cache_root or _cache_root()), key=key,
                        reason_no_cuda=reason, extra_cuda_cflags=[*CUDA_FLAGS, *_extra_cuda_flags()])

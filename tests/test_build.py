@@ -48,6 +48,26 @@ def test_cache_key_tracks_sources_and_torch(csrc_copy, tmp_path, monkeypatch):
     assert _build.build_config(csrc_copy, tmp_path).key not in (key, edited)
 
 
+def test_cache_key_tracks_the_toolchain_paths(csrc_copy, tmp_path, monkeypatch):
+    """build.ninja embeds the interpreter's and torch's include paths and the compiler:
+    two environments with the same torch version must not share (and rebuild in turn)
+    one cache folder."""
+    import sysconfig
+    from torch.utils import cpp_extension
+    key = _build.build_config(csrc_copy, tmp_path).key
+    include_paths = cpp_extension.include_paths
+    monkeypatch.setattr(cpp_extension, 'include_paths', lambda *a, **k: ['/other/venv/torch/include'])
+    other_torch = _build.build_config(csrc_copy, tmp_path).key
+    monkeypatch.setattr(cpp_extension, 'include_paths', include_paths)
+    get_paths = sysconfig.get_paths
+    monkeypatch.setattr(sysconfig, 'get_paths', lambda *a, **k: {**get_paths(), 'include': '/other/python'})
+    other_python = _build.build_config(csrc_copy, tmp_path).key
+    monkeypatch.setattr(sysconfig, 'get_paths', get_paths)
+    monkeypatch.setenv('CXX', 'clang++')
+    other_compiler = _build.build_config(csrc_copy, tmp_path).key
+    assert len({key, other_torch, other_python, other_compiler}) == 4
+
+
 def test_cache_key_tracks_cuda_arch(csrc_copy, tmp_path, monkeypatch):
     if torch.version.cuda is None or _build._cuda_home() is None:
         pytest.skip('needs a CUDA build of torch and nvcc')
