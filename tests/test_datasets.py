@@ -185,6 +185,58 @@ def test_ogb_round_trip(tmp_path, name):
     assert load_dataset(name, root=tmp_path).num_classes == again.num_classes
 
 
+def _write_csv(path, array):
+    import pandas as pd
+    pd.DataFrame(array).to_csv(path, header=False, index=False, compression='gzip')
+
+
+@needs_ogb
+def test_ogb_processed_cache_follows_every_file_it_was_built_from(tmp_path):
+    """Edited split or feature files, and a raw file put back with an older time (as
+    unzipping an archive does), are read again; an unreadable cache is rebuilt."""
+    import os
+    d = synthetic_dataset('tiny', seed=2)
+    folder = save_ogb_node_dataset(d, 'ogbn-arxiv', tmp_path)
+    load_ogb_node_dataset('ogbn-arxiv', tmp_path)
+    train = folder / 'split' / 'time' / 'train.csv.gz'
+    _write_csv(train, d.split['train'][:5].numpy().reshape(-1, 1))
+    assert torch.equal(load_ogb_node_dataset('ogbn-arxiv', tmp_path).split['train'], d.split['train'][:5])
+    feat = folder / 'raw' / 'node-feat.csv.gz'
+    _write_csv(feat, (d.data.x * 2).numpy())
+    assert torch.allclose(load_ogb_node_dataset('ogbn-arxiv', tmp_path).data.x, d.data.x * 2, atol=1e-5)
+    _write_csv(feat, d.data.x.numpy())
+    old = os.stat(feat).st_mtime - 3600
+    os.utime(feat, (old, old))  # older than the cache, other contents than it holds
+    assert torch.allclose(load_ogb_node_dataset('ogbn-arxiv', tmp_path).data.x, d.data.x, atol=1e-5)
+    cached = folder / 'processed' / 'pyg_accel_processed.pt'
+    cached.write_bytes(cached.read_bytes()[:100])  # cut short
+    with pytest.warns(UserWarning, match='rebuilding'):
+        again = load_ogb_node_dataset('ogbn-arxiv', tmp_path)
+    assert torch.allclose(again.data.x, d.data.x, atol=1e-5)
+
+
+@needs_ogb
+def test_ogb_files_are_cross_checked_and_named_in_errors(tmp_path):
+    d = synthetic_dataset('tiny', seed=2)
+    raw = save_ogb_node_dataset(d, 'ogbn-arxiv', tmp_path) / 'raw'
+    split = raw.parent / 'split' / 'time'
+    load = lambda: load_ogb_node_dataset('ogbn-arxiv', tmp_path, cache=False)  # noqa: E731
+    _write_csv(raw / 'num-edge-list.csv.gz', [[d.data.edge_index.size(1) - 10]])
+    with pytest.raises(ValueError, match='declares .* edges, the edge file holds'):
+        load()
+    _write_csv(raw / 'num-edge-list.csv.gz', [[d.data.edge_index.size(1)]])
+    _write_csv(split / 'valid.csv.gz', d.split['valid'].double().numpy().reshape(-1, 1) + 0.5)
+    with pytest.raises(ValueError, match='valid.csv.gz: node ids must be whole numbers'):
+        load()
+    _write_csv(split / 'valid.csv.gz', d.split['valid'].numpy().reshape(-1, 1))
+    _write_csv(raw / 'node-label.csv.gz', torch.stack([d.data.y, d.data.y], 1).numpy())
+    with pytest.raises(ValueError, match=r'node-label.csv.gz: expected one label per node'):
+        load()
+    (raw / 'node-label.csv.gz').write_bytes(b'not gzip at all')
+    with pytest.raises(ValueError, match='node-label.csv.gz'):
+        load()
+
+
 @needs_ogb
 def test_ogb_missing_files_message(tmp_path):
     with pytest.raises(FileNotFoundError, match=r'never downloads.*products.zip.*--root'):
