@@ -191,3 +191,27 @@ def test_directed_false_is_an_induced_subgraph_as_in_pyg():
         NeighborSampler((stores[0], foreign), [2], weight_attr='w')
     with pytest.raises(TypeError):
         NeighborSampler(stores, [2], fanout=3)  # a misspelt argument is not swallowed
+
+
+def test_graphs_without_edges_are_sampled_as_pyg_does():
+    """PyG's test_homo_/test_hetero_link_neighbor_loader_no_edges with our sampler: a
+    Data with only num_nodes, a HeteroData with no edge type."""
+    from torch_geometric.data import HeteroData
+    from torch_geometric.loader import LinkNeighborLoader
+    from pyg_accel.sampler import NeighborSampler
+    data = Data(num_nodes=100)
+    loader = LinkNeighborLoader(data, num_neighbors=[], batch_size=20, edge_label_index=torch.arange(100).view(2, -1),
+                                neighbor_sampler=NeighborSampler(data, []))
+    batches = list(loader)
+    assert len(batches) == 3
+    for batch in batches[:2]:
+        assert isinstance(batch, Data) and batch.input_id.numel() == 20 and batch.edge_label_index.size(1) == 20
+        assert batch.num_nodes == batch.edge_label_index.unique().numel()
+    hetero = HeteroData()
+    hetero['paper'].num_nodes = 100
+    loader = LinkNeighborLoader(hetero, num_neighbors=[], edge_label_index=(('paper', 'paper'),
+                                                                            torch.arange(100).view(2, -1)),
+                                batch_size=20, neighbor_sampler=NeighborSampler(hetero, []))
+    for batch in list(loader)[:2]:
+        assert isinstance(batch, HeteroData) and batch['paper', 'paper'].input_id.numel() == 20
+        assert batch['paper'].num_nodes == batch['paper', 'paper'].edge_label_index.unique().numel()

@@ -95,11 +95,13 @@ def _stores_of(data, edge_attrs: List[str]) -> Tuple[Optional[FeatureStore], PyG
     """``(feature_store, graph_store, data)``; a ``Data`` object becomes our GraphStore
     with the named per-edge attributes as edge features."""
     if isinstance(data, Data):
-        if data.edge_index is None:
-            raise ValueError("NeighborSampler: the Data object has no 'edge_index'")
-        cuda = data.edge_index.is_cuda
-        store = GraphStore('cuda' if cuda else 'cpu', device=data.edge_index.device if cuda else None)
-        store.put_edge_index(data.edge_index, edge_type=None, layout='coo', size=(data.num_nodes, data.num_nodes))
+        if data.num_nodes is None:
+            raise ValueError("NeighborSampler: the Data object has neither 'edge_index' nor 'num_nodes'")
+        # (a graph without edges is one whose nodes have no neighbours, as PyG's loaders take it)
+        edge_index = data.edge_index if data.edge_index is not None else torch.empty(2, 0, dtype=torch.long)
+        cuda = edge_index.is_cuda
+        store = GraphStore('cuda' if cuda else 'cpu', device=edge_index.device if cuda else None)
+        store.put_edge_index(edge_index, edge_type=None, layout='coo', size=(data.num_nodes, data.num_nodes))
         for name in edge_attrs:
             if name in data and data.is_edge_attr(name):
                 store.put_edge_feature(data[name], name)
@@ -196,7 +198,8 @@ def _load_hetero_graph(data, weight_attr: Optional[str] = None,
             if isinstance(attr.group_name, str):
                 rows = fs.get_tensor_size(attr)[0]
                 num_nodes[attr.group_name] = max(num_nodes.get(attr.group_name, 0), int(rows))
-    rows, colptrs, perms = gs.csc()
+    # (no edge types: every node type's nodes have no neighbours, as PyG's loaders take it)
+    rows, colptrs, perms = gs.csc() if gs.get_all_edge_attrs() else ({}, {}, {})
     for et, colptr in colptrs.items():
         missing = num_nodes[et[-1]] + 1 - colptr.numel()
         if missing > 0:
