@@ -374,6 +374,20 @@ def test_trusted_edge_index_skips_validation_but_not_results(device):
     assert not is_trusted_edge_index(trusted, (50, 50))
 
 
+@pytest.mark.parametrize('batch', [2, 8])  # fewer and more graphs than nodes
+@pytest.mark.parametrize('name', ['GCNConv', 'SAGEConv'])
+def test_static_graph_batches_match_pyg(device, name, batch):
+    """x of shape [B, N, F] with one edge_index (PyG's static graphs, node_dim=-2; its
+    test_static_gcn_conv / test_static_graph): PyG's own path, same numbers (SAGEConv
+    used to give wrong ones when B > N, GCNConv to raise)."""
+    ours, ref = same_layers(getattr(acc_nn, name), getattr(pyg_nn, name), 8, 16, device=device)
+    ei = torch.randint(0, 4, (2, 12), generator=torch.Generator().manual_seed(0)).to(device)
+    x = torch.randn(batch, 4, 8, device=device)
+    out = ours(x, ei)
+    assert out.shape == (batch, 4, 16)
+    torch.testing.assert_close(out, ref(x, ei), **TOL)
+
+
 def test_gcn_cache_is_cleared_the_pyg_way(device):
     """`conv._cached_edge_index = None` (PyG's cache attribute, cleared by hand in PyG's
     own code and users') drops our cached graph too."""

@@ -37,9 +37,14 @@ def plain_edge_index(edge_index) -> Optional[Tensor]:
     return as_tensor() if callable(as_tensor) else edge_index
 
 
-def accelerated(conv) -> bool:
-    """Whether ``conv`` can skip PyG's ``propagate``: default flow, no explainer and no
-    message-passing hooks (those need PyG's own path)."""
+def accelerated(conv, x) -> bool:
+    """Whether ``conv`` can skip PyG's ``propagate`` for node features ``x`` (a tensor or
+    a pair): ``[N, F]`` matrices (PyG also takes a static graph's ``[B, N, F]`` batch,
+    which its own path handles), default flow, no explainer and no message-passing hooks
+    (those need PyG's own path)."""
+    parts = x if isinstance(x, (tuple, list)) else (x,)
+    if not all(p is None or (isinstance(p, Tensor) and p.dim() == 2) for p in parts):
+        return False
     return (conv.flow == 'source_to_target' and not getattr(conv, '_explain', False)
             and not conv._propagate_forward_pre_hooks and not conv._propagate_forward_hooks
             and not conv._message_forward_pre_hooks and not conv._message_forward_hooks

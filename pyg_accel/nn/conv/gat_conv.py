@@ -49,7 +49,7 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
     def forward(self, x, edge_index, edge_attr: OptTensor = None, size=None,
                 return_attention_weights: Optional[bool] = None):
         ei = plain_edge_index(edge_index)
-        if ei is None or not accelerated(self):
+        if ei is None or not accelerated(self, x):
             return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
         if edge_attr is not None and edge_attr.size(0) != ei.size(1):
             raise ValueError(f'GATConv: edge_attr must have one row per edge ({ei.size(1)}), got '

@@ -31,7 +31,7 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
 
     def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
         ei = plain_edge_index(edge_index)
-        if ei is None or isinstance(x, (tuple, list)) or not accelerated(self):
+        if ei is None or isinstance(x, (tuple, list)) or not accelerated(self, x):
             return super().forward(x, edge_index, edge_weight)
         if edge_weight is not None and (edge_weight.dim() != 1 or edge_weight.numel() != ei.size(1)):
             raise ValueError(f'GCNConv: edge_weight must have one entry per edge ([{ei.size(1)}]), got '

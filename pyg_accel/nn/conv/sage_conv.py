@@ -32,7 +32,7 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
     def forward(self, x, edge_index, size=None) -> Tensor:
         ei = plain_edge_index(edge_index)
         reduce = _REDUCE.get(self.aggr) if isinstance(self.aggr, str) else None
-        if ei is None or reduce is None or not accelerated(self) or self._lazy():
+        if ei is None or reduce is None or not accelerated(self, x) or self._lazy():
             return super().forward(x, edge_index, size)  # (a lazy layer's first call sizes its weights there)
         if isinstance(x, Tensor):
             x = (x, x)
