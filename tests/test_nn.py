@@ -283,6 +283,44 @@ def test_models_match_pyg_and_compile(device, name):
     torch.testing.assert_close(compiled(x, ei), ref(x, ei), **TOL)
 
 
+@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT', 'GCN-loops', 'GAT-loops'])
+def test_models_compile_without_graph_breaks(name):
+    """As PyG's models (its test_compile_graph_breaks, without self-loops): no graph
+    break, so torch.compile(model, fullgraph=True) works. With self-loops PyG's own
+    self-loop utilities break the graph (for PyG's models too); nothing else does."""
+    name, _, loops = name.partition('-')
+    kwargs = {} if name == 'GraphSAGE' else {'add_self_loops': bool(loops)}
+    model = getattr(acc_nn.models, name)(16, 32, 2, 4, **kwargs)
+    x, ei = torch.randn(50, 16), graph()
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(x, ei)
+    if loops:
+        where = {frame.filename for b in explained.break_reasons for frame in b.user_stack[-1:]}
+        assert where and all(f.endswith('torch_geometric/utils/loop.py') for f in where), where
+        return
+    assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(model, fullgraph=True)(x, ei), model(x, ei), **TOL)
+
+
+def test_compile_before_any_eager_call_in_a_fresh_process():
+    """torch.compile traces a model's first call; the ops are loaded with the layers, so
+    a fresh process may compile before running anything eagerly."""
+    import subprocess
+    import sys
+    code = (
+        'import torch, pyg_accel.nn as A, torch_geometric.nn as P\n'
+        'torch.manual_seed(0)\n'
+        'ref = P.models.GraphSAGE(16, 32, 2, 4); ours = A.models.GraphSAGE(16, 32, 2, 4)\n'
+        'ours.load_state_dict(ref.state_dict())\n'
+        'x, ei = torch.randn(50, 16), torch.randint(0, 50, (2, 300))\n'
+        'out = torch.compile(ours, fullgraph=True)(x, ei)\n'
+        'torch.testing.assert_close(out, ref(x, ei), atol=2e-5, rtol=2e-4)\n'
+        'print("ok")\n')
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith('ok'), done.stderr[-3000:]
+
+
 def test_bad_input_is_a_clear_error():
     conv = acc_nn.SAGEConv(16, 8)
     with pytest.raises(IndexError, match='outside'):

@@ -31,14 +31,21 @@ def version(t: Tensor) -> Optional[int]:
 
 
 def record(t: Tensor, slot: str, value: Any) -> None:
-    """Records ``value`` on ``t`` under ``slot`` for as long as ``t`` is unchanged."""
+    """Records ``value`` on ``t`` under ``slot`` for as long as ``t`` is unchanged.
+    (Nothing is recorded under ``torch.compile``: a compiled graph takes its checked
+    paths, traceable without host syncs.)"""
+    if torch.compiler.is_compiling():
+        return
     current = version(t)
     if current is not None:
         setattr(t, slot, (current, value, None if t.is_cuda else t.detach().clone()))
 
 
 def recorded(t: Tensor, slot: str) -> Optional[Any]:
-    """What :func:`record` put on ``t`` under ``slot``, if ``t`` is unchanged since."""
+    """What :func:`record` put on ``t`` under ``slot``, if ``t`` is unchanged since
+    (``None`` under ``torch.compile``)."""
+    if torch.compiler.is_compiling():
+        return None
     mark = getattr(t, slot, None)
     if mark is None:
         return None

@@ -58,6 +58,14 @@ def is_trusted_dst_sorted(edge_index: Tensor) -> bool:
 def _check_range(edge_index: Tensor, size: Optional[Tuple[int, int]]) -> Tuple[Tuple[int, int], bool]:
     """``(size, unsorted)`` of a ``[2, E]`` integer ``edge_index`` after one host sync;
     raises ``IndexError`` for ids outside ``size`` (default: max id + 1)."""
+    if torch.compiler.is_compiling() and size is not None:
+        # Traced without a host sync (no graph break): the range is asserted on the
+        # device, and the edges are sorted whether or not they already are.
+        if edge_index.numel():
+            src, dst = edge_index[0], edge_index[1]
+            torch._assert_async((edge_index.min() >= 0) & (src.max() < size[0]) & (dst.max() < size[1]),
+                                'CooGraph: edge_index holds ids outside the graph')
+        return size, True
     if not edge_index.numel():
         return (size if size is not None else (0, 0)), False
     src, dst = edge_index[0], edge_index[1]

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 from torch_geometric.nn import MessagePassing
 
+from ... import _build
 from ...ops import CooGraph
 from ...ops._marks import record, recorded
 from ...ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
@@ -24,6 +25,13 @@ class PyGPropagate:
     had generated its own would keep the parent's generated method there, which ignores
     edge masks, and the explainer would find no gradient for them."""
     propagate = MessagePassing.propagate
+
+    def __init__(self, *args, **kwargs) -> None:
+        # The compiled ops are loaded (built on first use) with the layer, before any
+        # forward: torch.compile traces a model's first call, and the ops must be
+        # registered by then (dynamo cannot build them while it traces).
+        _build.load_library()
+        super().__init__(*args, **kwargs)
 
 
 def plain_edge_index(edge_index) -> Optional[Tensor]:
