@@ -38,6 +38,10 @@ class _TrustedTrim(TrimToLayer):
                 memoize_graph(trimmed, (n, n), parent.edge_prefix(trimmed.size(1), n, n, whole_destinations=True))
         return x, trimmed, edge_attr
 
+    def __prepare_scriptable__(self):
+        """PyG's own trimming under ``torch.jit.script`` (the marks are Python-only)."""
+        return TrimToLayer()
+
 
 class _AccelGNN:
     """Mixin for PyG's ``BasicGNN`` models: trimming that keeps the in-range mark."""

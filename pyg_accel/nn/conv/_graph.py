@@ -33,6 +33,19 @@ class PyGPropagate:
         _build.load_library()
         super().__init__(*args, **kwargs)
 
+    def __prepare_scriptable__(self):
+        """What ``torch.jit.script`` compiles instead of this layer: PyG's own layer class
+        over the same parameters (our fast path is not TorchScript; PyG's is, where PyG's
+        layer is scriptable at all), so a scripted model computes what PyG's would."""
+        pyg_cls = next(c for c in type(self).__mro__[1:]
+                       if c.__module__.startswith('torch_geometric.') and issubclass(c, MessagePassing))
+        twin = pyg_cls.__new__(pyg_cls)
+        state = {k: v for k, v in self.__dict__.items() if k not in ('_cached_graph', 'propagate')}
+        twin.__dict__.update(state, _parameters=dict(self._parameters), _buffers=dict(self._buffers),
+                             _modules=dict(self._modules))
+        twin._set_jittable_templates()  # (PyG's class gets its generated `propagate`, if it has none yet)
+        return twin
+
 
 def plain_edge_index(edge_index) -> Optional[Tensor]:
     """``edge_index`` as a plain ``[2, E]`` integer tensor, or ``None`` when the layer
