@@ -376,6 +376,54 @@ def test_temporal_edge_time(dataset):
     assert out.edge.numel() == expected
 
 
+def test_temporal_sampling_over_stores_laid_out_the_pyg_way(dataset):
+    """PyG's remote backends keep times in the FeatureStore under any group ('default'
+    for a homogeneous graph), edge times in the order the edges were put; ours finds
+    them there as PyG's sampler does, with the samples of the same graph as a Data."""
+    from torch_geometric.testing import MyFeatureStore
+    from pyg_accel.data import GraphStore
+    data = dataset.data.clone()
+    data.time = torch.randint(0, 100, (data.num_nodes,))
+    data.edge_time = torch.randint(0, 10, (data.num_edges,))
+    gs = GraphStore('cpu')
+    gs.put_edge_index(data.edge_index, edge_type=None, layout='coo', size=(data.num_nodes,) * 2)
+    seeds = torch.arange(30)
+    for name, limit in (('time', 50), ('edge_time', 4)):
+        fs = MyFeatureStore()
+        fs.put_tensor(data[name], group_name='default', attr_name=name, index=None)
+        remote = NeighborSampler((fs, gs), [-1, -1], time_attr=name)
+        local = NeighborSampler(data, [-1, -1], time_attr=name)
+        a = remote._sample(seeds, seed_time=torch.full((30,), limit))
+        b = local._sample(seeds, seed_time=torch.full((30,), limit))
+        assert a.edge.numel() > 0 and torch.equal(a.node, b.node)
+        assert torch.equal(remote.edge_permutation[a.edge], local.edge_permutation[b.edge])
+
+
+def test_heterogeneous_edge_times_from_the_feature_store():
+    """Edge times under edge-type groups of a FeatureStore (PyG's remote layout), in the
+    order the edges were put: the same samples as the HeteroData's edge attribute."""
+    from torch_geometric.testing import MyFeatureStore
+    data = hetero_graph()
+    for et in data.edge_types:
+        data[et].edge_time = torch.randint(0, 10, (data[et].num_edges,))
+    from pyg_accel.data import GraphStore
+    gs = GraphStore('cpu')  # the edges only: no edge features in our store
+    for et in data.edge_types:
+        gs.put_edge_index(data[et].edge_index, edge_type=et, layout='coo',
+                          size=(data[et[0]].num_nodes, data[et[-1]].num_nodes))
+    fs = MyFeatureStore()
+    for et in data.edge_types:
+        fs.put_tensor(data[et].edge_time, group_name=et, attr_name='edge_time', index=None)
+    seeds = {'paper': torch.arange(20)}
+    times = {'paper': torch.full((20,), 4)}
+    remote = NeighborSampler((fs, gs), [-1, -1], time_attr='edge_time')
+    local = NeighborSampler(data, [-1, -1], time_attr='edge_time')
+    a, b = remote._sample(seeds, seed_time=times), local._sample(seeds, seed_time=times)
+    for t in a.node:
+        assert torch.equal(a.node[t], b.node[t])
+    assert sum(e.numel() for e in a.edge.values()) > 0
+
+
 def test_workers_are_refused_with_gpu_stores(dataset):
     from pyg_accel.data import Location
     fs, gs = from_data(dataset.data, 'cpu')

@@ -13,6 +13,8 @@ a temporal graph's rows are copied once, sorted by time); it also takes a plain
 """
 from __future__ import annotations
 
+import copy
+
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -128,6 +130,41 @@ def _node_time(feature_store, data: Optional[Data], name: str) -> Optional[Tenso
     return _node_time_of_type(feature_store, None, name)
 
 
+def _times_in_feature_store(feature_store, name: str) -> Dict[object, Tensor]:
+    """Every FeatureStore tensor named ``name``, by group, as PyG's sampler finds times in
+    a remote backend (any group: ``'default'`` for a homogeneous graph, node types, or
+    edge types for edge times)."""
+    if feature_store is None:
+        return {}
+    out = {}
+    for attr in feature_store.get_all_tensor_attrs():
+        if attr.attr_name == name:
+            attr = copy.copy(attr)
+            attr.index = None
+            out[attr.group_name] = feature_store.get_tensor(attr).reshape(-1)
+    return out
+
+
+def _remote_time(feature_store, name: str, graph: '_Graph') -> bool:
+    """Puts the one FeatureStore tensor named ``name`` on ``graph`` as node times (a row
+    per node) or edge times (a row per edge, in the order the edges were put, as PyG's
+    remote backends hold them); whether there was one."""
+    found = _times_in_feature_store(feature_store, name)
+    if len(found) != 1:
+        return False
+    (group, time), = found.items()
+    num_edges = graph.row.numel()
+    if not isinstance(group, tuple) and time.numel() == graph.num_nodes and \
+            (time.numel() != num_edges or name == 'time'):  # (PyG's rule when both fit)
+        graph.node_time = time
+    elif time.numel() == num_edges:
+        graph.edge_time = time if graph.perm is None else time.to(graph.perm.device)[graph.perm]
+    else:
+        raise ValueError(f"NeighborSampler: the FeatureStore's '{name}' of group {group!r} has {time.numel()} "
+                         f'entries, for {graph.num_nodes} nodes and {num_edges} edges')
+    return True
+
+
 def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]
                 ) -> Tuple[_Graph, Tuple[torch.device, bool]]:
     """The graph of ``data`` as its store holds it, and :func:`_sampling_place`'s answer."""
@@ -151,7 +188,7 @@ def _load_graph(data, weight_attr: Optional[str], time_attr: Optional[str]
         graph.edge_weight = _edge_feature(graph_store, weight_attr, 'weight_attr')
     if time_attr is not None:
         graph.node_time = _node_time(feature_store, raw, time_attr)
-        if graph.node_time is None:
+        if graph.node_time is None and not (raw is None and _remote_time(feature_store, time_attr, graph)):
             if raw is not None and time_attr not in raw:
                 raise ValueError(f"NeighborSampler: the Data object has no attribute '{time_attr}'")
             graph.edge_time = _edge_feature(graph_store, time_attr, 'time_attr')
@@ -210,7 +247,12 @@ def _load_hetero_graph(data, weight_attr: Optional[str] = None,
     if time_attr is not None:
         graph.node_time = {t: nt for t in num_nodes if (nt := _node_time_of_type(fs, t, time_attr, raw)) is not None}
         if not graph.node_time:
-            graph.edge_time = _edge_features_by_type(gs, list(colptrs), time_attr, 'time_attr')
+            remote = {g: t for g, t in _times_in_feature_store(fs, time_attr).items() if isinstance(g, tuple)}
+            if remote:  # edge times in the FeatureStore, by edge type (PyG's remote layout), in put order
+                graph.edge_time = {et: t if perms.get(et) is None else t.to(perms[et].device)[perms[et]]
+                                   for et, t in remote.items() if et in colptrs}
+            else:
+                graph.edge_time = _edge_features_by_type(gs, list(colptrs), time_attr, 'time_attr')
         _sort_hetero_columns_by_time(graph)
     held_on = next(iter(colptrs.values())).device if colptrs else torch.device('cpu')
     return graph, _sampling_place(gs, held_on)
