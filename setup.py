@@ -26,7 +26,7 @@ setup(
     package_data={'pyg_accel._csrc': CSRC_FILES, 'pyg_accel.datasets': ['data/*.npz']},
     install_requires=['torch>=2.4', 'torch_geometric>=2.6', 'numpy', 'ninja', 'tqdm'],
     extras_require={
-        'test': ['pytest', 'matplotlib'],
+        'test': ['pytest', 'matplotlib', 'hypothesis'],
         'ogb': ['ogb>=1.3.6'],
         'plot': ['matplotlib'],
         'sparse': ['torch_sparse', 'torch_scatter'],
