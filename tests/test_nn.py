@@ -299,8 +299,8 @@ def test_models_compile_without_graph_breaks(name):
         assert where and all(f.endswith('torch_geometric/utils/loop.py') for f in where), where
         return
     assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
-    torch._dynamo.reset()
-    torch.testing.assert_close(torch.compile(model, fullgraph=True)(x, ei), model(x, ei), **TOL)
+    torch._dynamo.reset()  # (dynamo's 'eager' backend: the whole graph traced, no inductor compile to wait for)
+    torch.testing.assert_close(torch.compile(model, fullgraph=True, backend='eager')(x, ei), model(x, ei), **TOL)
 
 
 def test_compile_before_any_eager_call_in_a_fresh_process():
@@ -314,7 +314,7 @@ def test_compile_before_any_eager_call_in_a_fresh_process():
         'ref = P.models.GraphSAGE(16, 32, 2, 4); ours = A.models.GraphSAGE(16, 32, 2, 4)\n'
         'ours.load_state_dict(ref.state_dict())\n'
         'x, ei = torch.randn(50, 16), torch.randint(0, 50, (2, 300))\n'
-        'out = torch.compile(ours, fullgraph=True)(x, ei)\n'
+        'out = torch.compile(ours, fullgraph=True, backend="eager")(x, ei)\n'
         'torch.testing.assert_close(out, ref(x, ei), atol=2e-5, rtol=2e-4)\n'
         'print("ok")\n')
     done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=600)

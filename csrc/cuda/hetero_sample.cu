@@ -621,7 +621,9 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   auto fan_bound = [&](int64_t r, int64_t h) {
     const int64_t f = num_neighbors[r * H + h];
     if (f >= 0) return f;
-    if (max_degree[r] < 0) max_degree[r] = max_in_degree(colptr_list[r], colptrs[r]);
+    if (max_degree[r] < 0) {  // (at most the row's edges: see edge_range in draw_of)
+      max_degree[r] = std::clamp<int64_t>(max_in_degree(colptr_list[r], colptrs[r]), 0, rows[r].numel());
+    }
     return max_degree[r];
   };
   std::vector<std::vector<int64_t>> level_bound(T, std::vector<int64_t>(H + 1, 0));

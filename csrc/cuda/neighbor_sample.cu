@@ -139,6 +139,9 @@ class SamplePlan {
     for (int64_t f : key_.fanouts) {
       if (f < 0 && num_nodes_ > 0) {
         max_degree = (colptr.slice(0, 1) - colptr.slice(0, 0, num_nodes_)).max().item<int64_t>();
+        // (a node draws at most the row's edges: the kernels read a range outside the row
+        // as empty, so a corrupt colptr cannot raise the bound past them)
+        max_degree = std::clamp<int64_t>(max_degree, 0, num_edges);
         break;
       }
     }
@@ -148,11 +151,16 @@ class SamplePlan {
     int64_t node_bound = S;
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t f = key_.fanouts[h];
-      int64_t e = frontier.back() * (f >= 0 ? f : max_degree);
+      const int64_t per_node = f >= 0 ? f : max_degree;
+      int64_t e = per_node > 0 && frontier.back() > std::numeric_limits<int64_t>::max() / per_node
+                      ? std::numeric_limits<int64_t>::max()
+                      : frontier.back() * per_node;  // (saturating: the check below then refuses it)
       if (!key_.disjoint && !(key_.replace && f >= 0)) e = std::min(e, num_edges);  // an edge at most once
       edge_bound_.push_back(e);
       frontier.push_back(key_.disjoint ? e : std::min(e, num_nodes_));
-      node_bound += frontier.back();
+      node_bound = frontier.back() > std::numeric_limits<int64_t>::max() - node_bound
+                       ? std::numeric_limits<int64_t>::max()
+                       : node_bound + frontier.back();
     }
     if (!key_.disjoint) node_bound = std::min(node_bound, S + num_nodes_);  // (the seeds, repeats included)
     frontier_bound_ = frontier;
