@@ -51,13 +51,14 @@ def pytest_collection_modifyitems(config, items):
             for item in cases:
                 item.add_marker(pytest.mark.slow)
             continue
-        seen = set()
+        seen, kept = set(), False
         for item in cases:
             if item.get_closest_marker('slow'):  # (out by hand: it covers nothing in the quick tier)
                 continue
             values = {(k, _case_value(v)) for k, v in item.callspec.params.items() if k not in DEVICE_PARAMETERS}
-            if values - seen:
+            if values - seen or not kept:  # (the first case always: a sweep over the device alone has no values)
                 seen |= values
+                kept = True
             else:
                 item.add_marker(pytest.mark.slow)
 

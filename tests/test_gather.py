@@ -236,6 +236,7 @@ def test_gathers_skip_autograd_only_when_no_gradient_can_flow(device, mode):
         assert torch.equal(table.grad, expected.unsqueeze(1).expand(20, 3))
 
 
+@pytest.mark.slow  # (PyTorch's op-registration checks, ~17 s: the slow tier; the quick one runs the kernels)
 def test_opcheck(device):
     import pyg_accel.ops._library as lib
     ops = lib.ops()
