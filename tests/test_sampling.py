@@ -96,6 +96,14 @@ def test_repeated_seeds_are_listed_as_given(sample_device, disjoint):
         if not disjoint and fanouts == [-1]:  # a hop reaching a repeated seed links to its first copy
             reaches_3 = out.row[out.node[out.row] == 3]
             assert bool((reaches_3 == 0).all())
+    # A hub repeated: its copies draw 3x its edges, more than the graph has (the CUDA
+    # sampler's hop-0 buffers were capped at the graph's edges and overflowed)
+    hub_colptr = torch.tensor([0, 40, 40, 40, 40], device=sample_device)
+    hub_row = torch.arange(40, device=sample_device) % 4
+    out = neighbor_sample(hub_colptr, hub_row, torch.tensor([0, 0, 1, 0], device=sample_device), [-1, 2],
+                          disjoint=disjoint, random_seed=2)
+    assert out.num_sampled_edges[0] == 120 and out.node[:4].tolist() == [0, 0, 1, 0]
+    check_structure(out, hub_colptr, hub_row, torch.tensor([0, 0, 1, 0]), [-1, 2], False, disjoint)
 
 
 def test_reproducible_and_seeded(sample_device):

@@ -155,7 +155,10 @@ class SamplePlan {
       int64_t e = per_node > 0 && frontier.back() > std::numeric_limits<int64_t>::max() / per_node
                       ? std::numeric_limits<int64_t>::max()
                       : frontier.back() * per_node;  // (saturating: the check below then refuses it)
-      if (!key_.disjoint && !(key_.replace && f >= 0)) e = std::min(e, num_edges);  // an edge at most once
+      // Past the seeds, the frontier's nodes are distinct: without disjoint trees or
+      // replacement an edge is drawn at most once per hop. The seeds may repeat, and each
+      // copy draws on its own, so hop 0 keeps the product.
+      if (h > 0 && !key_.disjoint && !(key_.replace && f >= 0)) e = std::min(e, num_edges);
       edge_bound_.push_back(e);
       frontier.push_back(key_.disjoint ? e : std::min(e, num_nodes_));
       node_bound = frontier.back() > std::numeric_limits<int64_t>::max() - node_bound
