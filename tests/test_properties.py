@@ -231,3 +231,42 @@ def test_a_homogeneous_graph_samples_alike_through_the_heterogeneous_op(call, di
         f = fanouts[0]
         want = d if f < 0 else (torch.where(d > 0, f, 0) if replace else d.clamp(max=f))
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@given(call=sample_calls(), mode=st.sampled_from(['weighted', 'temporal', 'temporal-last']),
+       random_seed=st.integers(0, 2 ** 40), data=st.data())
+def test_weighted_and_temporal_samples_keep_their_rules(device, call, mode, random_seed, data):
+    """Weighted: a zero-weight edge is never drawn. Temporal: every node a tree reaches
+    past its seed is not later than the seed's time. Both: the same sample on the GPU as
+    on the CPU for the same random_seed."""
+    edge_index, n, fanouts, seeds, replace, _ = call
+    if n == 0:
+        return
+    colptr, row = csc_of(edge_index, n)
+    g = torch.Generator().manual_seed(random_seed % 2 ** 31)
+    seed = torch.tensor(seeds, dtype=torch.long)
+    kwargs, disjoint = {}, False
+    if mode == 'weighted':
+        weight = torch.rand(row.numel(), generator=g, dtype=torch.float64)
+        weight[torch.rand(row.numel(), generator=g) < 0.3] = 0
+        kwargs['edge_weight'] = weight
+        disjoint = data.draw(st.booleans())
+    else:
+        node_time = torch.randint(0, 10, (n,), generator=g)
+        kwargs.update(node_time=node_time, seed_time=torch.randint(0, 10, (len(seeds),), generator=g),
+                      temporal_strategy='last' if mode == 'temporal-last' else 'uniform')
+        disjoint = True
+    move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    out = neighbor_sample(colptr.to(device), row.to(device), seed.to(device), fanouts, replace, disjoint,
+                          random_seed=random_seed, **{k: move(v) for k, v in kwargs.items()})
+    edge = out.edge.cpu()
+    if mode == 'weighted':
+        assert bool((kwargs['edge_weight'][edge] > 0).all())
+    else:
+        tree, node = out.batch.cpu(), out.node.cpu()
+        later = torch.arange(node.numel()) >= len(seeds)
+        assert bool((kwargs['node_time'][node[later]] <= kwargs['seed_time'][tree[later]]).all())
+    if device != 'cpu':
+        cpu = neighbor_sample(colptr, row, seed, fanouts, replace, disjoint, random_seed=random_seed, **kwargs)
+        assert torch.equal(out.node.cpu(), cpu.node) and torch.equal(edge, cpu.edge)
