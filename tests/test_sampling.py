@@ -1078,3 +1078,19 @@ def test_bad_arguments_are_named_before_any_allocation():
         hetero_neighbor_sample({et: colptr}, {et: row}, {'a': seed}, {et: [2]}, {'a': -6})
     with pytest.raises(TypeError, match='num_neighbors must be a list of ints'):
         hetero_neighbor_sample({et: colptr}, {et: row}, {'a': seed}, {et: [None]}, {'a': 6})
+
+
+def test_a_time_sorted_graph_edited_through_numpy_never_leaks_later_nodes():
+    """Whether a graph's columns are sorted by time is remembered per tensor; numpy writes
+    change node times unseen. The CPU kernel then checks what its binary search drew and
+    scans the column instead, so no tree reaches a node later than its seed."""
+    colptr, row = random_graph(200, 3000, seed=4)
+    node_time = torch.randint(0, 100, (200,))
+    row, _, _ = sort_columns_by_time(colptr, row, node_time)
+    seed = torch.arange(0, 150, 3)
+    seed_time = torch.full((seed.numel(),), 50)
+    neighbor_sample(colptr, row, seed, [-1, -1], disjoint=True, node_time=node_time, seed_time=seed_time)
+    node_time.numpy()[:] = node_time.numpy()[::-1].copy()  # no longer sorted; the version counter did not move
+    out = neighbor_sample(colptr, row, seed, [-1, -1], disjoint=True, node_time=node_time, seed_time=seed_time)
+    later = out.node[seed.numel():]
+    assert later.numel() > 0 and bool((node_time[later] <= 50).all())

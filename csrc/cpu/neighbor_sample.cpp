@@ -224,6 +224,26 @@ int64_t draw_temporal(int64_t start, int64_t degree, int64_t fanout, bool replac
   return k;
 }
 
+// draw_temporal, and in a column taken as sorted by time (a fact remembered about the
+// caller's tensors, which numpy writes can change unseen) a check that every edge drawn
+// is eligible; if one is not, the column is scanned instead: a tree never reaches a
+// node or an edge later than its seed's time.
+int64_t draw_temporal_checked(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last, uint64_t key,
+                              int64_t limit, const int64_t* row, int64_t num_src, const int64_t* node_time,
+                              const int64_t* edge_time, bool time_sorted, int64_t* out) {
+  const int64_t k = draw_temporal(start, degree, fanout, replace, last, key, limit, row, num_src, node_time, edge_time,
+                                  time_sorted, out);
+  if (!time_sorted) return k;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t e = out[j];
+    if ((node_time != nullptr && node_time[row[e]] > limit) || (edge_time != nullptr && edge_time[e] > limit)) {
+      return draw_temporal(start, degree, fanout, replace, last, key, limit, row, num_src, node_time, edge_time,
+                           false, out);
+    }
+  }
+  return k;
+}
+
 using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
@@ -317,8 +337,8 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         const int64_t start = colptr[v], degree = colptr[v + 1] - start;
         const uint64_t rng = slot_key(key_of_hop, i);
         if (temporal) {
-          count[i] = draw_temporal(start, degree, fanout, replace, last, rng, seed_time[batch[frontier[i]]], row,
-                                   num_dst, node_time, edge_time, time_sorted, drawn.data() + offset[i]);
+          count[i] = draw_temporal_checked(start, degree, fanout, replace, last, rng, seed_time[batch[frontier[i]]],
+                                           row, num_dst, node_time, edge_time, time_sorted, drawn.data() + offset[i]);
         } else if (weight) {
           count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, drawn.data() + offset[i]);
         } else {
@@ -346,7 +366,7 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
         if (p + kPrefetch < offset[m]) local_of.prefetch(key[p + kPrefetch]);
         const int64_t u = nbr[p];
         TORCH_CHECK_INDEX(u >= 0 && u < num_dst, "neighbor_sample: row holds node ", std::to_string(u),
-                    ", outside the ", std::to_string(num_dst), " nodes of colptr (homogeneous graphs only)");
+                          ", outside the ", std::to_string(num_dst), " nodes of colptr (homogeneous graphs only)");
         const auto [local, inserted] = local_of.emplace(key[p], static_cast<int64_t>(node.size()));
         if (inserted) {
           next.push_back(local);
@@ -461,8 +481,9 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
           const uint64_t rng = slot_key(type_key, i);
           int64_t* out = drawn.data() + offset[i];
           if (temporal && (node_time != nullptr || edge_time != nullptr)) {
-            count[i] = draw_temporal(start, degree, fanout, replace, last, rng, tree_time[batch[d_t][from[i]]], row,
-                                     num_nodes[s_t], node_time, edge_time, in.time_sorted[r], out);
+            count[i] = draw_temporal_checked(start, degree, fanout, replace, last, rng,
+                                             tree_time[batch[d_t][from[i]]], row, num_nodes[s_t], node_time,
+                                             edge_time, in.time_sorted[r], out);
           } else if (weight) {
             count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, out);
           } else {
@@ -482,8 +503,8 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
         for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
           if (p + kPrefetch < offset[m]) local_of[s_t].prefetch(key[p + kPrefetch]);
           const int64_t u = nbr[p];
-          TORCH_CHECK_INDEX(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ", std::to_string(r),
-                      " holds node ", std::to_string(u), ", out of range");
+          TORCH_CHECK_INDEX(u >= 0 && u < num_nodes[s_t], "hetero_neighbor_sample: row of edge type ",
+                            std::to_string(r), " holds node ", std::to_string(u), ", out of range");
           const auto [local, inserted] = local_of[s_t].emplace(key[p], static_cast<int64_t>(node[s_t].size()));
           if (inserted) {
             next[s_t].push_back(local);
