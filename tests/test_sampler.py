@@ -211,6 +211,26 @@ def test_induced_subgraph(dataset, stores):
         assert e_id.numel() == int(torch.isin(dataset.data.edge_index, n_id).all(0).sum())
 
 
+def test_induced_subgraph_with_repeated_seeds(dataset, stores):
+    """Each copy of a repeated seed gets its in-edges (its output aggregates them, as its
+    first copy's does); an edge from a repeated node comes from its first copy."""
+    seeds = dataset.split['train'][:20]
+    seeds = torch.cat([seeds, seeds[:5]])
+    out = NeighborSampler(stores, [4, 3], subgraph_type='induced')._sample(seeds)
+    node, row, col = out.node.cpu(), out.row.cpu(), out.col.cpu()
+    assert torch.equal(node[:25], seeds)
+    data = dataset.data
+    perm = NeighborSampler(stores, [4, 3], subgraph_type='induced').edge_permutation
+    edge_id = out.edge.cpu() if perm is None else perm.cpu()[out.edge.cpu()]
+    assert torch.equal(torch.stack([node[row], node[col]]), data.edge_index[:, edge_id])
+    first = {}
+    for i, v in enumerate(node.tolist()):
+        first.setdefault(v, i)
+    assert all(first[v] == r for v, r in zip(node[row].tolist(), row.tolist()))
+    for copy in range(20, 25):  # the repeated copies get their first copies' in-edges
+        assert torch.equal(edge_id[col == copy], edge_id[col == copy - 20])
+
+
 @pytest.mark.parametrize('dtype', [torch.int64, torch.int32])
 def test_induced_edges_on_degenerate_graphs(dtype):
     from pyg_accel.sampler.induced import induced_edges

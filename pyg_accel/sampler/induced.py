@@ -19,9 +19,10 @@ def induced_edges(colptr: Tensor, row: Tensor, dst_nodes: Tensor, src_nodes: Ten
 
     Args:
         colptr: ``[N_dst + 1]`` CSC column pointers; row: ``[E]`` source of each edge.
-        dst_nodes: ``[n_dst]`` distinct destination node ids (the sampled nodes).
-        src_nodes: ``[n_src]`` distinct source node ids (the same tensor for a
-            homogeneous graph).
+        dst_nodes: ``[n_dst]`` destination node ids (the sampled nodes; a repeated seed
+            appears once per copy, and each copy gets its in-edges).
+        src_nodes: ``[n_src]`` source node ids (the same tensor for a homogeneous
+            graph); an edge from a repeated node comes from its first copy.
 
     Returns:
         ``(row, col, edge)``, each ``[k]`` int64: local source index into
@@ -45,7 +46,7 @@ def induced_edges(colptr: Tensor, row: Tensor, dst_nodes: Tensor, src_nodes: Ten
     first = torch.cumsum(degree, 0) - degree  # where each destination's edges begin in the expansion
     position = torch.arange(total, device=device) - first[col] + start[col]
     neighbour = row[position].long()
-    sorted_src, order = torch.sort(src)
+    sorted_src, order = torch.sort(src, stable=True)  # (equal ids: the first copy first)
     slot = torch.searchsorted(sorted_src, neighbour).clamp_(max=src.numel() - 1)
     kept = sorted_src[slot] == neighbour
     return order[slot[kept]], col[kept], position[kept]
