@@ -472,6 +472,7 @@ def test_facts_about_a_cpu_edge_index_do_not_survive_numpy_writes():
     sage = acc_nn.SAGEConv(8, 4)
     batch_ei = trust_edge_index(graph(50, 300), 50, 50)
     sage(x, batch_ei)
+    assert batch_ei._pyg_accel_trusted[2] is batch_ei._pyg_accel_coo[2]  # one copy of the contents per tensor
     batch_ei.numpy()[0, 0] = 10 ** 9
     with pytest.raises(IndexError, match='outside'):
         sage(x, batch_ei)

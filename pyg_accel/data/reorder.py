@@ -16,9 +16,8 @@ L2 cache more often and a contiguous row partition across GPUs cuts fewer edges.
 """
 from __future__ import annotations
 
-import numbers
-
 import copy
+import numbers
 from typing import Optional, Sequence, Tuple
 
 import torch

@@ -12,7 +12,6 @@ the CPU gather reads them the same way.
 from __future__ import annotations
 
 import numbers
-
 import os
 import socket
 import tempfile

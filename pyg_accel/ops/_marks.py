@@ -38,7 +38,19 @@ def record(t: Tensor, slot: str, value: Any) -> None:
         return
     current = version(t)
     if current is not None:
-        setattr(t, slot, (current, value, None if t.is_cuda else t.detach().clone()))
+        setattr(t, slot, (current, value, None if t.is_cuda else _snapshot(t, current)))
+
+
+def _snapshot(t: Tensor, current: int) -> Tensor:
+    """A copy of CPU tensor ``t``'s contents, one per tensor: the facts recorded on it
+    share it while the tensor is unchanged (a trusted mark, its graph and its GCN
+    normalisation would otherwise each keep a copy)."""
+    held = getattr(t, '_pyg_accel_contents', None)
+    if held is not None and held[0] == current and held[1].shape == t.shape and torch.equal(held[1], t.detach()):
+        return held[1]
+    copy = t.detach().clone()
+    t._pyg_accel_contents = (current, copy)
+    return copy
 
 
 def recorded(t: Tensor, slot: str) -> Optional[Any]:

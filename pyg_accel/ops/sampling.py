@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numbers
-
 import weakref
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 

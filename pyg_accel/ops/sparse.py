@@ -8,6 +8,7 @@ given in ``edge_index`` order into it). No op builds an ``E x F`` tensor.
 """
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Optional, Tuple
 
@@ -96,7 +97,7 @@ def _check_parts(ptr, src, dst, perm, num_src, num_dst) -> None:
     """Raises a ``TypeError`` / ``ValueError`` / ``IndexError`` naming the part of a
     :class:`CooGraph` that is not what the kernels read."""
     for name, n in (('num_src', num_src), ('num_dst', num_dst)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
             raise ValueError(f'CooGraph: {name} must be an int >= 0, got {n!r}')
     for name, t in (('ptr', ptr), ('src', src), ('dst', dst), ('perm', perm)):
         if t is None and name == 'perm':

@@ -14,7 +14,6 @@ a temporal graph's rows are copied once, sorted by time); it also takes a plain
 from __future__ import annotations
 
 import copy
-
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
