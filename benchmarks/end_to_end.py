@@ -13,6 +13,14 @@ products-size synthetic graph, several ways, in one process on the same data.
 * ``accel-sampler``: pyg_accel's CUDA sampler over GPU stores, PyG's layers, no pipelining.
 * ``accel-sync``: pyg_accel's sampler, stores and layers, no pipelining.
 * ``accel``: the same, pipelined (the next batch sampled and gathered on a side stream).
+* ``accel-untrimmed``: ``accel`` with the model untrimmed (``auto_trim=False``): every
+  layer computes every node of the batch, as PyG's models do unless handed the per-hop
+  counts.
+
+pyg_accel's models trim each layer to the nodes later layers need by themselves;
+PyG's models (``pyg``, ``pyg-0w``, ``accel-sampler``) are handed the per-hop counts for
+PyG's ``trim_to_layer`` when their batches carry them (stock PyG's torch-sparse sampler
+gives none). ``--no-trim`` runs every configuration untrimmed.
 
 A configuration may carry ``:tf32`` (e.g. ``accel:tf32``): its fp32 matmuls then run on
 TF32 tensor cores whatever ``--tf32`` says for the others. Every configuration trains
@@ -33,6 +41,7 @@ epoch by the row's, ``vs pyg-0w`` the untuned one's.
     python benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --out OUT
     python benchmarks/end_to_end.py --features pinned --out OUT        # features in host memory
     python benchmarks/end_to_end.py --amp --out OUT                    # mixed precision (bf16)
+    python benchmarks/end_to_end.py --no-trim --out OUT                # every layer on every node
     python benchmarks/end_to_end.py --preset tiny --device cpu --max-batches 5   # smoke test
 """
 from __future__ import annotations
@@ -64,14 +73,15 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-CONFIGS = ('pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel')
-TRIM = False  # --trim: PyG's trim_to_layer (each layer only computes the hops still needed)
+CONFIGS = ('pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel', 'accel-untrimmed')
+TRIM = True  # PyG's models handed the per-hop counts (ours trim by themselves); --no-trim: neither
 AMP = False  # --amp: forward and loss under bfloat16 autocast
 
 
-def trim_arguments(batch) -> dict:
-    """With ``--trim``, the per-hop counts PyG's models trim by (none from PyG's torch-sparse sampler)."""
-    if not TRIM or getattr(batch, 'num_sampled_nodes', None) is None:
+def trim_arguments(model, batch) -> dict:
+    """The per-hop counts PyG's models trim by (none from PyG's torch-sparse sampler, and
+    none for ours, which find them on the batch), unless ``--no-trim``."""
+    if not TRIM or hasattr(model, 'auto_trim') or getattr(batch, 'num_sampled_nodes', None) is None:
         return {}
     return dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
 
@@ -80,7 +90,7 @@ def train_step(model, opt, batch, device) -> torch.Tensor:
     batch = batch.to(device, non_blocking=True)
     opt.zero_grad()
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=AMP):
-        out = model(batch.x, batch.edge_index, **trim_arguments(batch))[:batch.batch_size]
+        out = model(batch.x, batch.edge_index, **trim_arguments(model, batch))[:batch.batch_size]
         loss = F.cross_entropy(out, batch.y[:batch.batch_size])
     loss.backward()
     opt.step()
@@ -170,8 +180,9 @@ def main(argv=None) -> dict:
     p.add_argument('--profile-batches', type=int, default=50)
     p.add_argument('--configs', nargs='*', default=['pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel'],
                    help="which configurations to run, in order (see above); NAME:tf32 runs NAME with TF32 matmuls")
-    p.add_argument('--trim', action='store_true',
-                   help="every configuration uses PyG's trim_to_layer (same seed outputs, less work per layer)")
+    p.add_argument('--no-trim', action='store_true',
+                   help="every configuration untrimmed: every layer computes every node of the batch (by default "
+                        "our models trim by themselves and PyG's are handed the per-hop counts where they exist)")
     p.add_argument('--tf32', action='store_true',
                    help='every configuration runs its fp32 matmuls on TF32 tensor cores '
                         "(torch.set_float32_matmul_precision('high'))")
@@ -187,7 +198,7 @@ def main(argv=None) -> dict:
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
     global TRIM, AMP
-    TRIM, AMP = args.trim, args.amp
+    TRIM, AMP = not args.no_trim, args.amp
     for spec in args.configs:
         if spec.partition(':')[0] not in CONFIGS or spec.partition(':')[2] not in ('', 'tf32'):
             p.error(f"unknown configuration '{spec}': expected one of {', '.join(CONFIGS)}, optionally with ':tf32'")
@@ -205,9 +216,12 @@ def main(argv=None) -> dict:
                        graph_location=location if args.graph == 'device' else 'pinned')
     kwargs = dict(num_neighbors=args.fanout, input_nodes=train, batch_size=args.batch_size, shuffle=True)
 
-    def model_from(module):
+    def model_from(module, **options):
+        if module is accel_models:
+            options.setdefault('auto_trim', not args.no_trim)
         torch.manual_seed(0)
-        return module.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes).to(device)
+        return module.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes,
+                                **options).to(device)
 
     configs: Dict[str, Callable[[], tuple]] = {
         'pyg': lambda: (model_from(pyg_models), stock_pyg_loader(data, args.pyg_workers, **kwargs), args.max_batches),
@@ -217,6 +231,8 @@ def main(argv=None) -> dict:
         'accel-sync': lambda: (model_from(accel_models), NeighborLoader(stores, pipeline=False, **kwargs),
                                args.max_batches),
         'accel': lambda: (model_from(accel_models), NeighborLoader(stores, pipeline=True, **kwargs), args.max_batches),
+        'accel-untrimmed': lambda: (model_from(accel_models, auto_trim=False),
+                                    NeighborLoader(stores, pipeline=True, **kwargs), args.max_batches),
     }
     rows: List[dict] = []
     for spec in args.configs:
@@ -231,7 +247,7 @@ def main(argv=None) -> dict:
         if name == 'pyg':
             row['workers'] = args.pyg_workers
         row['epoch s'] = timed_epoch(model, opt, loader, device, limit)
-        if name not in ('accel', 'pyg'):  # pipelined (ours) or in workers (PyG's): loading overlaps compute
+        if name not in ('accel', 'accel-untrimmed', 'pyg'):  # pipelined (ours) or in workers (PyG's): loading overlaps compute
             row.update(split_step(model, opt, loader, device, min(args.split_batches, limit)))
         if device.type == 'cuda' and not name.startswith('pyg'):
             row['GPU busy'] = gpu_busy(model, opt, loader, device, min(args.profile_batches, limit))
@@ -250,12 +266,12 @@ def main(argv=None) -> dict:
     payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
                                    f'GraphSAGE {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
-                                   f'{args.batch_size}{", trimmed" if args.trim else ""}'
+                                   f'{args.batch_size}{", untrimmed" if args.no_trim else ""}'
                                    f'{", TF32" if args.tf32 else ""}{", bf16 autocast" if args.amp else ""}'
                                    f'{", pinned features" if args.features == "pinned" else ""}'
                                    f'{", pinned graph" if args.graph == "pinned" else ""} on {dataset.name} '
                                    f'({device}): one epoch')
-    tag = '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}' + ('_trim' if args.trim else '')
+    tag = '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}' + ('_untrimmed' if args.no_trim else '')
     tag += ('_tf32' if args.tf32 else '') + ('_amp' if args.amp else '')
     tag += '_pinned' if args.features == 'pinned' else ''
     tag += '_pinned_graph' if args.graph == 'pinned' else ''

@@ -51,6 +51,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--graph', choices=['device', 'shared'], default='device',
                    help="the graph on every GPU, or one copy in pinned host memory that every GPU's sampler "
                         "reads in place (graphs larger than a GPU)")
+    p.add_argument('--no-trim', action='store_true',
+                   help='every layer computes every node of the batch (by default each computes only the nodes '
+                        'later layers need: the same seed outputs, less work)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/multi_gpu', help='folder for the metrics JSON and plot (rank 0)')
     return p.parse_args(argv)
@@ -115,7 +118,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     train_nodes = share(train[torch.randperm(train.numel())], rank, world)  # (the same permutation on every rank)
     loader = NeighborLoader((fs, gs), fanout, input_nodes=train_nodes, batch_size=args.batch_size, shuffle=True)
     model = accel_models.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes,
-                                   dropout=args.dropout).to(device)
+                                   dropout=args.dropout, auto_trim=not args.no_trim).to(device)
     model = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     history = []

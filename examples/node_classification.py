@@ -68,9 +68,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--mode', choices=['full', 'neighbor'], default='neighbor')
     p.add_argument('--num-neighbors', default='15,10', help='fanout per hop for --mode neighbor')
     p.add_argument('--batch-size', type=int, default=1024)
-    p.add_argument('--trim', action='store_true',
-                   help="--mode neighbor: PyG's trim_to_layer, each layer computing only the hops it still needs "
-                        "(the same seed outputs for SAGE and GAT; GCN normalises by the trimmed degrees, as in PyG)")
+    p.add_argument('--no-trim', action='store_true',
+                   help="--mode neighbor: every layer computes every node of the batch. By default each layer "
+                        "computes only the nodes later layers need (pyg_accel's models by themselves, the same seed "
+                        "outputs; --layers-from pyg models through PyG's trim_to_layer, whose GCN normalises by "
+                        "the trimmed degrees)")
     p.add_argument('--no-pipeline', action='store_true',
                    help='sample the next batch only after the current one trained (default: overlap them)')
     p.add_argument('--amp', action='store_true',
@@ -112,6 +114,8 @@ def default_locations(device: torch.device):
 
 def build_model(args, num_features: int, num_classes: int) -> torch.nn.Module:
     kwargs = {'heads': 4} if args.model == 'gat' else {}
+    if args.layers_from == 'pyg_accel':
+        kwargs['auto_trim'] = not args.no_trim
     model_cls = getattr(LAYERS[args.layers_from], MODELS[args.model])
     return model_cls(num_features, args.hidden, args.layers, num_classes, dropout=args.dropout, **kwargs)
 
@@ -231,7 +235,7 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
             with timer.stage('compute'):
                 opt.zero_grad()
                 with mixed_precision(device, args.amp):
-                    out = model(batch.x, batch.edge_index, **trim_arguments(batch, args.trim))[:batch.batch_size]
+                    out = model(batch.x, batch.edge_index, **trim_arguments(model, batch, args.no_trim))[:batch.batch_size]
                     loss = F.cross_entropy(out, batch.y[:batch.batch_size])
                 loss.backward()
                 opt.step()
@@ -249,9 +253,10 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
     return history
 
 
-def trim_arguments(batch, trim: bool) -> Dict[str, List[int]]:
-    """The per-hop counts PyG's models trim by (none from stock PyG's torch-sparse sampler)."""
-    if not trim or getattr(batch, 'num_sampled_nodes', None) is None:
+def trim_arguments(model, batch, no_trim: bool) -> Dict[str, List[int]]:
+    """The per-hop counts PyG's models trim by (none from stock PyG's torch-sparse sampler;
+    pyg_accel's models find them on the batch themselves)."""
+    if no_trim or getattr(model, 'auto_trim', None) is not None or getattr(batch, 'num_sampled_nodes', None) is None:
         return {}
     return dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
 

@@ -21,7 +21,8 @@
 #     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
 #     layers = GCN/SAGE/GAT layers vs PyG;
 #   - e2e = end-to-end training epochs against stock PyG tuned (DataLoader workers) and untuned,
-#     fp32 and TF32 (e2e_trim: with trim_to_layer, e2e_pinned: features in pinned host memory,
+#     fp32 and TF32, ours trimmed and untrimmed (e2e_untrimmed: every configuration untrimmed, and
+#     WholeGraph's setting; e2e_pinned: features in pinned host memory,
 #     e2e_pinned_graph: the graph there too, e2e_amp: bf16 autocast); cache = pinned features
 #     behind a GPU row cache;
 #   - example = the examples with their defaults; example_hetero = the ogbn-mag-shaped example,
@@ -123,9 +124,9 @@ for stage in $STAGES; do
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;
     e2e)  # SAGE 3x256 [15, 10, 5] / 1024 against stock PyG tuned and untuned, fp32 and TF32
       run e2e python3 benchmarks/end_to_end.py --configs pyg pyg-0w accel-sampler accel-sync accel accel:tf32 \
-        --out "$OUT_DIR" ;;
-    e2e_trim)  # the same trimmed (trim_to_layer), then WholeGraph's setting (fewer batches timed)
-      run e2e_trim python3 benchmarks/end_to_end.py --trim --out "$OUT_DIR"
+        accel-untrimmed --out "$OUT_DIR" ;;
+    e2e_untrimmed)  # every configuration untrimmed, then WholeGraph's setting (fewer batches timed)
+      run e2e_untrimmed python3 benchmarks/end_to_end.py --no-trim --out "$OUT_DIR"
       run e2e_wholegraph python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --max-batches 100 \
         --pyg-batches 4 --out "$OUT_DIR" ;;
     e2e_pinned)  # the e2e setting with the features in pinned host memory, TF32 then fp32
@@ -135,13 +136,10 @@ for stage in $STAGES; do
       run e2e_pinned_graph python3 benchmarks/end_to_end.py --graph pinned --configs accel-sync accel --out "$OUT_DIR"
       run e2e_all_pinned python3 benchmarks/end_to_end.py --graph pinned --features pinned --configs accel-sync accel \
         --out "$OUT_DIR" ;;
-    e2e_tf32)  # the e2e and trimmed runs with TF32 matmuls in every configuration
-      run e2e_tf32 python3 benchmarks/end_to_end.py --tf32 --out "$OUT_DIR"
-      run e2e_tf32_trim python3 benchmarks/end_to_end.py --tf32 --trim --out "$OUT_DIR" ;;
-    e2e_amp)  # the e2e setting in bf16 autocast (every configuration): plain, trimmed, pinned features
+    e2e_tf32)  # the e2e run with TF32 matmuls in every configuration
+      run e2e_tf32 python3 benchmarks/end_to_end.py --tf32 --out "$OUT_DIR" ;;
+    e2e_amp)  # the e2e setting in bf16 autocast (every configuration), then with pinned features
       run e2e_amp python3 benchmarks/end_to_end.py --amp --pyg-batches 8 --out "$OUT_DIR"
-      run e2e_amp_trim python3 benchmarks/end_to_end.py --amp --trim --configs accel-sampler accel-sync accel \
-        --out "$OUT_DIR"
       run e2e_amp_pinned python3 benchmarks/end_to_end.py --amp --features pinned --configs accel-sync accel \
         --out "$OUT_DIR" ;;
     layers)  # PyG's GATConv and SAGEConv(aggr='max') run out of memory on the full products-size graph:

@@ -4,7 +4,7 @@ host-synchronising CUDA runtime calls it makes, and the profiler's top operators
 host time and by GPU time. A step whose enqueue time is close to its finish time is
 host-bound: the GPU waits for Python.
 
-    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--trim] [--tf32] [--amp] [--scale 1.0]
+    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--no-trim] [--tf32] [--amp] [--scale 1.0]
 """
 import argparse
 import statistics
@@ -32,14 +32,14 @@ def main():
     p.add_argument('--preset', default='products')
     p.add_argument('--scale', type=float, default=1.0)
     p.add_argument('--layers-from', choices=['pyg_accel', 'pyg'], default='pyg_accel')
-    p.add_argument('--trim', action='store_true')
+    p.add_argument('--no-trim', action='store_true', help='every layer on every node of the batch')
     p.add_argument('--tf32', action='store_true')
     p.add_argument('--amp', action='store_true', help='forward and loss under bfloat16 autocast')
     p.add_argument('--steps', type=int, default=10)
     p.add_argument('--rows', type=int, default=25, help='operators listed per table')
     p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
     args = p.parse_args()
-    end_to_end.TRIM, end_to_end.AMP = args.trim, args.amp
+    end_to_end.TRIM, end_to_end.AMP = not args.no_trim, args.amp
     torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
     device = torch.device('cuda')
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device).to('cpu')
@@ -47,7 +47,8 @@ def main():
                             input_nodes=dataset.split['train'], batch_size=1024, shuffle=True, pipeline=False)
     module = accel_models if args.layers_from == 'pyg_accel' else pyg_models
     torch.manual_seed(0)
-    model = module.GraphSAGE(dataset.num_features, 256, 3, dataset.num_classes).to(device)
+    options = {'auto_trim': not args.no_trim} if module is accel_models else {}
+    model = module.GraphSAGE(dataset.num_features, 256, 3, dataset.num_classes, **options).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=True)
     batches = iter(loader)
     for _ in range(3):
@@ -65,7 +66,7 @@ def main():
         torch.cuda.synchronize()
         enqueue.append(t1 - t0)
         finish.append(time.perf_counter() - t0)
-    setting = ' trimmed' * args.trim + ' TF32' * args.tf32 + ' bf16' * args.amp
+    setting = ' untrimmed' * args.no_trim + ' TF32' * args.tf32 + ' bf16' * args.amp
     print(f'{args.layers_from} layers{setting}: '
           f'host enqueues a step in {statistics.median(enqueue) * 1e3:.2f} ms, it finishes after '
           f'{statistics.median(finish) * 1e3:.2f} ms (medians of {args.steps})', flush=True)
@@ -118,7 +119,7 @@ def print_phases(model, opt, batches, device, steps: int) -> None:
         batch = batch.to(device, non_blocking=True)
         opt.zero_grad()
         t.append(time.perf_counter())
-        out = model(batch.x, batch.edge_index, **end_to_end.trim_arguments(batch))[:batch.batch_size]
+        out = model(batch.x, batch.edge_index, **end_to_end.trim_arguments(model, batch))[:batch.batch_size]
         t.append(time.perf_counter())
         loss = torch.nn.functional.cross_entropy(out, batch.y[:batch.batch_size])
         t.append(time.perf_counter())

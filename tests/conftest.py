@@ -4,8 +4,9 @@ import zlib
 
 import pytest
 import torch
+import torch.nn.functional as F
 import torch_geometric.typing
-from torch_geometric.data import HeteroData
+from torch_geometric.data import Data, HeteroData
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ['cpu'] + (['cuda'] if HAS_CUDA else [])
@@ -209,3 +210,15 @@ def pytest_runtest_logreport(report):
     if path and (report.when == 'call' or report.outcome != 'passed'):
         with open(path, 'a') as log:
             log.write(f'{report.duration:.3f}\t{report.when}:{report.outcome}\t{report.nodeid}\n')
+
+
+def community_data(n=600, e=6000, classes=4, seed=0):
+    """Labels a GNN can learn: each node's features carry a noisy copy of its class."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, classes, (n,), generator=g)
+    x = torch.randn(n, 16, generator=g) + 2 * F.one_hot(y, 16).float()
+    src = torch.randint(0, n, (e,), generator=g)
+    order, counts = torch.argsort(y), torch.bincount(y, minlength=classes)
+    starts, cls = counts.cumsum(0) - counts, y[src]
+    dst = order[starts[cls] + (torch.rand(e, generator=g) * counts[cls]).long()]  # a node of src's class
+    return Data(x=x, y=y, edge_index=torch.stack([src, dst]), num_nodes=n)

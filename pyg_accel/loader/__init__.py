@@ -19,6 +19,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.sampler.base import SubgraphType
 
 from ..data import GraphStore
+from ..ops.hops import record_hops
 from ..ops.sparse import trust_edge_index
 from ..sampler import NeighborSampler
 from .edge_features import attach_edge_features, csc_positions
@@ -64,6 +65,9 @@ class _Pipelined:
         # sampling backward, it lists them by source instead
         forward = isinstance(sampler, NeighborSampler) and sampler.sample_direction == 'forward'
         self._dst_sorted = forward and sampler.subgraph_type in (SubgraphType.directional, SubgraphType.induced)
+        # ... and lists nodes and edges hop by hop, which lets our models trim each layer
+        self._by_hop = (isinstance(sampler, NeighborSampler) and sampler.subgraph_type == SubgraphType.directional
+                        and self.transform_sampler_output is None)
         # the sampler's edge positions are the store's CSC positions, except backward: there
         # they index the reversed graph the sampler reads
         self._store_positions = forward or not isinstance(sampler, NeighborSampler)
@@ -72,7 +76,7 @@ class _Pipelined:
         indices = index_batches(self) if self.fast_index else None
         batches = super().__iter__() if indices is None else map(self._batch_at, indices)
         if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
-            batches = _trusted(batches, self._dst_sorted)
+            batches = _trusted(batches, self._dst_sorted, self._by_hop)
         return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
 
     def _batch_at(self, index: torch.Tensor):
@@ -110,10 +114,12 @@ def _drop_bound_collate_fn(loader) -> None:
         del loader.__dict__['collate_fn']
 
 
-def _trusted(batches, dst_sorted: bool):
+def _trusted(batches, dst_sorted: bool, by_hop: bool):
     """Marks each batch's edge indices as in range (our sampler made them), and as
     sorted by destination when ``dst_sorted`` (every edge type's, in a heterogeneous
-    batch), so that pyg_accel's layers skip the validating host sync and the sort."""
+    batch), so that pyg_accel's layers skip the validating host sync and the sort. With
+    ``by_hop``, a homogeneous batch's per-hop counts are recorded on its ``edge_index``
+    too: pyg_accel's models then trim each layer to the hops it still needs."""
     for batch in batches:
         if isinstance(batch, HeteroData):
             for (src, _, dst) in batch.edge_types:
@@ -122,6 +128,9 @@ def _trusted(batches, dst_sorted: bool):
                     trust_edge_index(edge_index, batch[src].num_nodes, batch[dst].num_nodes, dst_sorted=dst_sorted)
         elif isinstance(getattr(batch, 'edge_index', None), torch.Tensor):
             trust_edge_index(batch.edge_index, batch.num_nodes, batch.num_nodes, dst_sorted=dst_sorted)
+            nodes, edges = getattr(batch, 'num_sampled_nodes', None), getattr(batch, 'num_sampled_edges', None)
+            if by_hop and nodes is not None and edges is not None:
+                record_hops(batch.edge_index, batch.num_nodes, nodes, edges)
         yield batch
 
 

@@ -1,14 +1,18 @@
 """PyG's ``BasicGNN`` models with pyg_accel's convolutions."""
 from __future__ import annotations
 
+from typing import List, Optional
+
+import torch
 import torch_geometric.nn as pyg_nn
 import torch_geometric.nn.models as pyg_models
 from torch import Tensor
 from torch_geometric.utils._trim_to_layer import TrimToLayer
 
+from ..ops.hops import Hops, sampled_hops
 from ..ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index, trust_edge_index
 from .conv import GATConv, GCNConv, SAGEConv
-from .conv._graph import memoize_graph, memoized_graph
+from .conv._graph import mark_trimmed, memoize_graph, memoized_graph
 
 __all__ = ['GCN', 'GAT', 'GraphSAGE']
 
@@ -19,7 +23,8 @@ class _TrustedTrim(TrimToLayer):
     ``edge_index`` on the trimmed one: trimming keeps the hops whose nodes remain (a
     prefix of the edges, so sorted edges stay sorted). For a batch sorted by destination
     the trimmed layer's graph is derived from the previous layer's (a prefix of it)
-    instead of being built again."""
+    instead of being built again. Each trimmed ``edge_index`` also records the untrimmed
+    one it was cut from (GCN normalises by the untrimmed degrees)."""
 
     def forward(self, layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x, edge_index, edge_attr=None):
         if not isinstance(x, Tensor):  # (x_src, x_dst) pairs, e.g. after to_hetero: PyG's trimming as is
@@ -29,14 +34,17 @@ class _TrustedTrim(TrimToLayer):
         trusted = isinstance(edge_index, Tensor) and is_trusted_edge_index(edge_index, size)
         dst_sorted = trusted and is_trusted_dst_sorted(edge_index)
         parent = memoized_graph(edge_index, size) if dst_sorted else None
-        x, trimmed, edge_attr = super().forward(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x,
-                                                edge_index, edge_attr)
-        if trusted and isinstance(trimmed, Tensor) and trimmed is not edge_index:
+        x, trimmed, trimmed_attr = super().forward(layer, num_sampled_nodes_per_hop, num_sampled_edges_per_hop, x,
+                                                   edge_index, edge_attr)
+        if not (isinstance(edge_index, Tensor) and isinstance(trimmed, Tensor)) or trimmed is edge_index:
+            return x, trimmed, trimmed_attr
+        mark_trimmed(trimmed, edge_index, size[0], edge_attr)
+        if trusted:
             n = x.size(0)
             trust_edge_index(trimmed, n, n, dst_sorted=dst_sorted)
             if parent is not None and parent.perm is None:  # whole hops go: no node keeps part of its edges
                 memoize_graph(trimmed, (n, n), parent.edge_prefix(trimmed.size(1), n, n, whole_destinations=True))
-        return x, trimmed, edge_attr
+        return x, trimmed, trimmed_attr
 
     def __prepare_scriptable__(self):
         """PyG's own trimming under ``torch.jit.script`` (the marks are Python-only)."""
@@ -44,11 +52,66 @@ class _TrustedTrim(TrimToLayer):
 
 
 class _AccelGNN:
-    """Mixin for PyG's ``BasicGNN`` models: trimming that keeps the in-range mark."""
+    """Mixin for PyG's ``BasicGNN`` models: each layer computes only the nodes later
+    layers need (PyG's ``trim_to_layer``), by itself on pyg_accel's loader batches.
 
-    def __init__(self, *args, **kwargs):
+    ``auto_trim`` (default ``True``): given a batch from pyg_accel's ``NeighborLoader`` /
+    ``LinkNeighborLoader`` (whose ``edge_index`` carries the per-hop counts), the model
+    trims as if called with ``num_sampled_nodes_per_hop`` / ``num_sampled_edges_per_hop``
+    and returns the **seed rows only**, ``[batch_size, out_channels]``: equal, in values
+    and gradients, to the untrimmed model's ``out[:batch_size]``, which is all a trimmed
+    model computes exactly. ``out[:batch.batch_size]`` reads the same either way.
+
+    The model runs untrimmed (every row) where trimming could change the seed outputs or
+    is not known to be valid: ``auto_trim=False``, a model with more layers than the batch
+    has hops, normalisation layers (batch statistics would cover fewer rows), jumping
+    knowledge, a ``batch`` vector, both ``edge_weight`` and ``edge_attr``, batches made
+    under ``torch.inference_mode()`` (nothing is recorded on inference tensors; use
+    ``torch.no_grad()``), ``torch.compile`` and ``torch.jit.script``. Passing the counts
+    yourself trims as PyG does and returns PyG's trimmed shape."""
+
+    def __init__(self, *args, auto_trim: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
+        self.auto_trim = auto_trim
         self._trim = _TrustedTrim()
+
+    def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None,
+                edge_attr: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                batch_size: Optional[int] = None, num_sampled_nodes_per_hop: Optional[List[int]] = None,
+                num_sampled_edges_per_hop: Optional[List[int]] = None) -> Tensor:
+        """PyG's ``BasicGNN.forward``, trimmed by itself on pyg_accel's batches (see the class)."""
+        hops = None
+        if num_sampled_nodes_per_hop is None and num_sampled_edges_per_hop is None:
+            hops = self._hops_to_trim(x, edge_index, edge_weight, edge_attr, batch)
+        if hops is None:
+            return super().forward(x, edge_index, edge_weight, edge_attr, batch, batch_size,
+                                   num_sampled_nodes_per_hop, num_sampled_edges_per_hop)
+        nodes, edges = hops
+        out = super().forward(x, edge_index, edge_weight, edge_attr, batch, batch_size, nodes, edges)
+        return out[:nodes[0]]
+
+    def _hops_to_trim(self, x, edge_index, edge_weight, edge_attr, batch) -> Optional[Hops]:
+        """The per-hop counts to trim ``edge_index``'s batch by, or ``None`` to run untrimmed."""
+        if not (self.auto_trim and isinstance(x, Tensor) and isinstance(edge_index, Tensor) and x.dim() == 2):
+            return None  # (also: torch.fx proxies while to_hetero traces)
+        if torch.compiler.is_compiling() or torch.jit.is_scripting():
+            return None
+        if (batch is not None or self.jk_mode is not None or (edge_weight is not None and edge_attr is not None)
+                or not all(isinstance(norm, torch.nn.Identity) for norm in self.norms)):
+            return None
+        hops = sampled_hops(edge_index, x.size(0))
+        if hops is None or len(hops[1]) < self.num_layers:
+            return None
+        return hops
+
+    def __prepare_scriptable__(self):
+        """What ``torch.jit.script`` compiles: PyG's model class over the same modules and
+        parameters (the automatic trimming reads Python-only marks)."""
+        pyg_cls = next(c for c in type(self).__mro__ if c.__module__.startswith('torch_geometric.'))
+        twin = pyg_cls.__new__(pyg_cls)
+        twin.__dict__.update(self.__dict__, _parameters=dict(self._parameters), _buffers=dict(self._buffers),
+                             _modules=dict(self._modules))
+        return twin
 
 
 class GCN(_AccelGNN, pyg_models.GCN):

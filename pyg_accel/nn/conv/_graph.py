@@ -119,3 +119,34 @@ def memoize_graph(edge_index: Tensor, size: Tuple[int, int], graph: CooGraph) ->
     (for a graph derived without building one, e.g. a trimmed layer's)."""
     if _memo_enabled():
         record(edge_index, _COO_SLOT, ((int(size[0]), int(size[1])), graph))
+
+
+_TRIMMED_SLOT = '_pyg_accel_trimmed_from'
+
+
+def mark_trimmed(trimmed: Tensor, edge_index: Tensor, num_nodes: int, edge_weight: Optional[Tensor]) -> None:
+    """Records that ``trimmed`` is a prefix of ``edge_index`` (over ``num_nodes`` nodes,
+    with ``[E]`` weights or edge features ``edge_weight``), as PyG's ``trim_to_layer``
+    cuts it, so that a layer can find the untrimmed batch (GCN normalises by its degrees).
+    Chains of trims point at the first, untrimmed ``edge_index``. (Not under
+    ``torch.compile``, which cannot trace it.)"""
+    if torch.compiler.is_compiling():
+        return
+    root = trimmed_from(edge_index) or (edge_index, int(num_nodes), edge_weight)
+    setattr(trimmed, _TRIMMED_SLOT, root)
+
+
+def trimmed_from(edge_index: Tensor) -> Optional[Tuple[Tensor, int, Optional[Tensor]]]:
+    """``(edge_index, num_nodes, edge_weight)`` of the untrimmed batch ``edge_index`` was
+    cut from by :func:`mark_trimmed`, while ``edge_index`` is still a view of its first
+    edges (checked from the views' storage: nothing to go stale); otherwise ``None``."""
+    if torch.compiler.is_compiling():
+        return None
+    root = getattr(edge_index, _TRIMMED_SLOT, None)
+    if root is None:
+        return None
+    full = root[0]
+    is_prefix = (edge_index.data_ptr() == full.data_ptr() and edge_index.stride() == full.stride()
+                 and edge_index.dtype == full.dtype and edge_index.size(0) == full.size(0)
+                 and edge_index.size(1) <= full.size(1))
+    return root if is_prefix else None
