@@ -16,6 +16,10 @@ products-size synthetic graph, several ways, in one process on the same data.
 * ``accel-untrimmed``: ``accel`` with the model untrimmed (``auto_trim=False``): every
   layer computes every node of the batch, as PyG's models do unless handed the per-hop
   counts.
+* ``accel-graph``: ``accel`` with the whole step replayed as a CUDA graph
+  (:class:`pyg_accel.training.TrainStep`: batches padded to a few shapes).
+* ``accel-compile``: ``accel`` with the model under ``torch.compile(mode='reduce-overhead',
+  dynamic=True)`` (CUDA graphs through Inductor; compiled models run untrimmed).
 
 pyg_accel's models trim each layer to the nodes later layers need by themselves;
 PyG's models (``pyg``, ``pyg-0w``, ``accel-sampler``) are handed the per-hop counts for
@@ -51,7 +55,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+import statistics
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -66,6 +71,7 @@ import pyg_accel.nn.models as accel_models  # noqa: E402
 from pyg_accel.data import from_data  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.loader import NeighborLoader  # noqa: E402
+from pyg_accel.training import TrainStep  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -73,7 +79,8 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-CONFIGS = ('pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel', 'accel-untrimmed')
+CONFIGS = ('pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel', 'accel-untrimmed', 'accel-graph',
+           'accel-compile')
 TRIM = True  # PyG's models handed the per-hop counts (ours trim by themselves); --no-trim: neither
 AMP = False  # --amp: forward and loss under bfloat16 autocast
 
@@ -86,22 +93,29 @@ def trim_arguments(model, batch) -> dict:
     return dict(num_sampled_nodes_per_hop=batch.num_sampled_nodes, num_sampled_edges_per_hop=batch.num_sampled_edges)
 
 
-def train_step(model, opt, batch, device) -> torch.Tensor:
-    batch = batch.to(device, non_blocking=True)
-    opt.zero_grad()
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=AMP):
-        out = model(batch.x, batch.edge_index, **trim_arguments(model, batch))[:batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-    loss.backward()
-    opt.step()
-    return loss.detach()
+def eager_step(model, opt, device) -> Callable:
+    """The plain PyG training step: ``step(batch) -> loss`` (a device tensor, no sync)."""
+    def step(batch) -> torch.Tensor:
+        batch = batch.to(device, non_blocking=True)
+        opt.zero_grad()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=AMP):
+            out = model(batch.x, batch.edge_index, **trim_arguments(model, batch))[:batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
 
 
-def run_batches(model, opt, loader, device, limit: int) -> int:
-    """Trains on up to ``limit`` batches with no host sync; returns how many ran."""
+def run_batches(step, loader, device, limit: int, host: Optional[List[float]] = None) -> int:
+    """Trains on up to ``limit`` batches with no host sync; returns how many ran
+    (``host``: collects the seconds spent inside each step call)."""
     total, count = torch.zeros((), device=device), 0
     for batch in loader:
-        total += train_step(model, opt, batch, device)
+        t0 = time.perf_counter()
+        total += step(batch)
+        if host is not None:
+            host.append(time.perf_counter() - t0)
         count += 1
         if count >= limit:
             break
@@ -109,22 +123,24 @@ def run_batches(model, opt, loader, device, limit: int) -> int:
     return count
 
 
-def timed_epoch(model, opt, loader, device, max_batches: int) -> float:
-    """Seconds for one epoch: ``max_batches`` timed, scaled to ``len(loader)``. A loader
-    with worker processes is timed over a whole epoch after a whole warm-up epoch: it
-    starts each epoch with its workers' pipeline empty and ends it drained, and a cut
-    epoch would time the workers' start or leave batches in flight."""
+def timed_epoch(step, loader, device, max_batches: int) -> Tuple[float, float]:
+    """Seconds for one epoch (``max_batches`` timed, scaled to ``len(loader)``) and the
+    median ms the host spends inside a step call. A loader with worker processes is timed
+    over a whole epoch after a whole warm-up epoch: it starts each epoch with its
+    workers' pipeline empty and ends it drained, and a cut epoch would time the workers'
+    start or leave batches in flight."""
     if getattr(loader, 'num_workers', 0) > 0:
-        run_batches(model, opt, loader, device, len(loader))  # warm-up: workers started, kernels, allocator
+        run_batches(step, loader, device, len(loader))  # warm-up: workers started, kernels, allocator
         max_batches = len(loader)
     else:
-        run_batches(model, opt, loader, device, 3)  # warm-up: plans, kernels, allocator
+        run_batches(step, loader, device, 8)  # warm-up: plans, kernels, allocator, captured graphs
+    host: List[float] = []
     start = time.perf_counter()
-    count = run_batches(model, opt, loader, device, max_batches)
-    return (time.perf_counter() - start) / count * len(loader)
+    count = run_batches(step, loader, device, max_batches, host)
+    return (time.perf_counter() - start) / count * len(loader), statistics.median(host) * 1e3
 
 
-def split_step(model, opt, loader, device, batches: int) -> Dict[str, float]:
+def split_step(step, loader, device, batches: int) -> Dict[str, float]:
     """Mean ms per batch of loading (sample + gather) and of compute, synchronised apart."""
     load = compute = 0.0
     iterator = iter(loader)
@@ -134,20 +150,21 @@ def split_step(model, opt, loader, device, batches: int) -> Dict[str, float]:
         batch = next(iterator).to(device)
         sync(device)
         t1 = time.perf_counter()
-        train_step(model, opt, batch, device)
+        step(batch)
         sync(device)
         load, compute = load + t1 - t0, compute + time.perf_counter() - t1
     return {'load ms/batch': load / batches * 1e3, 'compute ms/batch': compute / batches * 1e3}
 
 
-def gpu_busy(model, opt, loader, device, batches: int) -> float:
-    """Union of the GPU's kernel and copy intervals (all streams) over the window's wall."""
+def gpu_busy(step, loader, device, batches: int) -> Tuple[float, float]:
+    """Union of the GPU's kernel and copy intervals (all streams) over the window's wall,
+    and that GPU time per batch in ms."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
-    run_batches(model, opt, loader, device, 2)
+    run_batches(step, loader, device, 2)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         start = time.perf_counter()
-        run_batches(model, opt, loader, device, batches)
+        count = run_batches(step, loader, device, batches)
         wall_us = (time.perf_counter() - start) * 1e6
     spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
                    if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start)
@@ -159,7 +176,7 @@ def gpu_busy(model, opt, loader, device, batches: int) -> float:
         else:
             cur_end = max(cur_end, e)
     busy += 0.0 if cur_end is None else cur_end - cur_start
-    return busy / wall_us
+    return busy / wall_us, busy / count / 1e3
 
 
 def main(argv=None) -> dict:
@@ -234,6 +251,7 @@ def main(argv=None) -> dict:
         'accel-untrimmed': lambda: (model_from(accel_models, auto_trim=False),
                                     NeighborLoader(stores, pipeline=True, **kwargs), args.max_batches),
     }
+    configs['accel-graph'] = configs['accel-compile'] = configs['accel']
     rows: List[dict] = []
     for spec in args.configs:
         name, _, precision = spec.partition(':')
@@ -243,17 +261,25 @@ def main(argv=None) -> dict:
         torch.set_float32_matmul_precision('high' if args.tf32 or precision == 'tf32' else 'highest')
         model, loader, limit = configs[name]()
         opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=device.type == 'cuda')
+        if name == 'accel-graph':
+            step = TrainStep(model, opt, amp_dtype=torch.bfloat16 if AMP else None)
+        elif name == 'accel-compile':
+            step = eager_step(torch.compile(model, mode='reduce-overhead', dynamic=True), opt, device)
+        else:
+            step = eager_step(model, opt, device)
         row = {'config': spec, 'batches/epoch': len(loader)}
         if name == 'pyg':
             row['workers'] = args.pyg_workers
-        row['epoch s'] = timed_epoch(model, opt, loader, device, limit)
-        if name not in ('accel', 'accel-untrimmed', 'pyg'):  # pipelined (ours) or in workers (PyG's): loading overlaps compute
-            row.update(split_step(model, opt, loader, device, min(args.split_batches, limit)))
+        row['epoch s'], row['host ms/step'] = timed_epoch(step, loader, device, limit)
+        if name in ('pyg-0w', 'accel-sampler', 'accel-sync'):  # (the others overlap loading with compute)
+            row.update(split_step(step, loader, device, min(args.split_batches, limit)))
         if device.type == 'cuda' and not name.startswith('pyg'):
-            row['GPU busy'] = gpu_busy(model, opt, loader, device, min(args.profile_batches, limit))
+            row['GPU busy'], row['GPU ms/step'] = gpu_busy(step, loader, device, min(args.profile_batches, limit))
+        if isinstance(step, TrainStep):
+            row['graphs'] = step.num_graphs
         rows.append(row)
         print(row, flush=True)
-        del model, opt, loader
+        del model, opt, loader, step
     by = {r['config']: r['epoch s'] for r in rows}
     for r in rows:
         for baseline in ('pyg', 'pyg-0w'):
@@ -261,8 +287,8 @@ def main(argv=None) -> dict:
                 r[f'vs {baseline}'] = by[baseline] / r['epoch s']
     if 'accel' in by and 'accel-sync' in by:
         print(f"pipelining: {by['accel-sync'] / by['accel']:.2f}x", flush=True)
-    columns = ['config', 'workers', 'batches/epoch', 'epoch s', 'load ms/batch', 'compute ms/batch', 'GPU busy',
-               'vs pyg', 'vs pyg-0w']
+    columns = ['config', 'workers', 'batches/epoch', 'epoch s', 'host ms/step', 'load ms/batch', 'compute ms/batch',
+               'GPU ms/step', 'GPU busy', 'graphs', 'vs pyg', 'vs pyg-0w']
     payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
                                    f'GraphSAGE {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
@@ -288,7 +314,8 @@ def plot(rows, path: Path, title: str) -> None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = {'pyg': 'stock PyG\n{workers} workers', 'pyg-0w': 'stock PyG\nno workers',
-              'accel-sampler': 'our sampler\nPyG layers', 'accel-sync': 'ours\nnot pipelined', 'accel': 'ours'}
+              'accel-sampler': 'our sampler\nPyG layers', 'accel-sync': 'ours\nnot pipelined', 'accel': 'ours',
+              'accel-untrimmed': 'ours\nuntrimmed', 'accel-graph': 'ours\nCUDA graph', 'accel-compile': 'ours\ncompiled'}
     names = [r['config'] for r in rows]
     ticks = [labels.get(n.partition(':')[0], n).format(workers=r.get('workers'))
              + (', TF32' if n.endswith(':tf32') else '') for n, r in zip(names, rows)]

@@ -4,7 +4,7 @@ host-synchronising CUDA runtime calls it makes, and the profiler's top operators
 host time and by GPU time. A step whose enqueue time is close to its finish time is
 host-bound: the GPU waits for Python.
 
-    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--no-trim] [--tf32] [--amp] [--scale 1.0]
+    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--no-trim] [--graph] [--tf32] [--amp] [--scale 1.0]
 """
 import argparse
 import statistics
@@ -22,6 +22,7 @@ import torch_geometric.nn.models as pyg_models  # noqa: E402
 from pyg_accel.data import from_data  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.loader import NeighborLoader  # noqa: E402
+from pyg_accel.training import TrainStep  # noqa: E402
 
 SYNCING_CALLS = ('cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
                  'cudaMemcpyAsync', 'cudaMalloc', 'cudaFree', 'cudaHostAlloc')
@@ -34,6 +35,7 @@ def main():
     p.add_argument('--layers-from', choices=['pyg_accel', 'pyg'], default='pyg_accel')
     p.add_argument('--no-trim', action='store_true', help='every layer on every node of the batch')
     p.add_argument('--tf32', action='store_true')
+    p.add_argument('--graph', action='store_true', help='the step replayed as a CUDA graph (TrainStep)')
     p.add_argument('--amp', action='store_true', help='forward and loss under bfloat16 autocast')
     p.add_argument('--steps', type=int, default=10)
     p.add_argument('--rows', type=int, default=25, help='operators listed per table')
@@ -50,9 +52,10 @@ def main():
     options = {'auto_trim': not args.no_trim} if module is accel_models else {}
     model = module.GraphSAGE(dataset.num_features, 256, 3, dataset.num_classes, **options).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=True)
+    step = TrainStep(model, opt) if args.graph else end_to_end.eager_step(model, opt, device)
     batches = iter(loader)
     for _ in range(3):
-        end_to_end.train_step(model, opt, next(batches), device)
+        step(next(batches))
     if args.loader:
         return profile_loader(batches, args)
 
@@ -61,23 +64,24 @@ def main():
         batch = next(batches)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        end_to_end.train_step(model, opt, batch, device)
+        step(batch)
         t1 = time.perf_counter()
         torch.cuda.synchronize()
         enqueue.append(t1 - t0)
         finish.append(time.perf_counter() - t0)
-    setting = ' untrimmed' * args.no_trim + ' TF32' * args.tf32 + ' bf16' * args.amp
+    setting = ' untrimmed' * args.no_trim + ' CUDA graph' * args.graph + ' TF32' * args.tf32 + ' bf16' * args.amp
     print(f'{args.layers_from} layers{setting}: '
           f'host enqueues a step in {statistics.median(enqueue) * 1e3:.2f} ms, it finishes after '
           f'{statistics.median(finish) * 1e3:.2f} ms (medians of {args.steps})', flush=True)
-    print_phases(model, opt, batches, device, args.steps)
+    if not args.graph:  # (a replayed graph has no phases on the host)
+        print_phases(model, opt, batches, device, args.steps)
 
     from torch.profiler import ProfilerActivity, profile
     steps = [next(batches) for _ in range(args.steps)]
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for batch in steps:
-            end_to_end.train_step(model, opt, batch, device)
+            step(batch)
         torch.cuda.synchronize()
     print_profile(prof, args.steps, args.rows)
 

@@ -98,7 +98,7 @@ def test_end_to_end_benchmark_smoke(tmp_path):
     assert [r['config'] for r in result['rows']] == ['accel-sync', 'accel']
     assert all(r['epoch s'] > 0 for r in result['rows'])
     assert (tmp_path / 'end_to_end_15_10_5_b1024_untrimmed.json').is_file()
-    result = e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--configs', 'accel', 'accel-untrimmed',
+    result = e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--configs', 'accel', 'accel-untrimmed', 'accel-graph',
                              '--max-batches', '2', '--split-batches', '1', '--amp', '--out', str(tmp_path)])
     assert all(r['epoch s'] > 0 for r in result['rows']) and 'bf16 autocast' in result['table']  # mixed precision
     assert (tmp_path / 'end_to_end_15_10_5_b1024_amp.json').is_file()

@@ -1,0 +1,132 @@
+"""Sampled batches padded to a few fixed shapes, so that one captured CUDA graph serves
+every batch of a shape.
+
+A batch of an ``H``-hop neighbour sample lists its nodes hop by hop (``nodes_per_hop``,
+the seeds first) and its edges hop by hop (hop ``k``'s edges end at hop ``k - 1``'s
+nodes), sorted by destination. :func:`bucket_of` rounds each count up to a coarse grid;
+:class:`PaddedBatch` holds static buffers of those sizes and :meth:`PaddedBatch.load`
+copies a batch in:
+
+* each hop's nodes keep their order and get padding nodes after them (at least one per
+  hop), so every node id shifts by the padding of the hops before its own;
+* each hop's edges are followed by padding edges from a padding node of that hop to the
+  last padding node of the hop before: they stay sorted by destination and feed only
+  padding nodes, whose rows no real node reads (padding is inert);
+* padding seeds are masked out of the loss by :attr:`PaddedBatch.num_seeds`.
+
+Shapes: ``x`` ``[sum(padded nodes), F]``, ``edge_index`` ``[2, sum(padded edges)]``,
+``y`` ``[padded seeds, ...]``.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ..ops.hops import record_hops
+from ..ops.sparse import trust_edge_index
+
+Bucket = Tuple[Tuple[int, ...], Tuple[int, ...]]  # (padded nodes per hop, padded edges per hop)
+
+
+def round_up(count: int, steps_per_octave: int = 16, minimum: int = 32) -> int:
+    """The smallest size ``>= count`` on a grid of ``steps_per_octave`` sizes per power of
+    two (padding <= 1 / ``steps_per_octave`` of the size), and at least ``minimum``."""
+    if count <= minimum:
+        return minimum
+    step = max(1, (1 << (count.bit_length() - 1)) // steps_per_octave)
+    return -(-count // step) * step
+
+
+def bucket_of(nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int], steps_per_octave: int = 16) -> Bucket:
+    """Padded sizes of a batch with these per-hop counts: one padding node per hop at
+    least (the padding edges' endpoints), edges rounded up alone."""
+    nodes = tuple(round_up(n + 1, steps_per_octave) for n in nodes_per_hop)
+    edges = tuple(round_up(e, steps_per_octave, minimum=0) if e else 0 for e in edges_per_hop)
+    return nodes, edges
+
+
+class PaddedBatch:
+    """Static input buffers of one bucket (allocated once; a captured graph reads them).
+
+    Args:
+        bucket: padded nodes per hop (``[H + 1]``) and edges per hop (``[H]``).
+        num_features: width ``F`` of ``x``; ``x_dtype`` its dtype.
+        y_shape / y_dtype: trailing shape and dtype of the seeds' targets.
+        device: where the buffers live.
+    """
+
+    def __init__(self, bucket: Bucket, num_features: int, x_dtype: torch.dtype, y_shape: Tuple[int, ...],
+                 y_dtype: torch.dtype, device: torch.device):
+        self.bucket = bucket
+        nodes, edges = bucket
+        self.node_starts = _starts(nodes)
+        self.edge_starts = _starts(edges)
+        self.x = torch.zeros(sum(nodes), num_features, dtype=x_dtype, device=device)
+        self.edge_index = torch.zeros(2, sum(edges), dtype=torch.long, device=device)
+        self.y = torch.zeros((nodes[0], ) + tuple(y_shape), dtype=y_dtype, device=device)
+        self.num_seeds = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
+        self._fill_padding_edges(list(edges))  # (each load rewrites the slots real edges may have taken)
+
+    @property
+    def num_padded_seeds(self) -> int:
+        return self.bucket[0][0]
+
+    def seed_mask(self) -> Tensor:
+        """``[padded seeds]`` bool, true for real seeds (computed on the GPU: capturable)."""
+        return torch.arange(self.num_padded_seeds, device=self.y.device) < self.num_seeds
+
+    def load(self, x: Tensor, edge_index: Tensor, y: Tensor, nodes_per_hop: Sequence[int],
+             edges_per_hop: Sequence[int]) -> None:
+        """Copies a batch in (``x`` ``[N, F]``, ``edge_index`` ``[2, E]`` sorted by
+        destination within each hop, ``y`` the seeds' targets ``[nodes_per_hop[0], ...]``);
+        its counts must fit the bucket. Every op is asynchronous (no host sync)."""
+        nodes, edges = self.bucket
+        real_node_starts, real_edge_starts = _starts(nodes_per_hop), _starts(edges_per_hop)
+        for hop, count in enumerate(nodes_per_hop):
+            src = real_node_starts[hop]
+            self.x[self.node_starts[hop]:self.node_starts[hop] + count].copy_(x[src:src + count])
+        shifted = _shift_ids(edge_index, real_node_starts[1:],
+                             [p - r for p, r in zip(self.node_starts[1:], real_node_starts[1:])])
+        for hop, count in enumerate(edges_per_hop):
+            src, dst = real_edge_starts[hop], self.edge_starts[hop]
+            self.edge_index[:, dst:dst + count].copy_(shifted[:, src:src + count])
+        self._fill_padding_edges(edges_per_hop)
+        self.y[:nodes_per_hop[0]].copy_(y[:nodes_per_hop[0]])
+        self.num_seeds.fill_(nodes_per_hop[0])
+        # marks for the layers: ids in range, sorted by destination, the padded per-hop counts
+        trust_edge_index(self.edge_index, self.x.size(0), self.x.size(0), dst_sorted=True)
+        record_hops(self.edge_index, self.x.size(0), nodes, edges)
+
+    def _fill_padding_edges(self, real_edges: Sequence[int]) -> None:
+        nodes, edges = self.bucket
+        for hop, count in enumerate(real_edges):
+            start, end = self.edge_starts[hop] + count, self.edge_starts[hop] + edges[hop]
+            if start < end:
+                self.edge_index[0, start:end].fill_(self.node_starts[hop + 1] + nodes[hop + 1] - 1)  # a padding source
+                self.edge_index[1, start:end].fill_(self.node_starts[hop] + nodes[hop] - 1)  # the hop's last node
+
+    def fits(self, nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int]) -> bool:
+        nodes, edges = self.bucket
+        return (len(nodes_per_hop) == len(nodes) and len(edges_per_hop) == len(edges)
+                and all(n < p for n, p in zip(nodes_per_hop, nodes)) and all(e <= p for e, p in zip(edges_per_hop, edges)))
+
+
+def _starts(counts: Sequence[int]) -> List[int]:
+    starts, total = [], 0
+    for count in counts:
+        starts.append(total)
+        total += int(count)
+    return starts
+
+
+def _shift_ids(ids: Tensor, boundaries: Sequence[int], shifts: Sequence[int]) -> Tensor:
+    """``ids + shifts[j]`` for the ids in ``[boundaries[j], boundaries[j + 1])`` (ids below
+    the first boundary unchanged); ``shifts`` never decrease."""
+    out, previous = ids, 0
+    for boundary, shift in zip(boundaries, shifts):
+        if shift != previous:
+            out = out + (ids >= boundary) * (shift - previous)
+            previous = shift
+    return out

@@ -1,0 +1,186 @@
+"""pyg_accel.training: batches padded to fixed shapes give the unpadded step's loss and
+gradients; TrainStep (eager on the CPU, CUDA graphs on a GPU) trains as the plain loop."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pyg_accel.nn.models as accel_models
+from pyg_accel.data import from_data
+from pyg_accel.loader import NeighborLoader
+from pyg_accel.ops.hops import sampled_hops
+from pyg_accel.training import PaddedBatch, TrainStep, bucket_of
+from pyg_accel.training.padding import round_up
+
+from conftest import DEVICES, HAS_CUDA, community_data, requires_cuda
+
+
+def loader_on(device, batch_size=64, fanout=(5, 4, 3), **kwargs):
+    fs, gs = from_data(community_data(), device)
+    return NeighborLoader((fs, gs), list(fanout), input_nodes=torch.arange(500), batch_size=batch_size,
+                          shuffle=True, **kwargs)
+
+
+def test_round_up_grid():
+    assert round_up(1) == 32 and round_up(32) == 32 and round_up(33) == 34
+    assert round_up(1025) == 1088 and round_up(1024) == 1024
+    for n in range(1, 5000, 7):
+        assert n <= round_up(n) <= max(32, n * 17 / 16)
+    nodes, edges = bucket_of([64, 300, 900], [320, 1200])
+    assert all(p > n for p, n in zip(nodes, [64, 300, 900])) and all(p >= e for p, e in zip(edges, [320, 1200]))
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT'])
+def test_padded_batch_gives_the_unpadded_loss_and_gradients(device, name):
+    """Padding nodes and edges feed only padding nodes; padding seeds are masked out."""
+    torch.manual_seed(0)
+    batch = next(iter(loader_on(device, pipeline=False)))
+    small = next(iter(loader_on(device, batch_size=40, pipeline=False)))
+    nodes, edges = sampled_hops(batch.edge_index, batch.num_nodes)
+    s_nodes, s_edges = sampled_hops(small.edge_index, small.num_nodes)
+    bucket = tuple(tuple(map(max, a, b)) for a, b in zip(bucket_of(nodes, edges, 4), bucket_of(s_nodes, s_edges, 4)))
+    padded = PaddedBatch(bucket, 16, batch.x.dtype, (), batch.y.dtype, batch.x.device)
+    padded.load(batch.x, batch.edge_index, batch.y[:batch.batch_size], nodes, edges)
+    assert padded.x.size(0) > batch.num_nodes and padded.edge_index.size(1) >= batch.edge_index.size(1)
+    model = getattr(accel_models, name)(16, 8, 3, 4).to(device)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), capture=False)
+    expected = F.cross_entropy(model(batch.x, batch.edge_index), batch.y[:batch.batch_size])
+    grads = torch.autograd.grad(expected, list(model.parameters()))
+    loss = step._loss(padded.x, padded.edge_index, padded.y, padded)
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    for g, h in zip(torch.autograd.grad(loss, list(model.parameters())), grads):
+        torch.testing.assert_close(g, h, atol=1e-5, rtol=1e-4)
+    # a smaller batch into the same buffers: the slots its predecessor filled are padding again
+    assert padded.fits(s_nodes, s_edges) and padded.fits(nodes, edges)
+    padded.load(small.x, small.edge_index, small.y[:small.batch_size], s_nodes, s_edges)
+    torch.testing.assert_close(step._loss(padded.x, padded.edge_index, padded.y, padded),
+                               F.cross_entropy(model(small.x, small.edge_index), small.y[:small.batch_size]),
+                               atol=1e-5, rtol=1e-5)
+
+
+def train(loader, model, opt, step=None, epochs=2):
+    losses = []
+    for _ in range(epochs):
+        for batch in loader:
+            if step is not None:
+                losses.append(step(batch))
+                continue
+            opt.zero_grad()
+            loss = F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def same_models(device, name='GraphSAGE', **kwargs):
+    torch.manual_seed(0)
+    a = getattr(accel_models, name)(16, 32, 3, 4, **kwargs).to(device)
+    b = getattr(accel_models, name)(16, 32, 3, 4, **kwargs).to(device)
+    b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def test_eager_step_is_the_plain_loop():
+    """On the CPU TrainStep is the plain loop: same losses, same parameters."""
+    loader = loader_on('cpu')
+    a, b = same_models('cpu')
+    opt_a, opt_b = torch.optim.Adam(a.parameters(), lr=0.01), torch.optim.Adam(b.parameters(), lr=0.01)
+    torch.manual_seed(1)
+    expected = train(loader, a, opt_a)
+    torch.manual_seed(1)
+    got = train(loader, b, opt_b, TrainStep(b, opt_b))
+    torch.testing.assert_close(got, expected)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q)
+
+
+def test_bad_arguments_are_clear():
+    model = accel_models.GraphSAGE(16, 8, 2, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match='capture'):
+        TrainStep(model, opt, capture='yes')
+    batch = next(iter(loader_on('cpu', fanout=(3, 3))))
+    with pytest.raises(ValueError, match="'label'"):
+        TrainStep(model, opt, target='label')(batch)
+    with pytest.raises(ValueError, match='one loss per seed'):
+        TrainStep(model, opt, loss_fn=F.cross_entropy)(batch)  # a mean, not per-seed losses
+
+
+@requires_cuda
+@pytest.mark.parametrize('name', ['GraphSAGE', 'GAT'])
+def test_captured_steps_train_as_the_eager_loop(name):
+    """CUDA graphs replayed over padded batches: the losses and parameters of the plain
+    loop (within float rounding), most steps replayed, few graphs."""
+    loader = loader_on('cuda')
+    a, b = same_models('cuda', name)
+    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
+    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
+    torch.manual_seed(1)
+    expected = train(loader, a, opt_a, epochs=3)
+    torch.manual_seed(1)
+    step = TrainStep(b, opt_b)
+    got = train(loader, b, opt_b, step, epochs=3)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
+    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager']
+    assert 1 <= step.num_graphs <= 4
+
+
+@requires_cuda
+def test_dropout_draws_fresh_masks_on_every_replay():
+    loader = loader_on('cuda', pipeline=False)
+    torch.manual_seed(0)
+    model = accel_models.GraphSAGE(16, 32, 3, 4, dropout=0.5).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # parameters fixed: only the masks change
+    step = TrainStep(model, opt)
+    batch = next(iter(loader))
+    losses = torch.stack([step(batch) for _ in range(6)])  # eager, captured, then replays
+    assert step.stats['replayed'] == 4
+    assert torch.unique(losses[2:]).numel() == 4
+
+
+@requires_cuda
+def test_learning_rate_changes_recapture():
+    loader = loader_on('cuda', pipeline=False)
+    model, _ = same_models('cuda')
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, fused=True)
+    step = TrainStep(model, opt)
+    batch = next(iter(loader))
+    for _ in range(3):
+        step(batch)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.param_groups[0]['lr'] = 0.0
+    with pytest.warns(UserWarning, match='captured again'):
+        step(batch)
+    for p, q in zip(model.parameters(), before):
+        torch.testing.assert_close(p, q)  # lr 0: nothing moved (the new lr was used)
+
+
+@requires_cuda
+def test_uncapturable_steps_train_eagerly_and_say_why():
+    """GCN inserts self-loops with a host sync, which a capture cannot hold: the step
+    says so once and trains eagerly."""
+    loader = loader_on('cuda', pipeline=False)
+    a, b = same_models('cuda', 'GCN')
+    opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
+    torch.manual_seed(1)
+    expected = train(loader, a, opt_a, epochs=1)
+    torch.manual_seed(1)
+    step = TrainStep(b, opt_b)
+    with pytest.warns(UserWarning, match='could not be captured'):
+        got = train(loader, b, opt_b, step, epochs=1)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
+
+
+def test_batches_without_counts_train_eagerly():
+    from torch_geometric.data import Data
+    model = accel_models.GraphSAGE(16, 8, 2, 4)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), capture=True)
+    data = community_data()
+    batch = Data(x=data.x, edge_index=data.edge_index, y=data.y, batch_size=600)
+    with pytest.warns(UserWarning, match='GPU'):
+        loss = step(batch)
+    assert loss.dim() == 0 and step.stats['eager'] == 1
+    assert HAS_CUDA or step.num_graphs == 0
