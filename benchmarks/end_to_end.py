@@ -1,4 +1,5 @@
-"""End-to-end mini-batch training on one GPU: epoch time of GraphSAGE on a
+"""End-to-end mini-batch training on one GPU: epoch time of GraphSAGE (or ``--model gat``:
+GAT, ``--heads`` heads sharing ``--hidden``) on a
 products-size synthetic graph, several ways, in one process on the same data.
 
 * ``pyg``: stock PyG **tuned as its users run it**: ``torch_geometric.loader.NeighborLoader``
@@ -184,6 +185,8 @@ def main(argv=None) -> dict:
     add_graph_arguments(p)
     p.add_argument('--fanout', type=int, nargs='*', default=[15, 10, 5])
     p.add_argument('--batch-size', type=int, default=1024)
+    p.add_argument('--model', choices=['sage', 'gat'], default='sage')
+    p.add_argument('--heads', type=int, default=4, help='--model gat: attention heads (each hidden / heads wide)')
     p.add_argument('--hidden', type=int, default=256)
     p.add_argument('--layers', type=int, default=3)
     p.add_argument('--max-batches', type=int, default=1000, help='batches timed per epoch (the rest scaled)')
@@ -214,6 +217,7 @@ def main(argv=None) -> dict:
                         "in place by the GPU sampler (graphs that do not fit)")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
+    model_name = {'sage': 'GraphSAGE', 'gat': 'GAT'}[args.model]
     global TRIM, AMP
     TRIM, AMP = not args.no_trim, args.amp
     for spec in args.configs:
@@ -224,7 +228,7 @@ def main(argv=None) -> dict:
     data = dataset.data
     train = dataset.split['train']
     print(f'{dataset}; train {train.numel()} seeds, batch {args.batch_size}, fanout {args.fanout}, '
-          f'SAGE {args.layers} x {args.hidden} on {device}', flush=True)
+          f'{model_name} {args.layers} x {args.hidden} on {device}', flush=True)
     location = 'cuda' if device.type == 'cuda' else 'cpu'
     if 'pinned' in (args.features, args.graph) and device.type != 'cuda':
         p.error('--features / --graph pinned need --device cuda (host memory read by the GPU)')
@@ -237,7 +241,9 @@ def main(argv=None) -> dict:
         if module is accel_models:
             options.setdefault('auto_trim', not args.no_trim)
         torch.manual_seed(0)
-        return module.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes,
+        if args.model == 'gat':
+            options.setdefault('heads', args.heads)
+        return getattr(module, model_name)(dataset.num_features, args.hidden, args.layers, dataset.num_classes,
                                 **options).to(device)
 
     configs: Dict[str, Callable[[], tuple]] = {
@@ -291,13 +297,14 @@ def main(argv=None) -> dict:
                'GPU ms/step', 'GPU busy', 'graphs', 'vs pyg', 'vs pyg-0w']
     payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
-                                   f'GraphSAGE {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
+                                   f'{model_name} {args.layers}x{args.hidden}, fanout {args.fanout}, batch '
                                    f'{args.batch_size}{", untrimmed" if args.no_trim else ""}'
                                    f'{", TF32" if args.tf32 else ""}{", bf16 autocast" if args.amp else ""}'
                                    f'{", pinned features" if args.features == "pinned" else ""}'
                                    f'{", pinned graph" if args.graph == "pinned" else ""} on {dataset.name} '
                                    f'({device}): one epoch')
-    tag = '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}' + ('_untrimmed' if args.no_trim else '')
+    tag = ('gat_' if args.model == 'gat' else '') + '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}'
+    tag += '_untrimmed' if args.no_trim else ''
     tag += ('_tf32' if args.tf32 else '') + ('_amp' if args.amp else '')
     tag += '_pinned' if args.features == 'pinned' else ''
     tag += '_pinned_graph' if args.graph == 'pinned' else ''

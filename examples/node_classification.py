@@ -16,7 +16,9 @@ builds it from PyG's own).
 
 --mode neighbor (default) trains on mini-batches from pyg_accel.loader.NeighborLoader
 (PyG's NeighborLoader driving pyg_accel's sampler over the stores, the next batch
-prepared while the current one trains); --mode full trains on the whole graph read from
+prepared while the current one trains; each layer computes only the nodes later layers
+need, and on a GPU each step is replayed as a CUDA graph: --no-trim and --eager turn those
+off); --mode full trains on the whole graph read from
 the stores. --baseline pyg runs the same model and loop on stock PyG (its own loader and
 layers) for comparison; scripts/accuracy_parity.py compares the two over seeds.
 """
@@ -41,6 +43,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data, presample_node_ids, rows_by_access, rows_by_degree
 from pyg_accel.loader import NeighborLoader, StageTimer
 from pyg_accel.datasets import load_dataset, synthetic_stores
+from pyg_accel.training import TrainStep
 from results import (accuracy_summary, add_dataset_arguments, default_workers, format_stages, prepare, progress,
                      report_accuracy, stage_columns, tuned_loader_options)
 
@@ -73,6 +76,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "computes only the nodes later layers need (pyg_accel's models by themselves, the same seed "
                         "outputs; --layers-from pyg models through PyG's trim_to_layer, whose GCN normalises by "
                         "the trimmed degrees)")
+    p.add_argument('--eager', action='store_true',
+                   help='--mode neighbor: the plain PyG training loop (by default each step is replayed as a CUDA '
+                        'graph on a GPU: pyg_accel.training.TrainStep)')
     p.add_argument('--no-pipeline', action='store_true',
                    help='sample the next batch only after the current one trained (default: overlap them)')
     p.add_argument('--amp', action='store_true',
@@ -224,6 +230,7 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
         timer.instrument(loader)  # sampling and gathering; compute below
     evaluate = sampled_evaluator(fs, gs, split, device, fanout) if args.eval == 'sampled' else \
         full_graph_evaluator(fs, gs, split, device)
+    step = training_step(model, opt, device, args)
     history = []
     for epoch in bar:
         start = time.perf_counter()
@@ -233,13 +240,7 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
             with timer.stage('gathering'):
                 batch = batch.to(device)  # (stock PyG's CPU batches: the copy to the GPU)
             with timer.stage('compute'):
-                opt.zero_grad()
-                with mixed_precision(device, args.amp):
-                    out = model(batch.x, batch.edge_index, **trim_arguments(model, batch, args.no_trim))[:batch.batch_size]
-                    loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-                loss.backward()
-                opt.step()
-                total += loss.detach() * batch.batch_size
+                total += step(batch) * batch.batch_size
         stages = timer.summary()
         model.eval()
         acc = evaluate(model)
@@ -251,6 +252,24 @@ def train_neighbor(model, opt, fs, gs, split, device, epochs, bar, args, data=No
             cache.reset_stats()
         history.append(row)
     return history
+
+
+def training_step(model, opt, device, args) -> Callable:
+    """``step(batch) -> loss``: forward, loss, backward and optimizer step. On our loader's
+    batches, a :class:`pyg_accel.training.TrainStep` (replayed as a CUDA graph on a GPU)
+    unless ``--eager``; otherwise the plain PyG loop."""
+    if args.baseline == 'none' and not args.eager:
+        return TrainStep(model, opt, amp_dtype=torch.bfloat16 if args.amp else None)
+
+    def step(batch):
+        opt.zero_grad()
+        with mixed_precision(device, args.amp):
+            out = model(batch.x, batch.edge_index, **trim_arguments(model, batch, args.no_trim))[:batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
 
 
 def trim_arguments(model, batch, no_trim: bool) -> Dict[str, List[int]]:

@@ -119,7 +119,7 @@ def test_captured_steps_train_as_the_eager_loop(name):
     torch.manual_seed(1)
     expected = train(loader, a, opt_a, epochs=3)
     torch.manual_seed(1)
-    step = TrainStep(b, opt_b)
+    step = TrainStep(b, opt_b, steps_per_octave=1)  # (a coarse grid: this small graph's batch shapes vary widely)
     got = train(loader, b, opt_b, step, epochs=3)
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
     for p, q in zip(a.parameters(), b.parameters()):
