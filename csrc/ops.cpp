@@ -84,6 +84,17 @@ TORCH_LIBRARY(pyg_accel, m) {
   // scanned): one binary search per row. mean_edge_weight: [E] 1 / max(1, in-degree of
   // dst[e]) in dtype (floating), the weights that make a weighted sum the mean.
   m.def("csr_ptr(Tensor key, int num_rows) -> Tensor");
+  // A sampled batch padded hop by hop into fixed-size buffers (a captured CUDA graph's
+  // inputs). x [N, F] lists nodes in groups of nodes[g] (g = 0..H, the seeds first);
+  // edge_index [2, E] int64 lists edges in groups of edges[k] (k = 0..H-1, hop k + 1's
+  // edges, ending at group k's nodes). Group g's rows move to x_out [sum(padded_nodes), F]
+  // at its padded start (rows past them untouched); group k's edges go, ids remapped the
+  // same way, to the start of its slots in edge_index_out [2, sum(padded_edges)], and the
+  // rest of its slots get padding edges from the last padding node of group k + 1 to the
+  // last of group k (padded_nodes[g] > nodes[g]: every group has a padding node). Ids
+  // outside [0, N) go to the last padding node (callers check untrusted input first).
+  m.def("pad_hops(Tensor x, Tensor edge_index, int[] nodes, int[] edges, int[] padded_nodes, int[] padded_edges, "
+        "Tensor(a!) x_out, Tensor(b!) edge_index_out) -> ()");
   m.def("mean_edge_weight(Tensor ptr, Tensor dst, ScalarType dtype) -> Tensor");
   // The same sum added into an existing out ([num_dst, H, C], x's dtype, contiguous):
   // out[d] += ..., rows of destinations without edges untouched (a second edge set

@@ -3,8 +3,9 @@
 Sub-packages: :mod:`pyg_accel.ops` (C++/CUDA operators, JIT-built on first use),
 :mod:`pyg_accel.data` (``FeatureStore`` / ``GraphStore``), :mod:`pyg_accel.sampler` and
 :mod:`pyg_accel.loader` (GPU neighbour sampling behind PyG's loaders), :mod:`pyg_accel.nn`
-(drop-in layers), :mod:`pyg_accel.distributed` (features sharded across GPUs, full-graph
-training on partitioned graphs),
+(drop-in layers), :mod:`pyg_accel.training` (a training step replayed as a CUDA graph),
+:mod:`pyg_accel.distributed` (features sharded across GPUs, full-graph training on
+partitioned graphs),
 :mod:`pyg_accel.datasets`.
 """
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Dict
 
 __version__ = '0.1.0'
 
-from . import ops, data, datasets, sampler, loader, distributed  # noqa: E402
+from . import ops, data, datasets, sampler, loader, training, distributed  # noqa: E402
 
-__all__ = ['info', 'ops', 'data', 'datasets', 'sampler', 'loader', 'distributed', '__version__']
+__all__ = ['info', 'ops', 'data', 'datasets', 'sampler', 'loader', 'training', 'distributed', '__version__']
 
 
 def info(build: bool = True, verbose: bool = True) -> Dict[str, object]:

@@ -20,6 +20,8 @@
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
 #     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
 #     layers = GCN/SAGE/GAT layers vs PyG;
+#   - e2e_step = the captured training step (TrainStep) beside the eager one, SAGE and GAT;
+#     e2e_compile = the model under torch.compile(mode='reduce-overhead');
 #   - e2e = end-to-end training epochs against stock PyG tuned (DataLoader workers) and untuned,
 #     fp32 and TF32, ours trimmed and untrimmed (e2e_untrimmed: every configuration untrimmed, and
 #     WholeGraph's setting; e2e_pinned: features in pinned host memory,
@@ -125,6 +127,14 @@ for stage in $STAGES; do
     e2e)  # SAGE 3x256 [15, 10, 5] / 1024 against stock PyG tuned and untuned, fp32 and TF32
       run e2e python3 benchmarks/end_to_end.py --configs pyg pyg-0w accel-sampler accel-sync accel accel:tf32 \
         accel-untrimmed --out "$OUT_DIR" ;;
+    e2e_step)  # the captured step (TrainStep) beside the eager one, fp32 and TF32, SAGE against stock PyG, then GAT
+      run e2e_step python3 benchmarks/end_to_end.py --configs pyg accel-untrimmed accel accel-graph accel:tf32 \
+        accel-graph:tf32 --profile-batches 30 --out "$OUT_DIR"
+      run e2e_step_gat python3 benchmarks/end_to_end.py --model gat --configs accel accel-graph accel:tf32 \
+        accel-graph:tf32 --profile-batches 30 --out "$OUT_DIR" ;;
+    e2e_compile)  # the model under torch.compile(mode='reduce-overhead', dynamic=True), a few batches
+      run e2e_compile python3 benchmarks/end_to_end.py --configs accel-compile:tf32 --max-batches 20 \
+        --profile-batches 5 --split-batches 1 --out "$OUT_DIR/compile" ;;
     e2e_untrimmed)  # every configuration untrimmed, then WholeGraph's setting (fewer batches timed)
       run e2e_untrimmed python3 benchmarks/end_to_end.py --no-trim --out "$OUT_DIR"
       run e2e_wholegraph python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 --max-batches 100 \

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import List
 
 MODULES = ['pyg_accel', 'pyg_accel.data', 'pyg_accel.sampler', 'pyg_accel.loader', 'pyg_accel.nn',
-           'pyg_accel.nn.models', 'pyg_accel.ops', 'pyg_accel.datasets', 'pyg_accel.distributed']
+           'pyg_accel.nn.models', 'pyg_accel.ops', 'pyg_accel.training', 'pyg_accel.datasets', 'pyg_accel.distributed']
 
 
 def _signature(obj) -> str:

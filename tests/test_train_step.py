@@ -184,3 +184,64 @@ def test_batches_without_counts_train_eagerly():
         loss = step(batch)
     assert loss.dim() == 0 and step.stats['eager'] == 1
     assert HAS_CUDA or step.num_graphs == 0
+
+
+def reference_pad(x, edge_index, nodes, edges, padded_nodes, padded_edges, x_out, edge_index_out):
+    """pad_hops in plain PyTorch: rows and ids shifted group by group, padding edges after."""
+    real_starts = [sum(nodes[:g]) for g in range(len(nodes))]
+    padded_starts = [sum(padded_nodes[:g]) for g in range(len(nodes))]
+    x_out, out = x_out.clone(), edge_index_out.clone()
+    mapping = torch.empty(x.size(0), dtype=torch.long)
+    for g, n in enumerate(nodes):
+        x_out[padded_starts[g]:padded_starts[g] + n] = x[real_starts[g]:real_starts[g] + n]
+        mapping[real_starts[g]:real_starts[g] + n] = torch.arange(padded_starts[g], padded_starts[g] + n)
+    col = 0
+    for k, e in enumerate(edges):
+        first = sum(edges[:k])
+        out[:, col:col + e] = mapping[edge_index[:, first:first + e].cpu()].to(out.device)
+        out[0, col + e:col + padded_edges[k]] = padded_starts[k + 1] + padded_nodes[k + 1] - 1
+        out[1, col + e:col + padded_edges[k]] = padded_starts[k] + padded_nodes[k] - 1
+        col += padded_edges[k]
+    return x_out, out
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('dtype,width', [(torch.float32, 16), (torch.bfloat16, 3), (torch.float64, 5),
+                                         (torch.float16, 1)])
+def test_pad_hops_matches_its_reference(device, dtype, width):
+    """Every row and id where the reference puts it (16-byte, 4-byte and 1-byte row paths;
+    an empty hop); the padding rows keep what they held."""
+    from pyg_accel.ops import pad_hops
+    g = torch.Generator().manual_seed(0)
+    nodes, edges = [4, 7, 3, 0], [9, 0, 6]  # (an empty hop of edges, an empty last group of nodes)
+    padded_nodes, padded_edges = [5, 9, 4, 2], [12, 3, 6]
+    n = sum(nodes)
+    x = torch.randn(n, width, generator=g).to(dtype)
+    dst = torch.cat([torch.randint(0, 4, (9,), generator=g).sort().values,
+                     torch.randint(11, 14, (6,), generator=g).sort().values])
+    src = torch.randint(0, n, (15,), generator=g)
+    edge_index = torch.stack([src, dst])
+    x_out = torch.full((sum(padded_nodes), width), 7.0, dtype=dtype, device=device)
+    ei_out = torch.full((2, sum(padded_edges)), -1, dtype=torch.long, device=device)
+    expected = reference_pad(x, edge_index, nodes, edges, padded_nodes, padded_edges, x_out.cpu(), ei_out.cpu())
+    pad_hops(x.to(device), edge_index.to(device), nodes, edges, padded_nodes, padded_edges, x_out, ei_out)
+    assert torch.equal(x_out.cpu(), expected[0]) and torch.equal(ei_out.cpu(), expected[1])
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_pad_hops_bad_input_is_a_clear_error(device):
+    from pyg_accel.ops import pad_hops
+    x, ei = torch.randn(6, 4, device=device), torch.tensor([[1, 2], [0, 0]], device=device)
+    x_out, ei_out = torch.zeros(8, 4, device=device), torch.zeros(2, 3, dtype=torch.long, device=device)
+    with pytest.raises(IndexError):  # an id past the batch's nodes
+        pad_hops(x, torch.tensor([[1, 6], [0, 0]], device=device), [2, 4], [2], [3, 5], [3], x_out, ei_out)
+    with pytest.raises(RuntimeError, match='at least one padding node'):
+        pad_hops(x, ei, [2, 4], [2], [2, 6], [3], x_out, ei_out)
+    with pytest.raises(RuntimeError, match='one entry more'):
+        pad_hops(x, ei, [6], [2], [8], [3], x_out, ei_out)
+    with pytest.raises(RuntimeError, match='x_out has'):
+        pad_hops(x, ei, [2, 4], [2], [3, 6], [3], x_out, ei_out)
+    with pytest.raises(RuntimeError, match='edge_index_out has'):
+        pad_hops(x, ei, [2, 4], [2], [3, 5], [4], x_out, ei_out)
+    with pytest.raises(RuntimeError, match='int64'):
+        pad_hops(x, ei.int(), [2, 4], [2], [3, 5], [3], x_out, ei_out)

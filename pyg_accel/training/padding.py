@@ -19,12 +19,13 @@ Shapes: ``x`` ``[sum(padded nodes), F]``, ``edge_index`` ``[2, sum(padded edges)
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from ..ops.hops import record_hops
+from ..ops.padding import pad_hops
 from ..ops.sparse import trust_edge_index
 
 Bucket = Tuple[Tuple[int, ...], Tuple[int, ...]]  # (padded nodes per hop, padded edges per hop)
@@ -61,16 +62,14 @@ class PaddedBatch:
                  y_dtype: torch.dtype, device: torch.device):
         self.bucket = bucket
         nodes, edges = bucket
-        self.node_starts = _starts(nodes)
-        self.edge_starts = _starts(edges)
         self.x = torch.zeros(sum(nodes), num_features, dtype=x_dtype, device=device)
         self.edge_index = torch.zeros(2, sum(edges), dtype=torch.long, device=device)
         self.y = torch.zeros((nodes[0], ) + tuple(y_shape), dtype=y_dtype, device=device)
         self.num_seeds = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
-        self._fill_padding_edges(list(edges))  # (each load rewrites the slots real edges may have taken)
 
     @property
     def num_padded_seeds(self) -> int:
+        """Seed slots, real and padding (the rows of the model's output)."""
         return self.bucket[0][0]
 
     def seed_mask(self) -> Tensor:
@@ -81,52 +80,18 @@ class PaddedBatch:
              edges_per_hop: Sequence[int]) -> None:
         """Copies a batch in (``x`` ``[N, F]``, ``edge_index`` ``[2, E]`` sorted by
         destination within each hop, ``y`` the seeds' targets ``[nodes_per_hop[0], ...]``);
-        its counts must fit the bucket. Every op is asynchronous (no host sync)."""
+        its counts must fit the bucket. Three kernels and a fill, no host sync (for a
+        batch a pyg_accel loader marked in range)."""
         nodes, edges = self.bucket
-        real_node_starts, real_edge_starts = _starts(nodes_per_hop), _starts(edges_per_hop)
-        for hop, count in enumerate(nodes_per_hop):
-            src = real_node_starts[hop]
-            self.x[self.node_starts[hop]:self.node_starts[hop] + count].copy_(x[src:src + count])
-        shifted = _shift_ids(edge_index, real_node_starts[1:],
-                             [p - r for p, r in zip(self.node_starts[1:], real_node_starts[1:])])
-        for hop, count in enumerate(edges_per_hop):
-            src, dst = real_edge_starts[hop], self.edge_starts[hop]
-            self.edge_index[:, dst:dst + count].copy_(shifted[:, src:src + count])
-        self._fill_padding_edges(edges_per_hop)
+        pad_hops(x, edge_index, nodes_per_hop, edges_per_hop, nodes, edges, self.x, self.edge_index)
         self.y[:nodes_per_hop[0]].copy_(y[:nodes_per_hop[0]])
         self.num_seeds.fill_(nodes_per_hop[0])
         # marks for the layers: ids in range, sorted by destination, the padded per-hop counts
         trust_edge_index(self.edge_index, self.x.size(0), self.x.size(0), dst_sorted=True)
         record_hops(self.edge_index, self.x.size(0), nodes, edges)
 
-    def _fill_padding_edges(self, real_edges: Sequence[int]) -> None:
-        nodes, edges = self.bucket
-        for hop, count in enumerate(real_edges):
-            start, end = self.edge_starts[hop] + count, self.edge_starts[hop] + edges[hop]
-            if start < end:
-                self.edge_index[0, start:end].fill_(self.node_starts[hop + 1] + nodes[hop + 1] - 1)  # a padding source
-                self.edge_index[1, start:end].fill_(self.node_starts[hop] + nodes[hop] - 1)  # the hop's last node
-
     def fits(self, nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int]) -> bool:
+        """Whether a batch with these per-hop counts fits the buffers (a padding node per hop to spare)."""
         nodes, edges = self.bucket
         return (len(nodes_per_hop) == len(nodes) and len(edges_per_hop) == len(edges)
                 and all(n < p for n, p in zip(nodes_per_hop, nodes)) and all(e <= p for e, p in zip(edges_per_hop, edges)))
-
-
-def _starts(counts: Sequence[int]) -> List[int]:
-    starts, total = [], 0
-    for count in counts:
-        starts.append(total)
-        total += int(count)
-    return starts
-
-
-def _shift_ids(ids: Tensor, boundaries: Sequence[int], shifts: Sequence[int]) -> Tensor:
-    """``ids + shifts[j]`` for the ids in ``[boundaries[j], boundaries[j + 1])`` (ids below
-    the first boundary unchanged); ``shifts`` never decrease."""
-    out, previous = ids, 0
-    for boundary, shift in zip(boundaries, shifts):
-        if shift != previous:
-            out = out + (ids >= boundary) * (shift - previous)
-            previous = shift
-    return out

@@ -15,13 +15,13 @@ padding seeds are masked out of the loss, and dropout draws fresh masks on every
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.hops import sampled_hops
+from ..ops.hops import Hops, sampled_hops
 from .padding import Bucket, PaddedBatch, bucket_of
 
 __all__ = ['TrainStep']
@@ -82,14 +82,13 @@ class TrainStep:
 
     # -- the step -------------------------------------------------------------------
     def __call__(self, batch) -> Tensor:
-        reason = self._why_eager(batch)
-        if reason is not None:
-            self._warn(reason)
+        hops = self._hops(batch)
+        if isinstance(hops, str):
+            self._warn(hops)
             return self._eager_step(batch.x, batch.edge_index, self._targets(batch), None)
-        return self._padded_step(batch)
+        return self._padded_step(batch, *hops)
 
-    def _padded_step(self, batch) -> Tensor:
-        nodes, edges = sampled_hops(batch.edge_index, batch.x.size(0))
+    def _padded_step(self, batch, nodes: List[int], edges: List[int]) -> Tensor:
         bucket = bucket_of(nodes, edges, self.steps_per_octave)
         self._check_state()
         padded = self._buffers.get(bucket)
@@ -191,8 +190,9 @@ class TrainStep:
                        '(a tensor lr changes without recapturing)')
 
     # -- batches ----------------------------------------------------------------------
-    def _why_eager(self, batch) -> Optional[str]:
-        """Why ``batch`` trains eagerly (``''``: by choice, nothing to say), or ``None``."""
+    def _hops(self, batch) -> Union[str, Hops]:
+        """``batch``'s per-hop counts, or why it trains eagerly (``''``: by choice, nothing
+        to say)."""
         x, edge_index = getattr(batch, 'x', None), getattr(batch, 'edge_index', None)
         if self.capture is False:
             return ''
@@ -202,10 +202,11 @@ class TrainStep:
             return '' if self.capture == 'auto' else 'CUDA graphs need a GPU: training eagerly'
         if not self.model.training:
             return 'the model is in eval mode: a captured step trains (call model.train())'
-        if sampled_hops(edge_index, x.size(0)) is None:
+        hops = sampled_hops(edge_index, x.size(0))
+        if hops is None:
             return ("the batch carries no per-hop counts (not from pyg_accel's loaders, or a loader with a "
                     'transform=): training eagerly')
-        return None
+        return hops
 
     def _targets(self, batch) -> Tensor:
         target = getattr(batch, self.target, None)
