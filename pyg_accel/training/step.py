@@ -75,7 +75,7 @@ class TrainStep:
         self._buffers: Dict[Bucket, PaddedBatch] = {}
         self._warmed: Set[Bucket] = set()  # shapes whose eager warm-up step has run
         self._graphs: Dict[Bucket, Tuple[torch.cuda.CUDAGraph, Tensor]] = {}  # shape -> (graph, its loss)
-        self._failed: Dict[Bucket, str] = {}  # shapes whose capture failed: why
+        self._uncapturable: Optional[str] = None  # why the step cannot be captured, once found
         self._state_key = None
         self._warned = set()
         self.stats = {'replayed': 0, 'captured': 0, 'eager': 0}
@@ -83,8 +83,8 @@ class TrainStep:
     # -- the step -------------------------------------------------------------------
     def __call__(self, batch) -> Tensor:
         hops = self._hops(batch)
-        if isinstance(hops, str):
-            self._warn(hops)
+        if isinstance(hops, str) or self._uncapturable is not None:
+            self._warn(hops if isinstance(hops, str) else '')
             return self._eager_step(batch.x, batch.edge_index, self._targets(batch), None)
         return self._padded_step(batch, *hops)
 
@@ -102,11 +102,11 @@ class TrainStep:
             return graph[1].clone()
         if len(self._graphs) >= self.max_graphs:
             self._warn(f'more than max_graphs={self.max_graphs} batch shapes: further shapes train eagerly')
-        elif bucket not in self._failed and bucket in self._warmed:
+        elif self._uncapturable is None and bucket in self._warmed:
             return self._capture(bucket, padded)
-        elif bucket not in self._failed:  # a shape's first batch: an eager step, on a side stream as capture needs
+        elif self._uncapturable is None:  # a shape's first batch: the warm-up
             self._warmed.add(bucket)
-            return self._side_stream_step(padded)
+            return self._warm_up(padded)
         return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
 
     def _loss(self, x: Tensor, edge_index: Tensor, y: Tensor, padded: Optional[PaddedBatch]) -> Tensor:
@@ -130,22 +130,42 @@ class TrainStep:
         return loss.detach()
 
     # -- capture --------------------------------------------------------------------
-    def _side_stream_step(self, padded: PaddedBatch) -> Tensor:
-        """An eager step on a side stream: the warm-up before a capture (lazy
-        initialisation, cuBLAS workspaces and autograd's stream bookkeeping happen
-        outside the graph), which also trains on its batch."""
+    def _warm_up(self, padded: PaddedBatch) -> Tensor:
+        """An eager step on a side stream, which also trains on its batch: the warm-up a
+        capture needs (lazy initialisation, cuBLAS workspaces and autograd's stream
+        bookkeeping happen outside the graph). It runs with CUDA's sync debug mode set to
+        raise, so that a step that would synchronise with the host (which no capture can
+        hold) is found here, trains eagerly, and is never captured."""
+        self._make_capturable()
         current = torch.cuda.current_stream()
         side = torch.cuda.Stream()
         side.wait_stream(current)
-        with torch.cuda.stream(side):
-            loss = self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+        mode = torch.cuda.get_sync_debug_mode()
+        try:
+            torch.cuda.set_sync_debug_mode('error')
+            with torch.cuda.stream(side):
+                loss = self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+        except RuntimeError as error:
+            if 'synchroniz' not in str(error):
+                raise
+            self._give_up_capture(f'an op synchronises with the host ({str(error).splitlines()[0]})')
+            torch.cuda.set_sync_debug_mode(mode)
+            current.wait_stream(side)
+            return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
         current.wait_stream(side)
         loss.record_stream(current)
         return loss
 
+    def _give_up_capture(self, reason: str) -> None:
+        """Trains eagerly from now on, saying why once."""
+        self._uncapturable = reason
+        self.optimizer.zero_grad(set_to_none=True)
+        self._warn(f'the step could not be captured as a CUDA graph: {reason}; training eagerly')
+
     def _capture(self, bucket: Bucket, padded: PaddedBatch) -> Tensor:
         """Captures the step on ``padded`` (recording only), then replays it once to run it."""
-        self._make_capturable()
         graph = torch.cuda.CUDAGraph()
         self.optimizer.zero_grad(set_to_none=True)
         try:
@@ -154,10 +174,7 @@ class TrainStep:
                 loss.backward()
                 self.optimizer.step()
         except Exception as error:  # noqa: BLE001 (any failure to capture: train eagerly, say why)
-            self.optimizer.zero_grad(set_to_none=True)
-            self._failed[bucket] = f'{type(error).__name__}: {error}'.splitlines()[0]
-            self._warn(f'the step could not be captured as a CUDA graph ({self._failed[bucket]}); training '
-                       'eagerly')
+            self._give_up_capture(f'{type(error).__name__}: {error}'.splitlines()[0])
             torch.cuda.synchronize()
             return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
         self._graphs[bucket] = (graph, loss.detach())
