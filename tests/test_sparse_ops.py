@@ -144,7 +144,7 @@ def test_kernel_layouts_match_reference(device, kernel, dtype, layout, monkeypat
 def test_spmm_add_adds_into_the_rows_with_edges(device, kernel, dtype, index_dtype, layout, monkeypatch):
     """spmm_add_ = out + spmm on every layout and kernel; rows without edges (isolated
     destinations, a hub row cut by many edge groups, rows at group boundaries) keep or
-    get exactly their sums, and the output tensor is updated in place."""
+    get exactly their sums, and the output tensor is updated in place (its version bumped)."""
     if device.type == 'cpu' and kernel == 'generic':
         pytest.skip('one CPU kernel')
     monkeypatch.setenv('PYG_ACCEL_SPARSE_KERNEL', kernel)
@@ -157,7 +157,9 @@ def test_spmm_add_adds_into_the_rows_with_edges(device, kernel, dtype, index_dty
     w = torch.rand(ei.size(1), H, device=device).to(dtype)
     before = torch.randn(n, H, C, device=device).to(dtype)
     out = before.clone()
+    version = out._version
     assert spmm_add_(out, g, x, g.sort_edges(w)) is out
+    assert out._version > version  # (facts recorded on out must see the write)
     ref = before.double() + ref_spmm(ei.long(), x.double(), w.double(), 'sum', n)
     tol = dict(atol=1e-4, rtol=1e-4) if dtype in (torch.float32, torch.float64) else TOL[dtype]
     torch.testing.assert_close(out.double(), ref, **tol)

@@ -235,13 +235,27 @@ def test_pad_hops_bad_input_is_a_clear_error(device):
     x_out, ei_out = torch.zeros(8, 4, device=device), torch.zeros(2, 3, dtype=torch.long, device=device)
     with pytest.raises(IndexError):  # an id past the batch's nodes
         pad_hops(x, torch.tensor([[1, 6], [0, 0]], device=device), [2, 4], [2], [3, 5], [3], x_out, ei_out)
-    with pytest.raises(RuntimeError, match='at least one padding node'):
+    with pytest.raises(ValueError, match='at least one padding node'):
         pad_hops(x, ei, [2, 4], [2], [2, 6], [3], x_out, ei_out)
-    with pytest.raises(RuntimeError, match='one entry more'):
+    with pytest.raises(ValueError, match='nodes one more'):
         pad_hops(x, ei, [6], [2], [8], [3], x_out, ei_out)
-    with pytest.raises(RuntimeError, match='x_out has'):
+    with pytest.raises(ValueError, match='x_out has'):
         pad_hops(x, ei, [2, 4], [2], [3, 6], [3], x_out, ei_out)
-    with pytest.raises(RuntimeError, match='edge_index_out has'):
+    with pytest.raises(ValueError, match='edge_index_out has'):
         pad_hops(x, ei, [2, 4], [2], [3, 5], [4], x_out, ei_out)
-    with pytest.raises(RuntimeError, match='int64'):
+    with pytest.raises(ValueError, match='int64'):
         pad_hops(x, ei.int(), [2, 4], [2], [3, 5], [3], x_out, ei_out)
+    with pytest.raises(TypeError, match='x_out'):
+        pad_hops(x, ei, [2, 4], [2], [3, 5], [3], None, ei_out)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_pad_hops_bumps_the_version_of_what_it_writes(device):
+    """Facts memoised on the buffers (a sorted graph, the in-range mark) are keyed by the
+    version: a rewrite that did not bump it would serve the last batch's graph."""
+    from pyg_accel.ops import pad_hops
+    x, ei = torch.randn(6, 4, device=device), torch.tensor([[1, 2], [0, 0]], device=device)
+    x_out, ei_out = torch.zeros(8, 4, device=device), torch.zeros(2, 3, dtype=torch.long, device=device)
+    before = (x_out._version, ei_out._version)
+    pad_hops(x, ei, [2, 4], [2], [3, 5], [3], x_out, ei_out)
+    assert x_out._version > before[0] and ei_out._version > before[1]

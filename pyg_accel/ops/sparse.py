@@ -548,6 +548,7 @@ def spmm_add_(out: Tensor, graph: CooGraph, x: Tensor, weight: Optional[Tensor] 
                          f'{out.dtype} {tuple(out.shape)}')
     w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm_add_: weight').to(x3.dtype).contiguous()
     ops().spmm_add_(out.view(graph.num_dst, *x3.shape[1:]), graph.ptr, graph.dst, graph.src, w, x3.contiguous())
+    torch.autograd.graph.increment_version(out)  # (a custom op's write does not bump it: facts on out would go stale)
     return out
 
 
