@@ -32,17 +32,7 @@ void pad_hops_cpu(const at::Tensor& x_t, const at::Tensor& edge_index_t, at::Int
   at::parallel_for(0, layout.num_hops, 1, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t first = layout.padded_edge_start[k], last = layout.padded_edge_start[k + 1];
-      for (int64_t c = first; c < last; ++c) {
-        const int64_t j = c - first;
-        if (j < layout.edge_count[k]) {
-          const int64_t e = layout.real_edge_start[k] + j;
-          out[c] = padded_id(layout, src[e]);
-          out[E_out + c] = padded_id(layout, src[E + e]);
-        } else {
-          out[c] = layout.pad_src[k];
-          out[E_out + c] = layout.pad_dst[k];
-        }
-      }
+      for (int64_t c = first; c < last; ++c) write_padded_column(layout, k, c, src, E, out, E_out);
     }
   });
 }

@@ -35,15 +35,7 @@ __global__ void pad_edges_kernel(const int64_t* __restrict__ edge_index, int64_t
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t k = 0;
     while (k + 1 < layout.num_hops && c >= layout.padded_edge_start[k + 1]) ++k;
-    const int64_t j = c - layout.padded_edge_start[k];
-    if (j < layout.edge_count[k]) {
-      const int64_t e = layout.real_edge_start[k] + j;
-      out[c] = padded_id(layout, edge_index[e]);
-      out[num_out + c] = padded_id(layout, edge_index[num_edges + e]);
-    } else {
-      out[c] = layout.pad_src[k];
-      out[num_out + c] = layout.pad_dst[k];
-    }
+    write_padded_column(layout, k, c, edge_index, num_edges, out, num_out);
   }
 }
 
