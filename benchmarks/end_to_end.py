@@ -80,6 +80,7 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+MODELS = {'sage': 'GraphSAGE', 'gat': 'GAT'}  # --model: the BasicGNN class
 CONFIGS = ('pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel', 'accel-untrimmed', 'accel-graph',
            'accel-compile')
 TRIM = True  # PyG's models handed the per-hop counts (ours trim by themselves); --no-trim: neither
@@ -185,7 +186,7 @@ def main(argv=None) -> dict:
     add_graph_arguments(p)
     p.add_argument('--fanout', type=int, nargs='*', default=[15, 10, 5])
     p.add_argument('--batch-size', type=int, default=1024)
-    p.add_argument('--model', choices=['sage', 'gat'], default='sage')
+    p.add_argument('--model', choices=sorted(MODELS), default='sage')
     p.add_argument('--heads', type=int, default=4, help='--model gat: attention heads (each hidden / heads wide)')
     p.add_argument('--hidden', type=int, default=256)
     p.add_argument('--layers', type=int, default=3)
@@ -217,7 +218,7 @@ def main(argv=None) -> dict:
                         "in place by the GPU sampler (graphs that do not fit)")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
-    model_name = {'sage': 'GraphSAGE', 'gat': 'GAT'}[args.model]
+    model_name = MODELS[args.model]
     global TRIM, AMP
     TRIM, AMP = not args.no_trim, args.amp
     for spec in args.configs:

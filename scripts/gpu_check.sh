@@ -21,7 +21,8 @@
 #     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
 #     layers = GCN/SAGE/GAT layers vs PyG;
 #   - e2e_step = the captured training step (TrainStep) beside the eager one, SAGE and GAT;
-#     e2e_compile = the model under torch.compile(mode='reduce-overhead');
+#     e2e_compile = the model under torch.compile(mode='reduce-overhead'); e2e_peers = WholeGraph's and
+#     gSampler's published settings; tta = time to stock PyG's accuracy (3 seeds);
 #   - e2e = end-to-end training epochs against stock PyG tuned (DataLoader workers) and untuned,
 #     fp32 and TF32, ours trimmed and untrimmed (e2e_untrimmed: every configuration untrimmed, and
 #     WholeGraph's setting; e2e_pinned: features in pinned host memory,
@@ -132,6 +133,14 @@ for stage in $STAGES; do
         accel-graph:tf32 --profile-batches 30 --out "$OUT_DIR"
       run e2e_step_gat python3 benchmarks/end_to_end.py --model gat --configs accel accel-graph accel:tf32 \
         accel-graph:tf32 --profile-batches 30 --out "$OUT_DIR" ;;
+    e2e_peers)  # the published settings of WholeGraph (fanout 30^3, batch 512) and gSampler ([25, 10], batch 512)
+      run e2e_wholegraph_step python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 \
+        --configs pyg accel accel:tf32 accel-graph:tf32 --max-batches 200 --profile-batches 20 --out "$OUT_DIR"
+      run e2e_gsampler_step python3 benchmarks/end_to_end.py --fanout 25 10 --batch-size 512 --layers 2 \
+        --configs pyg accel accel:tf32 accel-graph:tf32 --max-batches 200 --profile-batches 20 --out "$OUT_DIR" ;;
+    tta)  # time to stock PyG's accuracy, 3 seeds, SAGE then GAT
+      run tta python3 benchmarks/time_to_accuracy.py --out "$OUT_DIR"
+      run tta_gat python3 benchmarks/time_to_accuracy.py --model gat --out "$OUT_DIR" ;;
     e2e_compile)  # the model under torch.compile(mode='reduce-overhead', dynamic=True), a few batches
       run e2e_compile python3 benchmarks/end_to_end.py --configs accel-compile:tf32 --max-batches 20 \
         --profile-batches 5 --split-batches 1 --out "$OUT_DIR/compile" ;;

@@ -213,3 +213,18 @@ def test_cuda_kernel_report_matches_launches_to_definitions(tmp_path):
     assert table['hetero_sample.cu'][0] == ['hub_draw_kernel']
     assert 'hub_draw_kernel' in table['sample_kernels.cuh'][1]  # the homogeneous one was not launched
     assert cuda_kernels.main([str(report)]) == 1  # files with no kernel launched
+
+
+import time_to_accuracy as tta_bench  # noqa: E402
+
+
+def test_time_to_accuracy_benchmark_smoke(tmp_path):
+    result = tta_bench.main(['--preset', 'tiny', '--device', 'cpu', '--max-epochs', '2', '--target-epochs', '1',
+                             '--seeds', '1', '--configs', 'accel', 'accel-graph', '--pyg-epoch-s', '20',
+                             '--out', str(tmp_path)])
+    rows = {r['config']: r for r in result['rows']}
+    assert list(rows) == ['pyg', 'accel', 'accel-graph'] and 0 <= result['target'] <= 1
+    assert rows['pyg']['epochs to target'] == 1  # (PyG's own run reaches its own mean with one seed)
+    assert rows['pyg']['stock PyG s to target (tuned epochs)'] == 20
+    assert all(len(h) == 2 for h in result['histories']['accel'])
+    assert (tmp_path / 'time_to_accuracy_sage_15_10_5_b1024.json').is_file()
