@@ -108,7 +108,7 @@ def test_bad_arguments_are_clear():
 
 
 @requires_cuda
-@pytest.mark.parametrize('name', ['GraphSAGE'])
+@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT'])
 def test_captured_steps_train_as_the_eager_loop(name):
     """CUDA graphs replayed over padded batches: the losses and parameters of the plain
     loop (within float rounding), most steps replayed, few graphs."""
@@ -159,22 +159,57 @@ def test_learning_rate_changes_recapture():
 
 
 @requires_cuda
-@pytest.mark.parametrize('name', ['GCN', 'GAT'])
-def test_uncapturable_steps_train_eagerly_and_say_why(name):
-    """GCN and GAT replace the graph's self-loops through a boolean mask, a host sync
-    which a capture cannot hold: the warm-up finds it, the step says so once and trains
-    eagerly, as the plain loop does."""
+def test_uncapturable_steps_train_eagerly_and_say_why():
+    """A loss that reads a value on the host (a sync no capture can hold): the warm-up
+    finds it, the step says so once and trains eagerly, as the plain loop does."""
     loader = loader_on('cuda', pipeline=False)
-    a, b = same_models('cuda', name)
+    a, b = same_models('cuda')
     opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
     torch.manual_seed(1)
     expected = train(loader, a, opt_a, epochs=1)
+
+    def syncing_loss(out, y):
+        return F.cross_entropy(out, y, reduction='none') * float(y.max().item() >= 0)
+
     torch.manual_seed(1)
-    step = TrainStep(b, opt_b)
+    step = TrainStep(b, opt_b, loss_fn=syncing_loss)
     with pytest.warns(UserWarning, match='could not be captured'):
         got = train(loader, b, opt_b, step, epochs=1)
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
     assert step.num_graphs == 0
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('name,options', [('GCN', {}), ('GCN', {'improved': True}), ('GAT', {}),
+                                          ('GAT', {'heads': 2, 'concat': False})])
+@pytest.mark.parametrize('weighted', [False, True])
+def test_self_loops_without_a_sync_give_pyg_values(device, name, options, weighted):
+    """Inside sync_free() (as TrainStep runs its padded steps) GCN and GAT keep the graph's
+    own self-loops with no effect instead of dropping them: PyG's values and gradients on
+    a graph full of self-loops (duplicated ones too), weighted GCN included."""
+    import torch_geometric.nn.models as pyg_models
+    from pyg_accel.nn.conv._self_loops import sync_free
+    if weighted and name == 'GAT':
+        pytest.skip('GAT takes no edge weights')
+    g = torch.Generator().manual_seed(0)
+    n = 60
+    ei = torch.randint(0, n, (2, 400), generator=g)
+    loops = torch.randint(0, n, (40,), generator=g)
+    ei = torch.cat([ei, torch.stack([loops, loops])], 1).to(device)
+    x = torch.randn(n, 16, generator=g).to(device)
+    kwargs = {'edge_weight': torch.rand(ei.size(1), generator=g).to(device) + 0.1} if weighted else {}
+    torch.manual_seed(0)
+    ref = getattr(pyg_models, name)(16, 8, 2, 4, **options).to(device)
+    ours = getattr(accel_models, name)(16, 8, 2, 4, **options).to(device)
+    ours.load_state_dict(ref.state_dict())
+    expected = ref(x, ei, **kwargs)
+    with sync_free():
+        out = ours(x, ei, **kwargs)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for (key, p), q in zip(ours.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=key)
 
 
 def test_batches_without_counts_train_eagerly():

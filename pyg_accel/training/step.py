@@ -14,6 +14,7 @@ padding seeds are masked out of the loss, and dropout draws fresh masks on every
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..nn.conv._self_loops import sync_free
 from ..ops.hops import Hops, sampled_hops
 from .padding import Bucket, PaddedBatch, bucket_of
 
@@ -110,7 +112,9 @@ class TrainStep:
         return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
 
     def _loss(self, x: Tensor, edge_index: Tensor, y: Tensor, padded: Optional[PaddedBatch]) -> Tensor:
-        with torch.autocast(x.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None):
+        # padded (capturable) steps handle self-loops without a host sync (nn/conv/_self_loops.py)
+        amp = torch.autocast(x.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
+        with sync_free() if padded is not None else contextlib.nullcontext(), amp:
             out = self.model(x, edge_index)[:y.size(0)]
             losses = self.loss_fn(out, y)
         if losses.dim() != 1 or losses.size(0) != y.size(0):

@@ -15,6 +15,7 @@ from ...ops import edge_softmax, sddmm, spmm
 from ...ops.sparse import take_rows
 from ...ops.sparse import is_trusted_edge_index, trust_edge_index
 from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, plain_edge_index
+from ._self_loops import sync_free_mode, with_loops_masked
 
 
 class GATConv(PyGPropagate, pyg_nn.GATConv):
@@ -63,20 +64,25 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
         num_nodes = min(size) if size is not None else num_nodes
         shape = (x_src.size(0), num_dst)
 
+        masked = self.add_self_loops and sync_free_mode() and edge_attr is None and not return_attention_weights
+
         def build(edge_attr):
-            e = ei
-            if self.add_self_loops:
+            e, old_loops = ei, None
+            if masked:  # the graph's own loops stay, with -inf logits: no host sync (see _self_loops)
+                e, old_loops = with_loops_masked(ei, num_nodes)
+            elif self.add_self_loops:
                 e, edge_attr = remove_self_loops(e, edge_attr)
                 e, edge_attr = add_self_loops(e, edge_attr, fill_value=self.fill_value, num_nodes=num_nodes)
-                if is_trusted_edge_index(ei, shape):  # the loops stay inside both node sets
-                    trust_edge_index(e, *shape)
-            return e, edge_attr, coo_graph(e, shape)
+            if self.add_self_loops and is_trusted_edge_index(ei, shape):  # the loops stay inside both node sets
+                trust_edge_index(e, *shape)
+            graph = coo_graph(e, shape)
+            return e, edge_attr, graph, None if old_loops is None else graph.sort_edges(old_loops)
 
         if edge_attr is None:  # shared by the layers that see this edge_index
-            ei, _, graph = cached_on(ei, '_pyg_accel_gat', shape + (num_nodes, self.add_self_loops),
-                                     lambda: build(None))
+            ei, _, graph, old_loops = cached_on(ei, '_pyg_accel_gat', shape + (num_nodes, self.add_self_loops, masked),
+                                                lambda: build(None))
         else:
-            ei, edge_attr, graph = build(edge_attr)
+            ei, edge_attr, graph, old_loops = build(edge_attr)
         if alpha_dst is None:
             alpha = take_rows(alpha_src, graph.src)
         else:
@@ -87,6 +93,8 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
                 attr = self.lin_edge(attr.view(-1, 1) if attr.dim() == 1 else attr).view(-1, H, C)
                 alpha = alpha + (attr * self.att_edge).sum(dim=-1)
             alpha = F.leaky_relu(alpha, self.negative_slope)
+            if old_loops is not None:
+                alpha = alpha.masked_fill(old_loops.unsqueeze(-1), float('-inf'))
             alpha = edge_softmax(graph, alpha)
             if self.training and self.dropout > 0:
                 alpha = F.dropout(alpha, p=self.dropout, training=True)

@@ -13,6 +13,7 @@ from torch_geometric.utils import add_remaining_self_loops, scatter
 from ...ops import CooGraph, spmm
 from ...ops.sparse import check_edge_index, is_trusted_edge_index, trust_edge_index
 from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, plain_edge_index, trimmed_from
+from ._self_loops import gcn_self_loops, sync_free_mode
 
 
 class GCNConv(PyGPropagate, pyg_nn.GCNConv):
@@ -64,7 +65,7 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
         return out
 
     def _key(self, num_nodes: int, dtype: torch.dtype) -> tuple:
-        return num_nodes, self.improved, self.add_self_loops, self.normalize, dtype
+        return num_nodes, self.improved, self.add_self_loops, self.normalize, dtype, sync_free_mode()
 
     def _normalized_graph(self, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int,
                           dtype: torch.dtype) -> Tuple[CooGraph, Optional[Tensor], Optional[Tensor]]:
@@ -116,7 +117,9 @@ def gcn_normalize(edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: 
     ``D^-1/2`` used (``[num_nodes]`` or ``[N_0]``).
     """
     fill_value = 2. if improved else 1.
-    if add_self_loops:
+    if add_self_loops and sync_free_mode():  # the graph's own loops stay, weighted 0: no host sync
+        edge_index, edge_weight = gcn_self_loops(edge_index, edge_weight, fill_value, num_nodes, dtype)
+    elif add_self_loops:
         edge_index, edge_weight = add_remaining_self_loops(edge_index, edge_weight, fill_value, num_nodes)
     if edge_weight is None:
         edge_weight = torch.ones((edge_index.size(1), ), dtype=dtype, device=edge_index.device)
