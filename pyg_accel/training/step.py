@@ -146,7 +146,9 @@ class TrainStep:
         side.wait_stream(current)
         mode = torch.cuda.get_sync_debug_mode()
         try:
-            torch.cuda.set_sync_debug_mode('error')
+            with warnings.catch_warnings():  # (torch says the mode is a prototype, every time it is set)
+                warnings.filterwarnings('ignore', message='Synchronization debug mode')
+                torch.cuda.set_sync_debug_mode('error')
             with torch.cuda.stream(side):
                 loss = self._eager_step(padded.x, padded.edge_index, padded.y, padded)
         except RuntimeError as error:
