@@ -210,6 +210,8 @@ def main(argv=None) -> dict:
     p.add_argument('--amp', action='store_true',
                    help='every configuration runs its forward and loss under torch.autocast in bfloat16 '
                         '(mixed precision; parameters and optimizer in fp32)')
+    p.add_argument('--feature-dtype', choices=['fp32', 'bf16', 'fp16'], default='fp32',
+                   help='the dtype our stores keep the features in (16-bit: half the gather bytes; needs --amp)')
     p.add_argument('--features', choices=['device', 'pinned'], default='device',
                    help="where our stores keep the node features: on the device, or in pinned host memory "
                         "read by the GPU (graphs whose features do not fit; the gather then crosses PCIe)")
@@ -233,9 +235,12 @@ def main(argv=None) -> dict:
     location = 'cuda' if device.type == 'cuda' else 'cpu'
     if 'pinned' in (args.features, args.graph) and device.type != 'cuda':
         p.error('--features / --graph pinned need --device cuda (host memory read by the GPU)')
+    if args.feature_dtype != 'fp32' and not args.amp:
+        p.error('--feature-dtype bf16 / fp16 needs --amp (fp32 parameters read 16-bit features under autocast)')
+    float_dtype = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}[args.feature_dtype]
     # features and graph on the device, or in pinned host memory read by the GPU
     stores = from_data(data, location if args.features == 'device' else 'pinned',
-                       graph_location=location if args.graph == 'device' else 'pinned')
+                       graph_location=location if args.graph == 'device' else 'pinned', float_dtype=float_dtype)
     kwargs = dict(num_neighbors=args.fanout, input_nodes=train, batch_size=args.batch_size, shuffle=True)
 
     def model_from(module, **options):
@@ -302,12 +307,14 @@ def main(argv=None) -> dict:
                                    f'{args.batch_size}{", untrimmed" if args.no_trim else ""}'
                                    f'{", TF32" if args.tf32 else ""}{", bf16 autocast" if args.amp else ""}'
                                    f'{", pinned features" if args.features == "pinned" else ""}'
+                                   f'{", " + args.feature_dtype + " features" if float_dtype else ""}'
                                    f'{", pinned graph" if args.graph == "pinned" else ""} on {dataset.name} '
                                    f'({device}): one epoch')
     tag = ('gat_' if args.model == 'gat' else '') + '_'.join(map(str, args.fanout)) + f'_b{args.batch_size}'
     tag += '_untrimmed' if args.no_trim else ''
     tag += ('_tf32' if args.tf32 else '') + ('_amp' if args.amp else '')
     tag += '_pinned' if args.features == 'pinned' else ''
+    tag += f'_{args.feature_dtype}_features' if float_dtype else ''
     tag += '_pinned_graph' if args.graph == 'pinned' else ''
     save_json(Path(args.out) / f'end_to_end_{tag}.json', payload)
     plot(rows, Path(args.out) / f'end_to_end_{tag}.png', payload['table'].splitlines()[0])

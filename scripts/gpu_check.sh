@@ -141,6 +141,9 @@ for stage in $STAGES; do
     tta)  # time to stock PyG's accuracy, 3 seeds, SAGE then GAT
       run tta python3 benchmarks/time_to_accuracy.py --out "$OUT_DIR"
       run tta_gat python3 benchmarks/time_to_accuracy.py --model gat --out "$OUT_DIR" ;;
+    e2e_bf16)  # bf16 autocast with the features stored in bf16 (half the gather bytes), eager and captured
+      run e2e_bf16 python3 benchmarks/end_to_end.py --amp --feature-dtype bf16 --configs accel accel-graph \
+        --profile-batches 30 --out "$OUT_DIR" ;;
     e2e_compile)  # the model under torch.compile(mode='reduce-overhead', dynamic=True), a few batches
       run e2e_compile python3 benchmarks/end_to_end.py --configs accel-compile:tf32 --max-batches 20 \
         --profile-batches 5 --split-batches 1 --out "$OUT_DIR/compile" ;;

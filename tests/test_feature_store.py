@@ -209,3 +209,50 @@ def test_pyg_reference_store_semantics(store):
     assert torch.equal(store.get_tensor('B', 'x', index=None).cpu(), want)
     assert tuple(store.get_tensor('B', 'x', index=3).shape) == (1, 4)
     assert tuple(store.get_tensor_size('B', 'x', index=3)) == (1, 4)
+
+
+@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_16_bit_storage(location, dtype):
+    """float_dtype: floating tensors stored (and read) in 16 bits, half the bytes; labels
+    and masks as put; row updates converted; a batch from the loader carries them."""
+    from pyg_accel.data import from_data
+    from pyg_accel.loader import NeighborLoader
+    from conftest import community_data
+    store = FeatureStore(location, float_dtype=dtype)
+    x, y = filled(store)
+    store[None, 'mask', None] = torch.arange(100) % 2 == 0
+    got = store.get_tensor(None, 'x', index=torch.tensor([3, 1, 4]))
+    assert got.dtype == dtype and torch.equal(got.cpu(), x[[3, 1, 4]].to(dtype))
+    assert store.get_tensor(None, 'y', None).dtype == torch.int64
+    assert store.get_tensor(None, 'mask', None).dtype == torch.bool
+    assert store.get_tensor(None, 'x', None).nbytes == x.nbytes // 2
+    store.put_tensor(torch.ones(2, 16), group_name=None, attr_name='x', index=torch.tensor([0, 5]))  # fp32 rows
+    assert torch.equal(store.get_tensor(None, 'x', index=torch.tensor([5])).cpu(), torch.ones(1, 16, dtype=dtype))
+    fs, gs = from_data(community_data(), location, float_dtype=dtype)
+    batch = next(iter(NeighborLoader((fs, gs), [3, 2], input_nodes=torch.arange(20), batch_size=20)))
+    assert batch.x.dtype == dtype and batch.y.dtype == torch.int64
+
+
+def test_16_bit_features_train_under_autocast():
+    """bf16 features with fp32 parameters: the model runs under autocast (here through
+    TrainStep(amp_dtype=...)) and learns."""
+    import pyg_accel.nn.models as accel_models
+    from pyg_accel.data import from_data
+    from pyg_accel.loader import NeighborLoader
+    from pyg_accel.training import TrainStep
+    from conftest import community_data
+    fs, gs = from_data(community_data(), 'cpu', float_dtype=torch.bfloat16)
+    loader = NeighborLoader((fs, gs), [5, 5], input_nodes=torch.arange(600), batch_size=64, shuffle=True)
+    torch.manual_seed(0)
+    model = accel_models.GraphSAGE(16, 32, 2, 4)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    step = TrainStep(model, opt, amp_dtype=torch.bfloat16)
+    losses = [torch.stack([step(batch) for batch in loader]).mean() for _ in range(4)]
+    assert losses[-1] < 0.7 * losses[0]
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_bad_float_dtype_is_a_clear_error():
+    with pytest.raises(TypeError, match='float_dtype'):
+        FeatureStore('cpu', float_dtype=torch.int32)

@@ -51,7 +51,8 @@ def _warn_skipped(store, used) -> None:
 
 
 def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', device=None,
-              graph_location: Optional[LocationLike] = None, group=None) -> Tuple[FeatureStore, GraphStore]:
+              graph_location: Optional[LocationLike] = None, group=None,
+              float_dtype: Optional[torch.dtype] = None) -> Tuple[FeatureStore, GraphStore]:
     """Copies ``data`` into a :class:`FeatureStore` and a :class:`GraphStore`.
 
     Node-level tensors (``x``, ``y``, masks, ...) go to the feature store under
@@ -70,13 +71,15 @@ def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', de
         graph_location: a different location for the graph store (e.g. features on the
             GPU, graph in pinned memory for a CPU sampler); default: ``location``.
         group: the process group of a ``'sharded'`` feature store (default: the world).
+        float_dtype: store the floating-point node features in this dtype (e.g.
+            ``torch.bfloat16``: half the bytes per gather; see :class:`FeatureStore`).
 
     Returns:
         ``(feature_store, graph_store)``, ready for
         ``NeighborLoader((feature_store, graph_store), ...)``.
     """
     location = resolve_location(location, device)
-    fs = FeatureStore(location, group=group)
+    fs = FeatureStore(location, group=group, float_dtype=float_dtype)
     if graph_location is None:
         graph_location = location if location.kind != 'sharded' else \
             Location('cuda' if location.device.type == 'cuda' else 'cpu', location.device)

@@ -58,6 +58,12 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'`` (default: the
             current one).
         group: the process group of a ``'sharded'`` store (default: the world).
+        float_dtype: the dtype floating-point tensors are stored in (e.g.
+            ``torch.bfloat16`` or ``torch.float16``: half the memory and half the bytes of
+            every gather); reads return it. Integer and boolean tensors (labels, masks)
+            are kept as they are. Default: as put. Models reading 16-bit features run
+            under ``torch.autocast`` (or ``TrainStep(amp_dtype=...)``); every pyg_accel
+            kernel accumulates in fp32.
 
     A ``'sharded'`` store is filled collectively: every process of ``group`` puts the
     same tensors (e.g. loaded from the same files) and keeps a block of rows on its own
@@ -80,10 +86,15 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         x, y = fs.multi_get_tensor([TensorAttr(None, 'x', idx), TensorAttr(None, 'y', idx)])
     """
 
-    def __init__(self, location: LocationLike = 'auto', device=None, group=None) -> None:
+    def __init__(self, location: LocationLike = 'auto', device=None, group=None,
+                 float_dtype: Optional[torch.dtype] = None) -> None:
         super().__init__()
+        if float_dtype is not None and not (isinstance(float_dtype, torch.dtype) and float_dtype.is_floating_point):
+            raise TypeError(f'FeatureStore: float_dtype must be a floating-point torch.dtype (e.g. torch.bfloat16) '
+                            f'or None, got {float_dtype!r}')
         self.location: Location = resolve_location(location, device)
         self.group = group
+        self.float_dtype = float_dtype
         self._tensors: Dict[Key, Stored] = {}
         self._caches: Dict[Key, RowCache] = {}
         self._callers: Set[Key] = set()  # tensors held as the caller put them (no copy made)
@@ -152,6 +163,8 @@ class FeatureStore(torch_geometric.data.FeatureStore):
 
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
         tensor = _as_tensor(tensor, 'FeatureStore.put_tensor')
+        if self.float_dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(self.float_dtype)  # (a new tensor when it converts: the caller's is left alone)
         if attr.index is not None and self._key(attr) not in self._tensors:
             tensor = self._rows_placed(tensor, attr.index)  # a new attribute put by rows (as PyG's stores take it)
             attr.index = None
