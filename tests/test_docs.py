@@ -44,11 +44,15 @@ def _code_blocks(text: str, language: str):
 
 
 def test_readme_snippet_runs_as_written():
-    """The README's training loop runs as pasted, on whatever device this machine has,
-    and trains: the loss goes down."""
-    [snippet] = _code_blocks(README.read_text(), 'python')
+    """The README's training loop, then its captured-step loop, run as pasted (one after
+    the other, as a reader would), on whatever device this machine has, and train: the
+    loss goes down."""
+    snippets = _code_blocks(README.read_text(), 'python')
+    assert len(snippets) == 2 and 'TrainStep' in snippets[1]
     namespace = {}
-    exec(compile(snippet, 'README.md', 'exec'), namespace)
+    for snippet in snippets:
+        exec(compile(snippet, 'README.md', 'exec'), namespace)
+    assert namespace['loss'].dim() == 0
     model, loader, F = namespace['model'], namespace['loader'], namespace['F']
     batch = next(iter(loader))
     with __import__('torch').no_grad():

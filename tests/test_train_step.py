@@ -128,6 +128,18 @@ def test_captured_steps_train_as_the_eager_loop(name):
     assert 1 <= step.num_graphs <= 4
 
 
+def test_clear_releases_and_the_step_goes_on():
+    loader = loader_on('cuda' if HAS_CUDA else 'cpu', pipeline=False)
+    model, _ = same_models(loader.data[0].device.type)
+    step = TrainStep(model, torch.optim.Adam(model.parameters(), lr=0.01))
+    batch = next(iter(loader))
+    for _ in range(3):
+        step(batch)
+    step.clear()
+    assert step.num_graphs == 0 and step.buckets() == [] and all(p.grad is None for p in model.parameters())
+    assert torch.isfinite(step(batch))
+
+
 @requires_cuda
 def test_dropout_draws_fresh_masks_on_every_replay():
     loader = loader_on('cuda', pipeline=False)

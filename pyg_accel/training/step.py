@@ -246,6 +246,14 @@ class TrainStep:
             self._warned.add(reason)
             warnings.warn(f'TrainStep: {reason}', stacklevel=3)
 
+    def clear(self) -> None:
+        """Releases the captured graphs and the padded buffers (their GPU memory); later
+        steps warm up and capture again."""
+        self._graphs.clear()
+        self._buffers.clear()
+        self._warmed.clear()
+        self.optimizer.zero_grad(set_to_none=True)  # (the last graph's gradient buffers)
+
     @property
     def num_graphs(self) -> int:
         """Captured graphs held (one per batch shape seen twice)."""
