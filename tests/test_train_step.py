@@ -224,6 +224,22 @@ def test_self_loops_without_a_sync_give_pyg_values(device, name, options, weight
         torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=key)
 
 
+@requires_cuda
+def test_ddp_models_train_eagerly(tmp_path):
+    import torch.distributed as dist
+    dist.init_process_group('gloo', init_method=f'file://{tmp_path}/rendezvous', rank=0, world_size=1)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(accel_models.GraphSAGE(16, 8, 3, 4).cuda())
+        step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        batch = next(iter(loader_on('cuda', pipeline=False)))
+        with pytest.warns(UserWarning, match='DistributedDataParallel'):
+            for _ in range(3):
+                step(batch)
+        assert step.num_graphs == 0 and step.stats['eager'] == 3
+    finally:
+        dist.destroy_process_group()
+
+
 def test_batches_without_counts_train_eagerly():
     from torch_geometric.data import Data
     model = accel_models.GraphSAGE(16, 8, 2, 4)

@@ -56,8 +56,10 @@ class TrainStep:
 
     Eager, with a warning saying why, where a step cannot be captured: batches without
     per-hop counts (not from pyg_accel's loaders, or a ``transform=``), heterogeneous
-    batches, a model in eval mode, a capture that fails (an op that syncs with the host,
-    e.g. ``GCN``'s self-loop insertion). A change to the optimizer's hyperparameters
+    batches, ``DistributedDataParallel`` models, a model in eval mode, a step with an op
+    that syncs with the host (found by the warm-up, under CUDA's sync debug mode). GCN
+    and GAT keep a graph's own self-loops with no effect rather than compacting them
+    away, which would sync (``pyg_accel/nn/conv/_self_loops.py``). A change to the optimizer's hyperparameters
     (an LR scheduler setting a float ``lr``) or to the parameters' storage recaptures;
     a tensor ``lr`` (``Adam(lr=torch.tensor(0.01))``) changes without recapturing.
     Within a captured step, ``param.grad`` is the graph's own buffer: read it between
@@ -223,6 +225,8 @@ class TrainStep:
             return 'the batch has no x / edge_index tensors (heterogeneous batches train eagerly)'
         if not x.is_cuda:
             return '' if self.capture == 'auto' else 'CUDA graphs need a GPU: training eagerly'
+        if isinstance(self.model, torch.nn.parallel.DistributedDataParallel):
+            return 'DistributedDataParallel models train eagerly (their gradient all-reduce is not captured)'
         if not self.model.training:
             return 'the model is in eval mode: a captured step trains (call model.train())'
         hops = sampled_hops(edge_index, x.size(0))
