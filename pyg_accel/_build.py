@@ -163,9 +163,10 @@ def build_config(source_dir: Optional[Path] = None, cache_root: Optional[Path] =
     """Describes the build for this machine (cheap; compiles nothing). ``source_dir`` and
     ``cache_root`` override the package's ``csrc/`` and the cache folder."""
     src = Path(source_dir) if source_dir is not None else _source_dir()
-    cpu_sources = sorted([src / 'ops.cpp', *src.glob('*.cpp'), *(src / 'cpu').glob('*.cpp')])
-    cpu_sources = list(dict.fromkeys(cpu_sources))
-    cuda_sources = sorted((src / 'cuda').glob('*.cu'))
+    # csrc/ is laid out by op family, then device: <family>/*.cpp (shared host code),
+    # <family>/cpu/*.cpp, <family>/cuda/*.cu; ops.cpp holds every schema
+    cpu_sources = list(dict.fromkeys([src / 'ops.cpp', *sorted(src.rglob('*.cpp'))]))
+    cuda_sources = sorted(src.rglob('*.cu'))
     with_cuda, reason = _cuda_decision()
     arch = _arch_list(with_cuda)
     headers = [p for p in src.rglob('*') if p.suffix in ('.h', '.cuh')]

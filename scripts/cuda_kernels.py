@@ -1,8 +1,8 @@
-"""Which of csrc/cuda's kernels a test run launched: the quick GPU tier's coverage check.
+"""Which of csrc's CUDA kernels (``csrc/<family>/cuda``) a test run launched: the quick GPU tier's coverage check.
 
 Reads the report that ``pytest --kernel-report FILE`` writes (one "test<TAB>kernel" line
 per kernel a test launched, from torch.profiler) and matches the kernel names against
-every ``__global__`` function defined in ``csrc/cuda`` (by name and parameter count,
+every ``__global__`` function defined in ``csrc/*/cuda`` (by name and parameter count,
 which tells apart the homogeneous and heterogeneous samplers' kernels of the same name).
 Prints, per source file, the kernels launched and those never launched; exits 1 when a
 file defining kernels had none of them launched.
@@ -52,10 +52,11 @@ def _parameters(text: str, open_paren: int) -> str:
     raise ValueError('unbalanced parentheses')
 
 
-def defined_kernels(cuda_dir: Path = ROOT / 'csrc' / 'cuda') -> Dict[str, List[Kernel]]:
-    """Per source file of ``cuda_dir``: its ``__global__`` functions as (name, parameter count)."""
+def defined_kernels(source_dir: Path = ROOT / 'csrc') -> Dict[str, List[Kernel]]:
+    """Per CUDA source file under ``source_dir`` (``<family>/cuda/*``): its ``__global__``
+    functions as (name, parameter count)."""
     found: Dict[str, List[Kernel]] = {}
-    for path in sorted(cuda_dir.iterdir()):
+    for path in sorted(source_dir.glob('*/cuda/*'), key=lambda p: p.name):
         text = path.read_text()
         kernels = [(m.group(1), len(_split_top_level(_parameters(text, m.end() - 1))))
                    for m in _DEFINITION.finditer(text)]

@@ -7,7 +7,7 @@
 #   - quick = the quick tier, `pytest -m "not slow"`: every CUDA kernel and code path at
 #     least once (each parameter sweep thinned to a set that takes every value once, the
 #     CPU cases of GPU tests left to CPU-only CI), under torch.profiler so that
-#     scripts/cuda_kernels.py can list the kernels of csrc/cuda it launched. Fits in 5 minutes:
+#     scripts/cuda_kernels.py can list the kernels of csrc/*/cuda it launched. Fits in 5 minutes:
 #     4 min with the build on one H200 (per-file times in docs/contributing.md);
 #   - slow = the rest (`-m slow`); tests = everything (~20 min on one GPU).
 # Benchmark stages:

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds, checks and times the compile-time variants of one kernel family (tuning
-# macros in csrc/cuda), one library per variant, the default first.
-#   scripts/kernel_variants.sh OUT_DIR gather        # csrc/cuda/gather.cu: no 256 B L2 fetches
+# macros in csrc/*/cuda), one library per variant, the default first.
+#   scripts/kernel_variants.sh OUT_DIR gather        # csrc/gather/cuda/gather.cu: no 256 B L2 fetches
 #       (-DPYG_ACCEL_GATHER_L2_256B=0), 256 B fetches for every row size (=1; the default
 #       fetches them only for rows of a multiple of 256 B), and the cp.async path
 #   scripts/kernel_variants.sh OUT_DIR gather_host   # host-memory gathers on SMs/k blocks (default
 #       k = 4) against every SM (k = 0) and k = 2, 8: pinned-gather bandwidth, and the
 #       pipelined epoch with pinned features
-#   scripts/kernel_variants.sh OUT_DIR sampler       # csrc/cuda/sample_kernels.cuh: positions per
+#   scripts/kernel_variants.sh OUT_DIR sampler       # csrc/sampling/cuda/sample_kernels.cuh: positions per
 #       thread of the numbering kernel (default 2) against 1 and 4; level 0 in two
 #       kernels (seeds, then numbering) instead of one block; grids of one thread per
 #       item instead of capped grid-stride grids; expand with registers capped for 8
@@ -15,7 +15,7 @@
 #   scripts/kernel_variants.sh OUT_DIR sampler_hub   # the homogeneous hub_draw_kernel (weighted
 #       sampling) with registers for 1 or 3 blocks per SM (the compiler's choice, 64 with
 #       small spills, allows 4)
-#   scripts/kernel_variants.sh OUT_DIR sparse        # csrc/cuda/sparse_vec.cuh: SpMM with registers
+#   scripts/kernel_variants.sh OUT_DIR sparse        # csrc/sparse/cuda/sparse_vec.cuh: SpMM with registers
 #       uncapped (3 blocks per SM) and capped for 5 (the default caps them for 4)
 #   scripts/kernel_variants.sh OUT_DIR sparse_max    # max aggregation (scripts/max_timing.py): runs
 #       of 256 or 4096 edges per group in the vectorised kernel instead of 1024 (PYG_ACCEL_MAX_RUN);

@@ -74,7 +74,7 @@ def _case_value(value) -> str:
 def pytest_addoption(parser):
     parser.addoption('--kernel-report', default=None, metavar='FILE',
                      help='write the CUDA kernels each test launched (torch.profiler), one "test<TAB>kernel" per '
-                          'line; scripts/cuda_kernels.py checks them against csrc/cuda (the quick tier\'s coverage)')
+                          'line; scripts/cuda_kernels.py checks them against csrc/*/cuda (the quick tier\'s coverage)')
     parser.addoption('--duration-log', default=None, metavar='FILE',
                      help='append "seconds<TAB>outcome<TAB>test" as each test finishes (readable while the run '
                           'goes on, and after a run cut short)')

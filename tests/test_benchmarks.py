@@ -192,7 +192,7 @@ import cuda_kernels  # noqa: E402
 
 
 def test_cuda_kernel_report_matches_launches_to_definitions(tmp_path):
-    """The quick tier's coverage check: every __global__ function of csrc/cuda is found,
+    """The quick tier's coverage check: every __global__ function of csrc/*/cuda is found,
     and a profiler name is matched by name and parameter count, so the homogeneous and
     heterogeneous samplers' kernels of one name are told apart."""
     defined = cuda_kernels.defined_kernels()

@@ -37,11 +37,11 @@ def test_cache_key_tracks_sources_and_torch(csrc_copy, tmp_path, monkeypatch):
     assert _build.build_config(csrc_copy, tmp_path).key == key  # stable
     (csrc_copy / 'README.txt').write_text('not a source file')
     assert _build.build_config(csrc_copy, tmp_path).key == key
-    kernel = csrc_copy / 'cpu' / 'gather.cpp'
+    kernel = csrc_copy / 'gather' / 'cpu' / 'gather.cpp'
     kernel.write_text(kernel.read_text() + '\n// edited\n')
     edited = _build.build_config(csrc_copy, tmp_path).key
     assert edited != key
-    header = csrc_copy / 'gather_common.h'
+    header = csrc_copy / 'gather' / 'gather_common.h'
     header.write_text(header.read_text() + '\n// edited\n')
     assert _build.build_config(csrc_copy, tmp_path).key != edited
     monkeypatch.setattr(torch, '__version__', '0.0.1')
@@ -93,7 +93,7 @@ def test_missing_toolchain_says_what_to_install(tmp_path, monkeypatch):
 
 @pytest.mark.slow  # compiles the C++ ops from scratch
 def test_failed_build_is_summarised(csrc_copy, tmp_path):
-    broken = csrc_copy / 'cpu' / 'gather.cpp'
+    broken = csrc_copy / 'gather' / 'cpu' / 'gather.cpp'
     broken.write_text(broken.read_text().replace('namespace pyg_accel {', 'namespace pyg_accel { this is not C++;', 1))
     config = _build.build_config(csrc_copy, tmp_path / 'cache')
     with pytest.raises(_build.BuildError) as info:

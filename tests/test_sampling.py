@@ -338,7 +338,7 @@ def test_weighted_without_replacement_is_successive_sampling(sample_device):
 _M64 = (1 << 64) - 1
 
 
-def _mix64(x: int) -> int:  # csrc/sampling_rng.h, in Python integers
+def _mix64(x: int) -> int:  # csrc/sampling/sampling_rng.h, in Python integers
     x = (x + 0x9E3779B97F4A7C15) & _M64
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64

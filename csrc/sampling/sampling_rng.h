@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define PYG_ACCEL_HD __host__ __device__ __forceinline__
-#else
-#define PYG_ACCEL_HD inline
-#endif
+#include "../common/host_device.h"
 
 namespace pyg_accel {
 

@@ -61,7 +61,7 @@
 #include "sample_table.cuh"
 #include "sample_wait.h"
 #include "../time_order.h"
-#include "../tensor_id.h"
+#include "../../common/tensor_id.h"
 
 namespace pyg_accel {
 namespace {

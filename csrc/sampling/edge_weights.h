@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "sampling_rng.h"  // PYG_ACCEL_HD
+#include "../common/host_device.h"
 
 namespace pyg_accel {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "tensor_id.h"
+#include "../common/tensor_id.h"
 
 namespace pyg_accel {
 

@@ -1,7 +1,7 @@
 // Per-node draws of the CUDA sampler: one thread decides which CSC positions one
 // frontier node samples. Each function mirrors the CPU kernel's draw
-// (csrc/cpu/neighbor_sample.cpp) number for number, with the shared counter-based RNG
-// (csrc/sampling_rng.h), so a seed gives the same sample on either device. They keep
+// (csrc/sampling/cpu/neighbor_sample.cpp) number for number, with the shared counter-based RNG
+// (csrc/sampling/sampling_rng.h), so a seed gives the same sample on either device. They keep
 // no state beyond the output slots, so they run in registers and global memory only.
 #pragma once
 

@@ -1,6 +1,6 @@
 // CUDA heterogeneous multi-hop neighbour sampling (schema: csrc/ops.cpp,
 // hetero_neighbor_sample), sample for sample the CPU kernel's output
-// (csrc/cpu/neighbor_sample.cpp): the same counter-based draws, the same first-seen
+// (csrc/sampling/cpu/neighbor_sample.cpp): the same counter-based draws, the same first-seen
 // order per node type.
 //
 // Node types get disjoint key ranges (type offset + id; in disjoint mode also tree x
@@ -49,7 +49,7 @@
 #include "sample_hub_queue.cuh"
 #include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
-#include "../tensor_id.h"
+#include "../../common/tensor_id.h"
 #include "tile_scan.cuh"
 
 namespace pyg_accel {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "../common/host_device.h"
+
 namespace pyg_accel {
 
 constexpr int kMaxPadHops = 16;  // hops of a padded batch (nodes: kMaxPadHops + 1 groups)
@@ -27,14 +29,8 @@ HopLayout make_hop_layout(const at::Tensor& x, const at::Tensor& edge_index, at:
                           at::IntArrayRef edges, at::IntArrayRef padded_nodes, at::IntArrayRef padded_edges,
                           const at::Tensor& x_out, const at::Tensor& edge_index_out);
 
-#if defined(__CUDACC__)
-#define PYG_ACCEL_HOST_DEVICE __host__ __device__
-#else
-#define PYG_ACCEL_HOST_DEVICE
-#endif
-
 // The padded id of node v (an id out of [0, num_real_nodes) goes to the sink).
-PYG_ACCEL_HOST_DEVICE inline int64_t padded_id(const HopLayout& layout, int64_t v) {
+PYG_ACCEL_HD int64_t padded_id(const HopLayout& layout, int64_t v) {
   if (v < 0 || v >= layout.num_real_nodes) return layout.sink;
   int64_t g = 0;
   while (g < layout.num_hops && v >= layout.real_node_start[g + 1]) ++g;
@@ -43,7 +39,7 @@ PYG_ACCEL_HOST_DEVICE inline int64_t padded_id(const HopLayout& layout, int64_t 
 
 // Column c, of edge group k, of the padded edge_index out ([2, num_out]): a real edge of
 // edge_index ([2, num_edges]) with its ids remapped, or a padding edge.
-PYG_ACCEL_HOST_DEVICE inline void write_padded_column(const HopLayout& layout, int64_t k, int64_t c,
+PYG_ACCEL_HD void write_padded_column(const HopLayout& layout, int64_t k, int64_t c,
                                                       const int64_t* edge_index, int64_t num_edges, int64_t* out,
                                                       int64_t num_out) {
   const int64_t j = c - layout.padded_edge_start[k];

@@ -1,0 +1,9 @@
+// PYG_ACCEL_HD marks the small inline functions that CPU and CUDA code share (compiled
+// for both host and device under nvcc, plain inline otherwise).
+#pragma once
+
+#ifdef __CUDACC__
+#define PYG_ACCEL_HD __host__ __device__ __forceinline__
+#else
+#define PYG_ACCEL_HD inline
+#endif
