@@ -538,3 +538,36 @@ def test_gnn_explainer_edge_masks_match_pyg_after_pyg_layers_were_built():
     done = subprocess.run([sys.executable, '-W', 'ignore', '-c', EXPLAIN_SCRIPT], env=env, cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith('ok'), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize('options', [{}, {'eps': 0.3}, {'train_eps': True}, {'eps': -0.5, 'train_eps': True}])
+def test_gin_conv_matches_pyg(device, options):
+    """GINConv: nn((1 + eps) x + sum of the in-neighbours' x), values and gradients
+    (eps's too when trained), int32 and int64 ids, bipartite inputs, an edgeless graph."""
+    def mlp():
+        return torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.ReLU(), torch.nn.Linear(24, 8))
+    torch.manual_seed(0)
+    ref = pyg_nn.GINConv(mlp(), **options).to(device)
+    ours = acc_nn.GINConv(mlp(), **options).to(device)
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(50, 16, device=device, requires_grad=True)
+    for ei in (graph(device=device), graph(device=device).int()):
+        check_forward_backward(ours, ref, (x, ei), (x, ei.long()), [x])
+    bipartite = graph(num_nodes=50, num_dst=30, device=device)
+    x_dst = torch.randn(30, 16, device=device, requires_grad=True)
+    check_forward_backward(ours, ref, ((x, x_dst), bipartite), ((x, x_dst), bipartite), [x, x_dst])
+    assert ours((x, None), bipartite, size=(50, 30)).shape == (30, 8)
+    empty = torch.empty(2, 0, dtype=torch.long, device=device)
+    check_forward_backward(ours, ref, (x, empty), (x, empty), [x])
+
+
+def test_gin_model_matches_pyg(device):
+    torch.manual_seed(0)
+    ref = pyg_nn.models.GIN(16, 32, 2, 4, train_eps=True).to(device).eval()
+    ours = acc_nn.models.GIN(16, 32, 2, 4, train_eps=True).to(device).eval()
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    ours.load_state_dict(ref.state_dict())
+    assert all(type(c) is acc_nn.GINConv for c in ours.convs)
+    x, ei = torch.randn(50, 16, device=device), graph(device=device)
+    torch.testing.assert_close(ours(x, ei), ref(x, ei), **TOL)

@@ -30,7 +30,7 @@ def test_round_up_grid():
 
 
 @pytest.mark.parametrize('device', DEVICES)
-@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT'])
+@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT', 'GIN'])
 def test_padded_batch_gives_the_unpadded_loss_and_gradients(device, name):
     """Padding nodes and edges feed only padding nodes; padding seeds are masked out."""
     torch.manual_seed(0)
@@ -108,7 +108,7 @@ def test_bad_arguments_are_clear():
 
 
 @requires_cuda
-@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT'])
+@pytest.mark.parametrize('name', ['GraphSAGE', 'GCN', 'GAT', 'GIN'])
 def test_captured_steps_train_as_the_eager_loop(name):
     """CUDA graphs replayed over padded batches: the losses and parameters of the plain
     loop (within float rounding), most steps replayed, few graphs."""

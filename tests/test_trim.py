@@ -14,7 +14,7 @@ from pyg_accel.ops.hops import record_hops, sampled_hops
 
 from conftest import DEVICES, community_data
 
-MODELS = ['GraphSAGE', 'GCN', 'GAT']
+MODELS = ['GraphSAGE', 'GCN', 'GAT', 'GIN']
 
 
 def first_batch(device, fanout=(4, 3, 2), data=None, batch_size=40):

@@ -11,10 +11,10 @@ from torch_geometric.utils._trim_to_layer import TrimToLayer
 
 from ..ops.hops import Hops, sampled_hops
 from ..ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index, trust_edge_index
-from .conv import GATConv, GCNConv, SAGEConv
+from .conv import GATConv, GCNConv, GINConv, SAGEConv
 from .conv._graph import mark_trimmed, memoize_graph, memoized_graph
 
-__all__ = ['GCN', 'GAT', 'GraphSAGE']
+__all__ = ['GCN', 'GAT', 'GIN', 'GraphSAGE']
 
 
 class _TrustedTrim(TrimToLayer):
@@ -142,3 +142,13 @@ class GAT(_AccelGNN, pyg_models.GAT):
         rest = {k: v for k, v in kwargs.items() if k not in ('v2', 'heads', 'concat')}
         return GATConv(in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat, dropout=conv.dropout,
                        **rest)
+
+
+class GIN(_AccelGNN, pyg_models.GIN):
+    """:class:`torch_geometric.nn.models.GIN` built from :class:`pyg_accel.nn.GINConv`."""
+
+    def init_conv(self, in_channels, out_channels, **kwargs):
+        """One layer: :class:`pyg_accel.nn.GINConv` around the MLP PyG builds."""
+        conv = super().init_conv(in_channels, out_channels, **kwargs)  # PyG's MLP, eps and options
+        return GINConv(conv.nn, eps=conv.initial_eps, train_eps=isinstance(conv.eps, torch.nn.Parameter),
+                       **{k: v for k, v in kwargs.items() if k not in ('eps', 'train_eps')})
