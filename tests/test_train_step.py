@@ -105,6 +105,9 @@ def test_bad_arguments_are_clear():
         TrainStep(model, opt, target='label')(batch)
     with pytest.raises(ValueError, match='one loss per seed'):
         TrainStep(model, opt, loss_fn=F.cross_entropy)(batch)  # a mean, not per-seed losses
+    del batch.batch_size
+    with pytest.raises(ValueError, match='batch_size'):
+        TrainStep(model, opt)(batch)
 
 
 @requires_cuda
@@ -126,6 +129,18 @@ def test_captured_steps_train_as_the_eager_loop(name):
         torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
     assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager']
     assert 1 <= step.num_graphs <= 4
+
+
+@requires_cuda
+def test_shapes_past_max_graphs_train_eagerly_unpadded():
+    loader = loader_on('cuda', pipeline=False)
+    model, _ = same_models('cuda')
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), max_graphs=1)
+    batches = [next(iter(loader)), next(iter(loader_on('cuda', batch_size=40, pipeline=False)))]  # two shapes
+    with pytest.warns(UserWarning, match='max_graphs=1'):
+        for batch in batches * 2:
+            step(batch)
+    assert len(step.buckets()) == 1 and step.num_graphs <= 1
 
 
 def test_clear_releases_and_the_step_goes_on():

@@ -97,6 +97,9 @@ class TrainStep:
         self._check_state()
         padded = self._buffers.get(bucket)
         if padded is None:
+            if len(self._buffers) >= self.max_graphs:  # (buffers and graphs are kept per shape: memory)
+                self._warn(f'more than max_graphs={self.max_graphs} batch shapes: further shapes train eagerly')
+                return self._eager_step(batch.x, batch.edge_index, self._targets(batch), None)
             padded = self._buffers[bucket] = self._new_buffers(bucket, batch)
         padded.load(batch.x, batch.edge_index, self._targets(batch), nodes, edges)
         graph = self._graphs.get(bucket)
@@ -104,11 +107,9 @@ class TrainStep:
             graph[0].replay()
             self.stats['replayed'] += 1
             return graph[1].clone()
-        if len(self._graphs) >= self.max_graphs:
-            self._warn(f'more than max_graphs={self.max_graphs} batch shapes: further shapes train eagerly')
-        elif self._uncapturable is None and bucket in self._warmed:
+        if self._uncapturable is None and bucket in self._warmed:
             return self._capture(bucket, padded)
-        elif self._uncapturable is None:  # a shape's first batch: the warm-up
+        if self._uncapturable is None:  # a shape's first batch: the warm-up
             self._warmed.add(bucket)
             return self._warm_up(padded)
         return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
@@ -236,10 +237,15 @@ class TrainStep:
         return hops
 
     def _targets(self, batch) -> Tensor:
+        """The seeds' targets: ``batch.<target>[:batch.batch_size]``."""
         target = getattr(batch, self.target, None)
         if not isinstance(target, Tensor):
             raise ValueError(f"TrainStep: the batch has no '{self.target}' tensor (target={self.target!r})")
-        return target[:batch.batch_size]
+        batch_size = getattr(batch, 'batch_size', None)
+        if not isinstance(batch_size, int):
+            raise ValueError('TrainStep: the batch has no batch_size (the number of seeds, first among its nodes): '
+                             'TrainStep trains node-level tasks on NeighborLoader batches')
+        return target[:batch_size]
 
     def _new_buffers(self, bucket: Bucket, batch) -> PaddedBatch:
         y = self._targets(batch)
