@@ -34,7 +34,9 @@ full fp32 unless ``--tf32``; ``--amp`` runs every configuration's forward and lo
 bf16 autocast.
 
 For each: seconds per epoch (``--max-batches`` caps the batches timed, the rest scaled),
-the split of the unpipelined step into loading (sampling + feature gather) and compute
+the floor of the step (``benchmarks/step_floor.py``: its FLOPs and bytes at this GPU's
+measured matmul and copy rates) and each row's GPU time per step over it, the split of
+the unpipelined step into loading (sampling + feature gather) and compute
 (timed with a synchronisation between them, on ``--split-batches`` batches; not for the
 tuned ``pyg``, whose loading runs in its workers), and the GPU busy fraction: the union
 of every kernel and copy interval on any stream (torch.profiler / CUPTI) over the wall
@@ -65,8 +67,9 @@ import torch_geometric.nn.models as pyg_models
 import torch_geometric.typing as pyg_typing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (add_graph_arguments, default_workers, environment, print_table, pyplot, save_figure,  # noqa: E402
-                    save_json, stock_pyg_loader)
+from common import (add_graph_arguments, copy_bandwidth, default_workers, environment, print_table, pyplot,  # noqa: E402
+                    save_figure, save_json, stock_pyg_loader)
+from step_floor import floor_ms, matmul_rate, step_cost  # noqa: E402
 
 import pyg_accel.nn.models as accel_models  # noqa: E402
 from pyg_accel.data import from_data  # noqa: E402
@@ -181,6 +184,30 @@ def gpu_busy(step, loader, device, batches: int) -> Tuple[float, float]:
     return busy / wall_us, busy / count / 1e3
 
 
+def add_floors(rows: List[dict], args, dataset, loader, device, float_dtype) -> None:
+    """The step's floor (benchmarks/step_floor.py) on the mean per-hop counts of a few
+    batches, at this GPU's measured copy and matmul rates in each row's precision; and
+    each row's GPU time per step over it."""
+    counts = [(b.num_sampled_nodes, b.num_sampled_edges) for _, b in zip(range(5), loader)]
+    nodes = [sum(c[0][h] for c in counts) / len(counts) for h in range(len(counts[0][0]))]
+    edges = [sum(c[1][h] for c in counts) / len(counts) for h in range(len(counts[0][1]))]
+    widths = [dataset.num_features] + [args.hidden] * (args.layers - 1) + [dataset.num_classes]
+    bandwidth, rates = copy_bandwidth(device), {}
+    for row in rows:
+        if row['config'].startswith('pyg') or 'GPU ms/step' not in row:
+            continue
+        tf32 = args.tf32 or row['config'].endswith(':tf32')
+        key = 'bf16' if AMP else ('tf32' if tf32 else 'fp32')
+        if key not in rates:
+            torch.set_float32_matmul_precision('high' if key == 'tf32' else 'highest')
+            rates[key] = matmul_rate(device, torch.bfloat16 if key == 'bf16' else torch.float32)
+        cost = step_cost(args.model, nodes, edges, widths, heads=args.heads, value_bytes=2 if AMP else 4,
+                         feature_bytes=2 if float_dtype is not None else 4)
+        row['floor ms'] = floor_ms(cost, rates[key], bandwidth)
+        row['GPU / floor'] = row['GPU ms/step'] / row['floor ms']
+        row['step GFLOP'], row['step GB'] = cost['flops'] / 1e9, cost['bytes'] / 1e9
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_graph_arguments(p)
@@ -292,6 +319,8 @@ def main(argv=None) -> dict:
         rows.append(row)
         print(row, flush=True)
         del model, opt, loader, step
+    if device.type == 'cuda' and rows:
+        add_floors(rows, args, dataset, NeighborLoader(stores, pipeline=False, **kwargs), device, float_dtype)
     by = {r['config']: r['epoch s'] for r in rows}
     for r in rows:
         for baseline in ('pyg', 'pyg-0w'):
@@ -300,7 +329,7 @@ def main(argv=None) -> dict:
     if 'accel' in by and 'accel-sync' in by:
         print(f"pipelining: {by['accel-sync'] / by['accel']:.2f}x", flush=True)
     columns = ['config', 'workers', 'batches/epoch', 'epoch s', 'host ms/step', 'load ms/batch', 'compute ms/batch',
-               'GPU ms/step', 'GPU busy', 'graphs', 'vs pyg', 'vs pyg-0w']
+               'GPU ms/step', 'floor ms', 'GPU / floor', 'GPU busy', 'graphs', 'vs pyg', 'vs pyg-0w']
     payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
                                    f'{model_name} {args.layers}x{args.hidden}, fanout {args.fanout}, batch '

@@ -228,3 +228,21 @@ def test_time_to_accuracy_benchmark_smoke(tmp_path):
     assert rows['pyg']['stock PyG s to target (tuned epochs)'] == 20
     assert all(len(h) == 2 for h in result['histories']['accel'])
     assert (tmp_path / 'time_to_accuracy_sage_15_10_5_b1024.json').is_file()
+
+
+import step_floor  # noqa: E402
+
+
+def test_step_floor_counts_the_trimmed_layers():
+    """Layer l of a trimmed L-layer step computes hops 0..L-l-1 from hops 0..L-l over the
+    edges of hops 1..L-l; the GEMM FLOPs of a products-size SAGE 3x256 batch are ~35 G."""
+    nodes, edges = [1024, 13072, 96605, 256596], [14457, 130495, 483016]
+    assert step_floor.trimmed_layers(nodes, edges, 3) == [(367297, 110701, 627968), (110701, 14096, 144952),
+                                                          (14096, 1024, 14457)]
+    cost = step_floor.step_cost('sage', nodes, edges, [100, 256, 256, 47])
+    # layer 1: 2 passes x 2 GEMMs (lin_l, lin_r) over 110,701 rows; layer 2: 3 passes; layer 3 projects first
+    expected = 2 * 2 * (2 * 110701) * 100 * 256 + 3 * 2 * (2 * 14096) * 256 * 256 + 3 * 2 * (14096 + 1024) * 256 * 47
+    assert cost['flops'] == expected and 34e9 < expected < 36e9
+    half = step_floor.step_cost('sage', nodes, edges, [100, 256, 256, 47], value_bytes=2, feature_bytes=2)
+    assert half['flops'] == cost['flops'] and half['bytes'] < 0.6 * cost['bytes']
+    assert step_floor.floor_ms(cost, 1e15, 1e12) == (cost['flops'] / 1e15 + cost['bytes'] / 1e12) * 1e3
