@@ -83,6 +83,40 @@ def test_trimmed_gcn_keeps_the_batch_degrees(device, case):
                                atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize('num_layers', [3, 2])
+@pytest.mark.parametrize('name', MODELS)
+def test_each_layer_computes_only_what_the_next_reads(name, num_layers):
+    """Layer i of L reads the nodes of hops 0..L-i and computes the nodes of hops
+    0..L-i-1 only (DGL's blocks; PyG's trim_to_layer computes one hop more), so the last
+    layer computes the seeds alone; fewer layers than hops read fewer hops too."""
+    batch = first_batch('cpu', fanout=(4, 3, 2))
+    nodes = batch.num_sampled_nodes
+    model, _ = model_pair(name, 'cpu', num_layers=num_layers)
+    seen = []
+    hooks = [conv.register_forward_hook(lambda m, args, out: seen.append((args[0][0].size(0), out.size(0))))
+             for conv in model.convs]
+    model(batch.x, batch.edge_index)
+    for hook in hooks:
+        hook.remove()
+    assert seen == [(sum(nodes[:num_layers - i + 1]), sum(nodes[:num_layers - i])) for i in range(num_layers)]
+
+
+@pytest.mark.parametrize('weighted', [False, True])
+def test_gcn_computes_the_first_rows_of_a_pair(weighted):
+    """GCNConv((x, x[:n]), edge_index): the first n rows of GCNConv(x, edge_index) (edges
+    all ending below n; the others are a clear error naming the rows)."""
+    from pyg_accel.nn import GCNConv
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(30, 6, generator=g)
+    edge_index = torch.stack([torch.randint(0, 30, (80,), generator=g), torch.randint(0, 12, (80,), generator=g)])
+    weight = torch.rand(80, generator=g) + 0.1 if weighted else None
+    conv = GCNConv(6, 5)
+    expected = conv(x, edge_index, weight)[:12]
+    torch.testing.assert_close(conv((x, x[:12]), edge_index, weight), expected)
+    with pytest.raises(IndexError, match=r'\[0, 10\)'):
+        conv((x, x[:10]), edge_index, weight)
+
+
 @pytest.mark.parametrize('name', MODELS)
 def test_fewer_layers_than_hops_trim_too(name):
     batch = first_batch('cpu', fanout=(4, 3, 2))

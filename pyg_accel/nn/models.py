@@ -12,7 +12,7 @@ from torch_geometric.utils._trim_to_layer import TrimToLayer
 from ..ops.hops import Hops, sampled_hops
 from ..ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index, trust_edge_index
 from .conv import GATConv, GCNConv, GINConv, SAGEConv
-from .conv._graph import mark_trimmed, memoize_graph, memoized_graph
+from .conv._graph import coo_graph, mark_trimmed, memoize_graph, memoized_graph
 
 __all__ = ['GCN', 'GAT', 'GIN', 'GraphSAGE']
 
@@ -86,9 +86,58 @@ class _AccelGNN:
         if hops is None:
             return super().forward(x, edge_index, edge_weight, edge_attr, batch, batch_size,
                                    num_sampled_nodes_per_hop, num_sampled_edges_per_hop)
-        nodes, edges = hops
-        out = super().forward(x, edge_index, edge_weight, edge_attr, batch, batch_size, nodes, edges)
-        return out[:nodes[0]]
+        return self._forward_trimmed(x, edge_index, edge_weight, edge_attr, *hops)
+
+    def _forward_trimmed(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor],
+                         edge_attr: Optional[Tensor], nodes: List[int], edges: List[int]) -> Tensor:
+        """``BasicGNN.forward`` with each layer cut to what the later layers read (the
+        blocks of DGL): layer ``i`` of ``L`` reads the nodes of hops ``0..L-i`` over the
+        edges of hops ``1..L-i`` and computes only its destinations, the nodes of hops
+        ``0..L-i-1``, so the last layer computes the seeds alone. (PyG's ``trim_to_layer``
+        computes each layer for one hop more: the first layer for every node of the batch.)
+        Returns ``[nodes[0], out_channels]``."""
+        num_layers, num_nodes = self.num_layers, x.size(0)
+        value = edge_weight if edge_weight is not None else edge_attr
+        for i, conv in enumerate(self.convs):
+            hops_in = num_layers - i  # the destinations are the nodes of the first hops_in hops
+            num_src, num_dst, num_edges = sum(nodes[:hops_in + 1]), sum(nodes[:hops_in]), sum(edges[:hops_in])
+            ei = self._layer_edges(edge_index, num_nodes, value, num_edges, num_src, num_dst)
+            layer_value = None if value is None else value[:num_edges]
+            x = x[:num_src] if x.size(0) != num_src else x
+            x = (x, x[:num_dst])  # (the destinations as the first rows of the sources: see is_row_prefix)
+            if self.supports_edge_weight and self.supports_edge_attr:
+                x = conv(x, ei, edge_weight=layer_value if edge_weight is not None else None,
+                         edge_attr=layer_value if edge_attr is not None else None)
+            elif self.supports_edge_weight:
+                x = conv(x, ei, edge_weight=layer_value if edge_weight is not None else None)
+            elif self.supports_edge_attr:
+                x = conv(x, ei, edge_attr=layer_value if edge_attr is not None else None)
+            else:
+                x = conv(x, ei)
+            if i < num_layers - 1:  # (the norms are identities here: _hops_to_trim)
+                if self.act is not None:
+                    x = self.act(x)
+                x = self.dropout(x)
+        return self.lin(x) if hasattr(self, 'lin') else x
+
+    @staticmethod
+    def _layer_edges(edge_index: Tensor, num_nodes: int, value: Optional[Tensor], num_edges: int, num_src: int,
+                     num_dst: int) -> Tensor:
+        """A layer's edges: a view of the first ``num_edges`` of the batch's (over
+        ``num_nodes`` nodes; the hops the layer reads), with what the layers look up on it:
+        the batch it was cut from (GCN's degrees), the in-range and sorted marks for
+        ``num_src`` x ``num_dst`` nodes, and its destination-sorted graph as a prefix of
+        the batch's (no sort, no host sync)."""
+        ei = edge_index.narrow(1, 0, num_edges)
+        mark_trimmed(ei, edge_index, num_nodes, value)
+        if is_trusted_edge_index(edge_index, (num_nodes, num_nodes)):
+            dst_sorted = is_trusted_dst_sorted(edge_index)
+            trust_edge_index(ei, num_src, num_dst, dst_sorted=dst_sorted)
+            graph = coo_graph(edge_index, (num_nodes, num_nodes)) if dst_sorted else None
+            if graph is not None and graph.perm is None:  # whole hops go: the 1/deg weights carry over
+                memoize_graph(ei, (num_src, num_dst), graph.edge_prefix(num_edges, num_src, num_dst,
+                                                                         whole_destinations=True))
+        return ei
 
     def _hops_to_trim(self, x, edge_index, edge_weight, edge_attr, batch) -> Optional[Hops]:
         """The per-hop counts to trim ``edge_index``'s batch by, or ``None`` to run untrimmed."""

@@ -73,6 +73,17 @@ def accelerated(conv, x) -> bool:
             and getattr(conv, 'decomposed_layers', 1) == 1)
 
 
+def is_row_prefix(x_dst: Optional[Tensor], x_src: Tensor) -> bool:
+    """Whether ``x_dst`` is ``x_src[:n]``: the first rows of the same storage, same layout
+    (how a trimmed layer is given its destinations, ``(x, x[:num_dst])``), so that what a
+    layer computes on ``x_src``'s rows can be sliced for them instead of computed again."""
+    if x_dst is x_src:
+        return True
+    return (isinstance(x_dst, Tensor) and x_dst.dim() == 2 and x_src.dim() == 2 and x_dst.size(1) == x_src.size(1)
+            and x_dst.size(0) <= x_src.size(0) and x_dst.dtype == x_src.dtype and x_dst.device == x_src.device
+            and x_dst.data_ptr() == x_src.data_ptr() and (x_dst.size(0) <= 1 or x_dst.stride() == x_src.stride()))
+
+
 def _memo_enabled() -> bool:
     return not torch.compiler.is_compiling() and os.environ.get('PYG_ACCEL_GRAPH_MEMO', '1') != '0'
 

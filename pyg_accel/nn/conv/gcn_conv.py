@@ -12,7 +12,7 @@ from torch_geometric.utils import add_remaining_self_loops, scatter
 
 from ...ops import CooGraph, spmm
 from ...ops.sparse import check_edge_index, is_trusted_edge_index, trust_edge_index
-from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, plain_edge_index, trimmed_from
+from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, is_row_prefix, plain_edge_index, trimmed_from
 from ._self_loops import gcn_self_loops, sync_free_mode
 
 
@@ -37,10 +37,17 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
         super().reset_parameters()
         self._cached_graph = None
 
-    def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
+        """``x`` ``[N, F]``, or ``(x, x[:num_dst])`` for the first ``num_dst`` output rows
+        only (a trimmed layer's destinations: every edge must end below ``num_dst``);
+        returns ``[N, out_channels]`` or ``[num_dst, out_channels]``."""
+        num_dst = None
+        if isinstance(x, (tuple, list)) and len(x) == 2 and isinstance(x[0], Tensor) and is_row_prefix(x[1], x[0]):
+            x, num_dst = x[0], x[1].size(0)
         ei = plain_edge_index(edge_index)
         if ei is None or isinstance(x, (tuple, list)) or not accelerated(self, x):
-            return super().forward(x, edge_index, edge_weight)
+            out = super().forward(x, edge_index, edge_weight)  # (PyG's layer: every row, then the first ones)
+            return out if num_dst is None else out[:num_dst]
         if edge_weight is not None and (edge_weight.dim() != 1 or edge_weight.numel() != ei.size(1)):
             raise ValueError(f'GCNConv: edge_weight must have one entry per edge ([{ei.size(1)}]), got '
                              f'{tuple(edge_weight.shape)}')
@@ -59,10 +66,24 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
             if self.cached:
                 self._cached_edge_index = (ei, edge_weight)  # (PyG's slot: the edge_index the cache is of)
                 self._cached_graph = (graph, weight, self._cached_edge_index)
+        if num_dst is not None and num_dst < graph.num_dst:
+            graph, weight = self._first_rows(graph, weight, ei, num_dst)
         out = spmm(graph, self.lin(x), weight)
         if self.bias is not None:
             out = out + self.bias
         return out
+
+    def _first_rows(self, graph: CooGraph, weight: Optional[Tensor], edge_index: Tensor, num_dst: int
+                    ) -> Tuple[CooGraph, Optional[Tensor]]:
+        """The normalised graph's edges into its first ``num_dst`` nodes: all of them but
+        the self-loops added for the nodes past ``num_dst`` (the last edges after sorting
+        by destination, once every input edge is known to end below ``num_dst``)."""
+        n = graph.num_src
+        if not is_trusted_edge_index(edge_index, (n, num_dst)):
+            check_edge_index(edge_index, (n, num_dst))  # (a clear error: an edge into a row not computed)
+        looped = self.normalize and self.add_self_loops
+        kept = graph.num_edges - (n - num_dst if looped else 0)
+        return graph.edge_prefix(kept, n, num_dst), (None if weight is None else weight[:kept])
 
     def _key(self, num_nodes: int, dtype: torch.dtype) -> tuple:
         return num_nodes, self.improved, self.add_self_loops, self.normalize, dtype, sync_free_mode()

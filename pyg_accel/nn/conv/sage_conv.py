@@ -13,7 +13,7 @@ from torch_geometric.typing import OptPairTensor
 
 from ...ops import spmm
 from ...ops.sparse import spmm_adjoint
-from ._graph import PyGPropagate, accelerated, coo_graph, plain_edge_index
+from ._graph import PyGPropagate, accelerated, coo_graph, is_row_prefix, plain_edge_index
 from ._row_gemm import row_addmm_, row_mm
 
 _REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum', 'max': 'max'}
@@ -69,11 +69,12 @@ class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
 
     def _root_shares_input(self, x_src: Tensor, x_dst: Optional[Tensor], num_dst: int) -> bool:
         """Whether the root term reads the aggregated input itself (one tensor given, as in
-        sampled mini-batches), so that one backward sums both of its gradients. (Not under
+        sampled mini-batches, or its first rows, as a trimmed layer is given them), so that
+        one backward sums both of its gradients. (Not under
         ``torch.compile``, which traces the two terms and their gradients itself.)"""
         if not self.root_weight or torch.compiler.is_compiling() or self.lin_r.bias is not None:
             return False
-        return x_dst is x_src and x_src.dim() == 2 and num_dst == x_src.size(0)
+        return x_src.dim() == 2 and is_row_prefix(x_dst, x_src) and num_dst == x_dst.size(0)
 
     def _lazy(self) -> bool:
         """Whether some weight still waits for its input size (``in_channels=-1``). Once
