@@ -8,13 +8,14 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 from torch import Tensor
+from torch.nn.parameter import UninitializedParameter
 from torch_geometric.typing import OptPairTensor, OptTensor
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ...ops import edge_softmax, sddmm, spmm
 from ...ops.sparse import take_rows
 from ...ops.sparse import is_trusted_edge_index, trust_edge_index
-from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, plain_edge_index
+from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, is_row_prefix, plain_edge_index
 from ._self_loops import sync_free_mode, with_loops_masked
 
 
@@ -33,7 +34,9 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
     edge_updater_type = {'alpha': OptPairTensor, 'edge_attr': OptTensor}
 
     def _project(self, x):
-        """(x_src, x_dst) as [N, H, C] and the residual term, as PyG computes them."""
+        """``(x_src, x_dst)`` as ``[N, H, C]``, their attention logits ``alpha_src`` /
+        ``alpha_dst`` ``[N, H]`` (``x_dst`` and ``alpha_dst`` ``None`` for a bipartite
+        input without destinations) and the residual term, as PyG computes them."""
         H, C = self.heads, self.out_channels
         lin_src = self.lin if self.lin is not None else self.lin_src
         lin_dst = self.lin if self.lin is not None else self.lin_dst
@@ -42,10 +45,14 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
         if x_src.dim() != 2:
             raise ValueError("Static graphs not supported in 'GATConv'")
         x_src_h = lin_src(x_src).view(-1, H, C)
+        alpha_src = _logits(x_src, x_src_h, lin_src, self.att_src)
         if x_dst is None:
-            return x_src_h, None, res
-        x_dst_h = x_src_h if (x_dst is x_src and lin_dst is lin_src) else lin_dst(x_dst).view(-1, H, C)
-        return x_src_h, x_dst_h, res
+            return x_src_h, None, alpha_src, None, res
+        if lin_dst is lin_src and is_row_prefix(x_dst, x_src):  # (x, x[:n]): a trimmed layer's destinations
+            x_dst_h = x_src_h[:x_dst.size(0)]
+        else:
+            x_dst_h = lin_dst(x_dst).view(-1, H, C)
+        return x_src_h, x_dst_h, alpha_src, _logits(x_dst, x_dst_h, lin_dst, self.att_dst), res
 
     def forward(self, x, edge_index, edge_attr: OptTensor = None, size=None,
                 return_attention_weights: Optional[bool] = None):
@@ -56,9 +63,7 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
             raise ValueError(f'GATConv: edge_attr must have one row per edge ({ei.size(1)}), got '
                              f'{tuple(edge_attr.shape)}')
         H, C = self.heads, self.out_channels
-        x_src, x_dst, res = self._project(x)
-        alpha_src = (x_src * self.att_src).sum(dim=-1)
-        alpha_dst = None if x_dst is None else (x_dst * self.att_dst).sum(dim=-1)
+        x_src, x_dst, alpha_src, alpha_dst, res = self._project(x)
         num_dst = size[1] if size is not None else (x_dst.size(0) if x_dst is not None else x_src.size(0))
         num_nodes = x_src.size(0) if x_dst is None else min(x_src.size(0), x_dst.size(0))
         num_nodes = min(size) if size is not None else num_nodes
@@ -109,3 +114,21 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
                 alpha = torch.empty_like(alpha).index_copy_(0, graph.perm, alpha)
             return out, (ei, alpha)
         return out
+
+
+def _logits(x: Tensor, x_h: Tensor, lin, att: Tensor) -> Tensor:
+    """Attention logits ``(x_h * att).sum(-1)`` ``[N, H]`` of ``x_h = lin(x)`` ``[N, H, C]``,
+    as one narrow GEMM of the input, ``x @ (W_h^T att_h)``, when ``lin`` is a bias-free
+    linear map and ``x`` is at most twice as wide as ``x_h``: it reads ``x`` once instead
+    of ``x_h`` three times (a product, then a sum) forward and backward. (The same
+    values; the summation order differs. Not under autocast, where PyG's logits are fp32
+    sums of the 16-bit ``x_h``.)"""
+    weight = getattr(lin, 'weight', None)
+    foldable = (isinstance(weight, Tensor) and not isinstance(weight, UninitializedParameter)
+                and getattr(lin, 'bias', None) is None and x.size(-1) <= 2 * x_h.size(1) * x_h.size(2)
+                and not torch.is_autocast_enabled(x.device.type))  # (autocast: fp32 logits of 16-bit x_h, as PyG)
+    if not foldable:
+        return (x_h * att).sum(dim=-1)
+    H, C = x_h.size(1), x_h.size(2)
+    folded = torch.einsum('hcf,hc->hf', weight.view(H, C, -1), att.view(H, C))  # [H, F]
+    return F.linear(x, folded)
