@@ -90,9 +90,12 @@ TORCH_LIBRARY(pyg_accel, m) {
   // edges, ending at group k's nodes). Group g's rows move to x_out [sum(padded_nodes), F]
   // at its padded start (rows past them untouched); group k's edges go, ids remapped the
   // same way, to the start of its slots in edge_index_out [2, sum(padded_edges)], and the
-  // rest of its slots get padding edges from the last padding node of group k + 1 to the
-  // last of group k (padded_nodes[g] > nodes[g]: every group has a padding node). Ids
-  // outside [0, N) go to the last padding node (callers check untrusted input first).
+  // rest of its slots get padding edges from the padding nodes of group k + 1 to those of
+  // group k (padded_nodes[g] > nodes[g]: every group has a padding node), spread evenly:
+  // padding edge p of q runs from padding source p mod S to padding destination
+  // p * D / q (S / D: the groups' padding nodes), so they stay sorted by destination and
+  // no padding node gets a long row. Ids outside [0, N) go to the last padding node
+  // (callers check untrusted input first).
   m.def("pad_hops(Tensor x, Tensor edge_index, int[] nodes, int[] edges, int[] padded_nodes, int[] padded_edges, "
         "Tensor(a!) x_out, Tensor(b!) edge_index_out) -> ()");
   m.def("mean_edge_weight(Tensor ptr, Tensor dst, ScalarType dtype) -> Tensor");

@@ -241,19 +241,45 @@ def test_self_loops_without_a_sync_give_pyg_values(device, name, options, weight
 
 
 @requires_cuda
-def test_ddp_models_train_eagerly(tmp_path):
+def test_ddp_models_are_captured_with_their_all_reduce(tmp_path):
+    """A DDP model (one NCCL process here; two in tests/distributed_worker.py): the step
+    runs its module and all-reduces the gradients inside the captured graph, and trains
+    as the plain DDP loop."""
     import torch.distributed as dist
-    dist.init_process_group('gloo', init_method=f'file://{tmp_path}/rendezvous', rank=0, world_size=1)
+    dist.init_process_group('nccl', init_method=f'file://{tmp_path}/rendezvous', rank=0, world_size=1)
     try:
-        model = torch.nn.parallel.DistributedDataParallel(accel_models.GraphSAGE(16, 8, 3, 4).cuda())
-        step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1))
-        batch = next(iter(loader_on('cuda', pipeline=False)))
-        with pytest.warns(UserWarning, match='DistributedDataParallel'):
-            for _ in range(3):
-                step(batch)
-        assert step.num_graphs == 0 and step.stats['eager'] == 3
+        a, b = same_models('cuda')
+        a = torch.nn.parallel.DistributedDataParallel(a)
+        b = torch.nn.parallel.DistributedDataParallel(b)
+        opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
+        loader = loader_on('cuda', pipeline=False)
+        torch.manual_seed(1)
+        expected = train(loader, a, opt_a)
+        torch.manual_seed(1)
+        step = TrainStep(b, opt_b)
+        got = train(loader, b, opt_b, step)
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
+        assert step.num_graphs >= 1 and step.stats['replayed'] >= 1
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('norm,cls', [('batch_norm', 'BatchNorm'), ('graph_norm', 'GraphNorm'),
+                                      ('layer_norm', 'LayerNorm'), (None, None)])
+def test_models_that_normalise_across_nodes_train_eagerly(device, norm, cls):
+    """Padding nodes would enter a batch norm's statistics: such models are not padded
+    (PyG's LayerNorm defaults to mode='graph', across nodes; mode='node' is per node)."""
+    from pyg_accel.training.step import _cross_node_norms
+    model = accel_models.GraphSAGE(16, 8, 2, 4, norm=norm).to(device)
+    assert _cross_node_norms(model) == cls
+    per_node = accel_models.GraphSAGE(16, 8, 2, 4, norm='layer_norm', norm_kwargs={'mode': 'node'})
+    assert _cross_node_norms(per_node) is None
+    if device == 'cuda' and cls is not None:
+        step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        with pytest.warns(UserWarning, match=f'{cls} normalises across nodes'):
+            step(next(iter(loader_on(device, pipeline=False))))
+        assert step.stats['eager'] == 1 and step.buckets() == []
 
 
 def test_batches_without_counts_train_eagerly():
@@ -281,8 +307,11 @@ def reference_pad(x, edge_index, nodes, edges, padded_nodes, padded_edges, x_out
     for k, e in enumerate(edges):
         first = sum(edges[:k])
         out[:, col:col + e] = mapping[edge_index[:, first:first + e].cpu()].to(out.device)
-        out[0, col + e:col + padded_edges[k]] = padded_starts[k + 1] + padded_nodes[k + 1] - 1
-        out[1, col + e:col + padded_edges[k]] = padded_starts[k] + padded_nodes[k] - 1
+        q = padded_edges[k] - e  # padding edges: sources in turn, destinations spread in order
+        p = torch.arange(q)
+        src_slots, dst_slots = padded_nodes[k + 1] - nodes[k + 1], padded_nodes[k] - nodes[k]
+        out[0, col + e:col + padded_edges[k]] = (padded_starts[k + 1] + nodes[k + 1] + p % src_slots).to(out.device)
+        out[1, col + e:col + padded_edges[k]] = (padded_starts[k] + nodes[k] + p * dst_slots // max(q, 1)).to(out.device)
         col += padded_edges[k]
     return x_out, out
 

@@ -46,9 +46,12 @@ HopLayout make_hop_layout(const at::Tensor& x, const at::Tensor& edge_index, at:
     layout.real_edge_start[k] = real_edges;
     layout.padded_edge_start[k] = padded_total;
     layout.edge_count[k] = edges[k];
+    layout.pad_dst_first[k] = node_end + nodes[k];  // the padding nodes of node group k
+    layout.pad_dst_count[k] = padded_nodes[k] - nodes[k];
     node_end += padded_nodes[k];
-    layout.pad_dst[k] = node_end - 1;                        // the last padding node of node group k
-    layout.pad_src[k] = node_end + padded_nodes[k + 1] - 1;  // ... and of node group k + 1
+    layout.pad_src_first[k] = node_end + nodes[k + 1];  // ... and of node group k + 1
+    layout.pad_src_count[k] = padded_nodes[k + 1] - nodes[k + 1];
+    layout.pad_edges[k] = padded_edges[k] - edges[k];
     real_edges += edges[k];
     padded_total += padded_edges[k];
   }

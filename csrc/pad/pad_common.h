@@ -21,7 +21,13 @@ struct HopLayout {
   int64_t padded_edge_start[kMaxPadHops + 1];  // edge group k spans [start[k], start[k + 1]) in edge_index_out
   int64_t real_edge_start[kMaxPadHops];        // ... and starts here in edge_index
   int64_t edge_count[kMaxPadHops];             // ... with this many real edges
-  int64_t pad_src[kMaxPadHops], pad_dst[kMaxPadHops];  // the endpoints of its padding edges
+  // Its padding edges run from the padding nodes of node group k + 1 (pad_src_first, as
+  // many as pad_src_count, taken in turn) to those of group k (pad_dst_count of them from
+  // pad_dst_first, in order: the edges stay sorted by destination), spread evenly so that
+  // no padding node gets a long row (a row-parallel kernel's straggler).
+  int64_t pad_src_first[kMaxPadHops], pad_src_count[kMaxPadHops];
+  int64_t pad_dst_first[kMaxPadHops], pad_dst_count[kMaxPadHops];
+  int64_t pad_edges[kMaxPadHops];  // padding edges of group k
 };
 
 // Checks pad_hops' arguments (clear errors naming the argument) and lays out the hops.
@@ -47,9 +53,10 @@ PYG_ACCEL_HD void write_padded_column(const HopLayout& layout, int64_t k, int64_
     const int64_t e = layout.real_edge_start[k] + j;
     out[c] = padded_id(layout, edge_index[e]);
     out[num_out + c] = padded_id(layout, edge_index[num_edges + e]);
-  } else {
-    out[c] = layout.pad_src[k];
-    out[num_out + c] = layout.pad_dst[k];
+  } else {  // padding edge p of q: destination p * count / q (non-decreasing), sources in turn
+    const int64_t p = j - layout.edge_count[k];
+    out[c] = layout.pad_src_first[k] + p % layout.pad_src_count[k];
+    out[num_out + c] = layout.pad_dst_first[k] + p * layout.pad_dst_count[k] / layout.pad_edges[k];
   }
 }
 

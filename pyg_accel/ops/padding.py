@@ -30,9 +30,9 @@ def pad_hops(x: Tensor, edge_index: Tensor, nodes: Sequence[int], edges: Sequenc
         x_out: ``[sum(padded_nodes), F]`` contiguous, ``x``'s dtype: group ``g``'s rows go
             to its padded start; the padding rows keep what they held.
         edge_index_out: ``[2, sum(padded_edges)]`` contiguous int64: each group's edges,
-            ids remapped to the padded rows, then padding edges from the last padding
-            node of group ``k + 1`` to the last of group ``k``, which feed padding nodes
-            only.
+            ids remapped to the padded rows, then padding edges from the padding nodes
+            of group ``k + 1`` (in turn) to those of group ``k`` (spread evenly, in
+            order: still sorted by destination), which feed padding nodes only.
     """
     for name, t in (('x', x), ('edge_index', edge_index), ('x_out', x_out), ('edge_index_out', edge_index_out)):
         if not isinstance(t, Tensor):

@@ -9,9 +9,11 @@ copies a batch in:
 
 * each hop's nodes keep their order and get padding nodes after them (at least one per
   hop), so every node id shifts by the padding of the hops before its own;
-* each hop's edges are followed by padding edges from a padding node of that hop to the
-  last padding node of the hop before: they stay sorted by destination and feed only
-  padding nodes, whose rows no real node reads (padding is inert);
+* each hop's edges are followed by padding edges from the padding nodes of that hop to
+  those of the hop before, spread evenly (a padding node gets at most
+  :data:`PADDING_FAN` of them: no long row for a row-parallel kernel to wait on); they
+  stay sorted by destination and feed only padding nodes, whose rows no real node reads
+  (padding is inert);
 * padding seeds are masked out of the loss by :attr:`PaddedBatch.num_seeds`.
 
 Shapes: ``x`` ``[sum(padded nodes), F]``, ``edge_index`` ``[2, sum(padded edges)]``,
@@ -29,6 +31,7 @@ from ..ops.padding import pad_hops
 from ..ops.sparse import trust_edge_index
 
 Bucket = Tuple[Tuple[int, ...], Tuple[int, ...]]  # (padded nodes per hop, padded edges per hop)
+PADDING_FAN = 64  # most padding edges into (or out of) one padding node
 
 
 def round_up(count: int, steps_per_octave: int = 16, minimum: int = 32) -> int:
@@ -41,10 +44,15 @@ def round_up(count: int, steps_per_octave: int = 16, minimum: int = 32) -> int:
 
 
 def bucket_of(nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int], steps_per_octave: int = 16) -> Bucket:
-    """Padded sizes of a batch with these per-hop counts: one padding node per hop at
-    least (the padding edges' endpoints), edges rounded up alone."""
-    nodes = tuple(round_up(n + 1, steps_per_octave) for n in nodes_per_hop)
+    """Padded sizes of a batch with these per-hop counts: edges rounded up alone; nodes
+    rounded up with room for the padding edges' endpoints, at least one padding node per
+    hop and enough that each takes at most :data:`PADDING_FAN` padding edges of the hops
+    on either side (padding edges are at most 1 / ``steps_per_octave`` of a hop's)."""
     edges = tuple(round_up(e, steps_per_octave, minimum=0) if e else 0 for e in edges_per_hop)
+    around = (0,) + edges + (0,)  # hop g's nodes end hop g + 1's edges and start hop g's
+    spare = [max(1, -(-max(around[g], around[g + 1]) // (steps_per_octave * PADDING_FAN)))
+             for g in range(len(nodes_per_hop))]
+    nodes = tuple(round_up(n + s, steps_per_octave) for n, s in zip(nodes_per_hop, spare))
     return nodes, edges
 
 
