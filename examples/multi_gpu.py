@@ -4,8 +4,9 @@ One process per GPU (``torchrun``). Every process loads the same dataset; the no
 features go into a ``'sharded'`` FeatureStore (each GPU holds 1/P of the rows and reads
 the others' rows in place over NVLink, WholeGraph-style), the graph is on every GPU for
 pyg_accel's sampler, each process trains on its share of the training nodes, and
-DistributedDataParallel averages the gradients. Without GPUs the processes run on the
-CPU (gloo; shards in shared memory).
+DistributedDataParallel averages the gradients. On GPUs each step, the gradient all-reduce
+included, is replayed as a CUDA graph (pyg_accel.training.TrainStep; --eager turns it off).
+Without GPUs the processes run on the CPU (gloo; shards in shared memory).
 
     torchrun --nproc_per_node 2 examples/multi_gpu.py                       # embedded default
     torchrun --nproc_per_node 2 examples/multi_gpu.py --dataset synthetic-products --epochs 5
@@ -35,6 +36,7 @@ from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.distributed import setup, share_graph_store
 from pyg_accel.loader import NeighborLoader
+from pyg_accel.training import TrainStep
 from results import accuracy_summary, add_dataset_arguments, progress, report_accuracy
 
 
@@ -54,6 +56,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--no-trim', action='store_true',
                    help='every layer computes every node of the batch (by default each computes only the nodes '
                         'later layers need: the same seed outputs, less work)')
+    p.add_argument('--eager', action='store_true',
+                   help='the plain PyG training loop (by default each step, the all-reduce included, is replayed '
+                        'as a CUDA graph on a GPU: pyg_accel.training.TrainStep)')
+    p.add_argument('--tf32', action='store_true', help='TF32 tensor cores for the fp32 matrix products')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/multi_gpu', help='folder for the metrics JSON and plot (rank 0)')
     return p.parse_args(argv)
@@ -121,6 +127,9 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
                                    dropout=args.dropout, auto_trim=not args.no_trim).to(device)
     model = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    if args.tf32:
+        torch.set_float32_matmul_precision('high')
+    step = training_step(model, opt, args.eager)
     history = []
     bar = progress(range(1, args.epochs + 1), desc=f'rank {rank}', unit='epoch', disable=rank != 0)
     for epoch in bar:
@@ -128,12 +137,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         model.train()
         total = torch.zeros((), device=device)
         for batch in loader:
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index)[:batch.batch_size]
-            loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-            loss.backward()
-            opt.step()
-            total += loss.detach() * batch.batch_size
+            total += step(batch) * batch.batch_size
         dist.all_reduce(total)
         if device.type == 'cuda':
             torch.cuda.synchronize(device)  # (the epoch's last kernels inside its time)
@@ -150,6 +154,22 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         report_accuracy(history, args, summary, f'GraphSAGE on {args.dataset}, {world} processes',
                         f' on {world} processes')
     return summary
+
+
+def training_step(model, opt, eager: bool):
+    """``step(batch) -> loss`` (no host sync): a :class:`pyg_accel.training.TrainStep`
+    (captured on GPUs, the gradient all-reduce inside the graph), or with ``eager`` the
+    plain PyG loop through DDP."""
+    if not eager:
+        return TrainStep(model, opt)
+
+    def step(batch):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
 
 
 if __name__ == '__main__':

@@ -4,7 +4,8 @@ host-synchronising CUDA runtime calls it makes, and the profiler's top operators
 host time and by GPU time. A step whose enqueue time is close to its finish time is
 host-bound: the GPU waits for Python.
 
-    python scripts/profile_step.py [--layers-from pyg_accel|pyg] [--no-trim] [--graph] [--tf32] [--amp] [--scale 1.0]
+    python scripts/profile_step.py [--model sage|gat] [--layers-from pyg_accel|pyg] [--no-trim] [--graph] [--tf32]
+                                   [--amp] [--scale 1.0]
 """
 import argparse
 import statistics
@@ -32,6 +33,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--preset', default='products')
     p.add_argument('--scale', type=float, default=1.0)
+    p.add_argument('--model', choices=['sage', 'gat'], default='sage', help='GraphSAGE 3x256, or GAT 3x(4 heads x 64)')
     p.add_argument('--layers-from', choices=['pyg_accel', 'pyg'], default='pyg_accel')
     p.add_argument('--no-trim', action='store_true', help='every layer on every node of the batch')
     p.add_argument('--tf32', action='store_true')
@@ -50,7 +52,10 @@ def main():
     module = accel_models if args.layers_from == 'pyg_accel' else pyg_models
     torch.manual_seed(0)
     options = {'auto_trim': not args.no_trim} if module is accel_models else {}
-    model = module.GraphSAGE(dataset.num_features, 256, 3, dataset.num_classes, **options).to(device)
+    if args.model == 'gat':
+        options['heads'] = 4
+    model = getattr(module, end_to_end.MODELS[args.model])(dataset.num_features, 256, 3, dataset.num_classes,
+                                                         **options).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=True)
     step = TrainStep(model, opt) if args.graph else end_to_end.eager_step(model, opt, device)
     batches = iter(loader)

@@ -84,7 +84,49 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             assert torch.equal(batch[node_type].x.cpu(), hetero[node_type].x[n_id])
             assert batch[node_type].x.device == device
     check_host_copy(rank, device)
+    check_train_step(rank, device)
     (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
+
+
+def check_train_step(rank: int, device: torch.device) -> None:
+    """TrainStep on a DistributedDataParallel model (captured on GPUs, its gradient
+    all-reduce inside the graph) trains as DDP's own loop: each rank on its own batches,
+    the same parameters on both ranks and in both runs."""
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    import pyg_accel.nn.models as accel_models
+    from pyg_accel.training import TrainStep
+    g = torch.Generator().manual_seed(3)
+    data = Data(x=torch.randn(400, 8, generator=g), y=torch.randint(0, 3, (400,), generator=g),
+                edge_index=torch.randint(0, 400, (2, 3000), generator=g), num_nodes=400)
+    fs, gs = from_data(data, device)
+    loader = NeighborLoader((fs, gs), [4, 3], input_nodes=torch.arange(400)[rank::2], batch_size=40, shuffle=True,
+                            pipeline=False)
+    torch.manual_seed(0)
+    models = [DistributedDataParallel(accel_models.GraphSAGE(8, 16, 2, 3).to(device),
+                                      device_ids=[device] if device.type == 'cuda' else None) for _ in range(2)]
+    models[1].module.load_state_dict(models[0].module.state_dict())
+    opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in models]
+    step = TrainStep(models[1], opts[1])
+    for run in range(2):
+        torch.manual_seed(10 + rank)  # (both runs see the same batches; the ranks different ones)
+        for _ in range(3):
+            for batch in loader:
+                if run == 1:
+                    step(batch)
+                    continue
+                opts[0].zero_grad()
+                F.cross_entropy(models[0](batch.x, batch.edge_index)[:batch.batch_size],
+                                batch.y[:batch.batch_size]).backward()
+                opts[0].step()
+    if device.type == 'cuda':
+        assert step.num_graphs >= 1 and step.stats['replayed'] >= 1
+    params = torch.cat([p.detach().reshape(-1) for p in models[1].parameters()])
+    expected = torch.cat([p.detach().reshape(-1) for p in models[0].parameters()])
+    torch.testing.assert_close(params, expected, atol=1e-4, rtol=1e-3)
+    other = params.clone()
+    dist.broadcast(other, src=0)
+    assert torch.equal(params, other)  # (one model on both ranks)
 
 
 def check_host_copy(rank: int, device: torch.device) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +33,32 @@ LossFn = Callable[[Tensor, Tensor], Tensor]
 
 def _cross_entropy(out: Tensor, target: Tensor) -> Tensor:
     return F.cross_entropy(out, target, reduction='none')
+
+
+def _cross_node_norms(model: torch.nn.Module) -> Optional[str]:
+    """The class name of a module in ``model`` whose output mixes statistics over the
+    rows (batch, instance, graph or pair norms; a graph-mode LayerNorm), or ``None``."""
+    import torch_geometric.nn.norm as pyg_norm
+    per_node = tuple(getattr(pyg_norm, name) for name in ('LayerNorm', 'HeteroLayerNorm', 'MessageNorm')
+                     if hasattr(pyg_norm, name))
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._NormBase):  # (BatchNorm*, InstanceNorm*)
+            return type(module).__name__
+        if type(module).__module__.startswith('torch_geometric.nn.norm'):
+            if isinstance(module, per_node) and getattr(module, 'mode', 'node') == 'node':
+                continue
+            return type(module).__name__
+    return None
+
+
+class _Captured(NamedTuple):
+    """One batch shape's captured step: ``step`` computes ``loss`` and the gradients (and
+    for a DDP model flattens them into ``flat``, which ``update`` applies after the
+    all-reduce; otherwise ``step`` also applies them and ``update`` is ``None``)."""
+    step: torch.cuda.CUDAGraph
+    loss: Tensor
+    flat: Optional[Tensor]
+    update: Optional[torch.cuda.CUDAGraph]
 
 
 class TrainStep:
@@ -54,9 +80,15 @@ class TrainStep:
         steps_per_octave: padding grid (16: at most 1/16 of each count is padding).
         max_graphs: captured shapes kept; batches of further shapes train eagerly.
 
+    A ``DistributedDataParallel`` model is captured too: every step runs the module it
+    wraps and averages the gradients over its process group as DDP would, with one
+    all-reduce of them flattened, run between two captured graphs (the gradients, then
+    the optimizer step); every rank must call the step equally often, as DDP needs.
+    (Modules with buffers train eagerly through DDP, which broadcasts them.)
+
     Eager, with a warning saying why, where a step cannot be captured: batches without
     per-hop counts (not from pyg_accel's loaders, or a ``transform=``), heterogeneous
-    batches, ``DistributedDataParallel`` models, a model in eval mode, a step with an op
+    batches, a model in eval mode, a step with an op
     that syncs with the host (found by the warm-up, under CUDA's sync debug mode). GCN
     and GAT keep a graph's own self-loops with no effect rather than compacting them
     away, which would sync (``pyg_accel/nn/conv/_self_loops.py``). A change to the optimizer's hyperparameters
@@ -73,12 +105,21 @@ class TrainStep:
         if capture not in ('auto', True, False):
             raise ValueError(f"TrainStep: capture must be 'auto', True or False, got {capture!r}")
         self.model, self.optimizer = model, optimizer
+        ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
+        self._ddp_buffers = ddp and model.broadcast_buffers and any(True for _ in model.module.buffers())
+        # What every step runs: a DDP model's module, the gradients averaged by the step itself
+        # (all steps alike, eager ones too: every rank's collectives must match). A module with
+        # buffers runs through DDP, which broadcasts them, always eagerly.
+        by_hand = ddp and not self._ddp_buffers
+        self._net = model.module if by_hand else model
+        self._group = model.process_group if by_hand else None
+        self._cross_node = _cross_node_norms(self._net)
         self.loss_fn = loss_fn or _cross_entropy
         self.target, self.capture, self.amp_dtype = target, capture, amp_dtype
         self.steps_per_octave, self.max_graphs = steps_per_octave, max_graphs
         self._buffers: Dict[Bucket, PaddedBatch] = {}
         self._warmed: Set[Bucket] = set()  # shapes whose eager warm-up step has run
-        self._graphs: Dict[Bucket, Tuple[torch.cuda.CUDAGraph, Tensor]] = {}  # shape -> (graph, its loss)
+        self._graphs: Dict[Bucket, _Captured] = {}  # shape -> its captured step
         self._uncapturable: Optional[str] = None  # why the step cannot be captured, once found
         self._state_key = None
         self._warned = set()
@@ -102,11 +143,10 @@ class TrainStep:
                 return self._eager_step(batch.x, batch.edge_index, self._targets(batch), None)
             padded = self._buffers[bucket] = self._new_buffers(bucket, batch)
         padded.load(batch.x, batch.edge_index, self._targets(batch), nodes, edges)
-        graph = self._graphs.get(bucket)
-        if graph is not None:
-            graph[0].replay()
+        captured = self._graphs.get(bucket)
+        if captured is not None:
             self.stats['replayed'] += 1
-            return graph[1].clone()
+            return self._replay(captured)
         if self._uncapturable is None and bucket in self._warmed:
             return self._capture(bucket, padded)
         if self._uncapturable is None:  # a shape's first batch: the warm-up
@@ -118,7 +158,7 @@ class TrainStep:
         # padded (capturable) steps handle self-loops without a host sync (nn/conv/_self_loops.py)
         amp = torch.autocast(x.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
         with sync_free() if padded is not None else contextlib.nullcontext(), amp:
-            out = self.model(x, edge_index)[:y.size(0)]
+            out = self._net(x, edge_index)[:y.size(0)]
             losses = self.loss_fn(out, y)
         if losses.dim() != 1 or losses.size(0) != y.size(0):
             raise ValueError(f'TrainStep: loss_fn must return one loss per seed ([{y.size(0)}]), got '
@@ -131,10 +171,46 @@ class TrainStep:
     def _eager_step(self, x, edge_index, y, padded) -> Tensor:
         self.stats['eager'] += 1
         self.optimizer.zero_grad(set_to_none=True)
+        loss, flat = self._forward_backward(x, edge_index, y, padded)
+        self._all_reduce(flat)
+        self._update(flat)
+        return loss.detach()
+
+    def _forward_backward(self, x, edge_index, y, padded) -> Tuple[Tensor, Optional[Tensor]]:
+        """The loss and its gradients; for a DDP model also the gradients flattened into
+        one buffer and divided by the world size (``None`` otherwise), for the all-reduce."""
         loss = self._loss(x, edge_index, y, padded)
         loss.backward()
+        if self._group is None:
+            return loss, None
+        import torch.distributed as dist
+        grads = []
+        for p in self._params():
+            if p.grad is None:  # (an unused parameter: zeros, as DDP sends)
+                p.grad = torch.zeros_like(p)
+            grads.append(p.grad.reshape(-1))
+        return loss, torch.cat(grads).div_(dist.get_world_size(self._group))
+
+    def _all_reduce(self, flat: Optional[Tensor]) -> None:
+        """Sums ``flat`` over the process group, in place: outside any captured graph,
+        between the one that makes the gradients and the one that applies them (NCCL's
+        own streams and watchdog then stay out of the capture)."""
+        if flat is not None:
+            import torch.distributed as dist
+            dist.all_reduce(flat, group=self._group)
+
+    def _update(self, flat: Optional[Tensor]) -> None:
+        """The optimizer step, on the averaged gradients copied back from ``flat``."""
+        if flat is not None:
+            offset = 0
+            for p in self._params():
+                n = p.numel()
+                p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+                offset += n
         self.optimizer.step()
-        return loss.detach()
+
+    def _params(self) -> List[Tensor]:
+        return [p for p in self._net.parameters() if p.requires_grad]
 
     # -- capture --------------------------------------------------------------------
     def _warm_up(self, padded: PaddedBatch) -> Tensor:
@@ -174,22 +250,38 @@ class TrainStep:
         self._warn(f'the step could not be captured as a CUDA graph: {reason}; training eagerly')
 
     def _capture(self, bucket: Bucket, padded: PaddedBatch) -> Tensor:
-        """Captures the step on ``padded`` (recording only), then replays it once to run it."""
-        graph = torch.cuda.CUDAGraph()
+        """Captures the step on ``padded`` (recording only), then replays it once to run
+        it. A DDP model's step is two graphs, the gradients and then their application,
+        with the all-reduce between them run eagerly (no collective inside a capture)."""
+        step = torch.cuda.CUDAGraph()
+        update = torch.cuda.CUDAGraph() if self._group is not None else None
         self.optimizer.zero_grad(set_to_none=True)
         try:
-            with torch.cuda.graph(graph):
-                loss = self._loss(padded.x, padded.edge_index, padded.y, padded)
-                loss.backward()
-                self.optimizer.step()
+            with torch.cuda.graph(step):
+                loss, flat = self._forward_backward(padded.x, padded.edge_index, padded.y, padded)
+                if update is None:
+                    self._update(None)
+            if update is not None:
+                with torch.cuda.graph(update, pool=step.pool()):
+                    self._update(flat)
         except Exception as error:  # noqa: BLE001 (any failure to capture: train eagerly, say why)
-            self._give_up_capture(f'{type(error).__name__}: {error}'.splitlines()[0])
+            cause = error.__context__  # (an op's error inside the capture, which ending it then reported)
+            reason = f'{type(error).__name__}: {error}'.splitlines()[0]
+            if cause is not None:
+                reason += f' (after {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ""})'
+            self._give_up_capture(reason)
             torch.cuda.synchronize()
             return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
-        self._graphs[bucket] = (graph, loss.detach())
+        captured = self._graphs[bucket] = _Captured(step, loss.detach(), flat, update)
         self.stats['captured'] += 1
-        graph.replay()
-        return loss.detach().clone()
+        return self._replay(captured)
+
+    def _replay(self, captured: '_Captured') -> Tensor:
+        captured.step.replay()
+        if captured.update is not None:
+            self._all_reduce(captured.flat)
+            captured.update.replay()
+        return captured.loss.clone()
 
     def _make_capturable(self) -> None:
         for group in self.optimizer.param_groups:
@@ -204,7 +296,7 @@ class TrainStep:
     def _current_state_key(self) -> tuple:
         """What a captured step baked in: the parameters' storage and the optimizer's
         scalar hyperparameters (a tensor lr is read on every replay: its identity only)."""
-        params = tuple(p.data_ptr() for p in self.model.parameters())
+        params = tuple(p.data_ptr() for p in self._net.parameters())
         hyper = tuple(tuple((k, v if not isinstance(v, Tensor) else id(v)) for k, v in sorted(group.items())
                             if k != 'params') for group in self.optimizer.param_groups)
         return params, hyper
@@ -226,8 +318,11 @@ class TrainStep:
             return 'the batch has no x / edge_index tensors (heterogeneous batches train eagerly)'
         if not x.is_cuda:
             return '' if self.capture == 'auto' else 'CUDA graphs need a GPU: training eagerly'
-        if isinstance(self.model, torch.nn.parallel.DistributedDataParallel):
-            return 'DistributedDataParallel models train eagerly (their gradient all-reduce is not captured)'
+        if self._ddp_buffers:
+            return 'a DistributedDataParallel module with buffers trains eagerly (DDP broadcasts them every step)'
+        if self._cross_node:
+            return (f'{self._cross_node} normalises across nodes, so padding nodes would enter its statistics: '
+                    'training eagerly')
         if not self.model.training:
             return 'the model is in eval mode: a captured step trains (call model.train())'
         hops = sampled_hops(edge_index, x.size(0))
