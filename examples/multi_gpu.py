@@ -3,9 +3,10 @@
 One process per GPU (``torchrun``). Every process loads the same dataset; the node
 features go into a ``'sharded'`` FeatureStore (each GPU holds 1/P of the rows and reads
 the others' rows in place over NVLink, WholeGraph-style), the graph is on every GPU for
-pyg_accel's sampler, each process trains on its share of the training nodes, and
-DistributedDataParallel averages the gradients. On GPUs each step, the gradient all-reduce
-included, is replayed as a CUDA graph (pyg_accel.training.TrainStep; --eager turns it off).
+pyg_accel's sampler, each process trains on its share of the training nodes, and the
+gradients are averaged over the processes as DistributedDataParallel averages them: by
+pyg_accel.training.TrainStep, each step replayed as a CUDA graph on GPUs (--eager: the
+plain loop on a DistributedDataParallel model).
 Without GPUs the processes run on the CPU (gloo; shards in shared memory).
 
     torchrun --nproc_per_node 2 examples/multi_gpu.py                       # embedded default
@@ -125,7 +126,8 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     loader = NeighborLoader((fs, gs), fanout, input_nodes=train_nodes, batch_size=args.batch_size, shuffle=True)
     model = accel_models.GraphSAGE(dataset.num_features, args.hidden, args.layers, dataset.num_classes,
                                    dropout=args.dropout, auto_trim=not args.no_trim).to(device)
-    model = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
+    if args.eager:  # DDP averages the gradients (its hooks cannot be captured)
+        model = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     if args.tf32:
         torch.set_float32_matmul_precision('high')
@@ -158,10 +160,10 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
 
 def training_step(model, opt, eager: bool):
     """``step(batch) -> loss`` (no host sync): a :class:`pyg_accel.training.TrainStep`
-    (captured on GPUs, the gradient all-reduce inside the graph), or with ``eager`` the
-    plain PyG loop through DDP."""
+    over the process group (captured on GPUs, the gradients averaged as DDP averages
+    them), or with ``eager`` the plain PyG loop on the DDP model."""
     if not eager:
-        return TrainStep(model, opt)
+        return TrainStep(model, opt, process_group=dist.group.WORLD)
 
     def step(batch):
         opt.zero_grad()

@@ -89,9 +89,9 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
 
 
 def check_train_step(rank: int, device: torch.device) -> None:
-    """TrainStep on a DistributedDataParallel model (captured on GPUs, its gradient
-    all-reduce inside the graph) trains as DDP's own loop: each rank on its own batches,
-    the same parameters on both ranks and in both runs."""
+    """TrainStep over the process group (captured on GPUs, the gradient all-reduce
+    between its graphs) trains as DDP's own loop: each rank on its own batches, the
+    same parameters on both ranks and in both runs."""
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
     import pyg_accel.nn.models as accel_models
@@ -103,11 +103,12 @@ def check_train_step(rank: int, device: torch.device) -> None:
     loader = NeighborLoader((fs, gs), [4, 3], input_nodes=torch.arange(400)[rank::2], batch_size=40, shuffle=True,
                             pipeline=False)
     torch.manual_seed(0)
-    models = [DistributedDataParallel(accel_models.GraphSAGE(8, 16, 2, 3).to(device),
-                                      device_ids=[device] if device.type == 'cuda' else None) for _ in range(2)]
-    models[1].module.load_state_dict(models[0].module.state_dict())
+    torch.manual_seed(rank)  # (different initial weights: both runs start from rank 0's)
+    models = [accel_models.GraphSAGE(8, 16, 2, 3).to(device) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    models[0] = DistributedDataParallel(models[0], device_ids=[device] if device.type == 'cuda' else None)
     opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in models]
-    step = TrainStep(models[1], opts[1])
+    step = TrainStep(models[1], opts[1], process_group=dist.group.WORLD)
     for run in range(2):
         torch.manual_seed(10 + rank)  # (both runs see the same batches; the ranks different ones)
         for _ in range(3):

@@ -206,6 +206,29 @@ def test_uncapturable_steps_train_eagerly_and_say_why():
     assert step.num_graphs == 0
 
 
+@requires_cuda
+def test_a_failed_capture_trains_eagerly_and_random_ops_still_work():
+    """A step that passes its warm-up but fails inside the capture (here a host sync on
+    the second call) trains eagerly, says why, and leaves the RNG usable: dropout and
+    torch.randn after it."""
+    loader = loader_on('cuda', pipeline=False)
+    model = accel_models.GraphSAGE(16, 32, 3, 4, dropout=0.3).cuda()
+    calls = []
+
+    def loss_fn(out, y):
+        calls.append(1)
+        if len(calls) == 2:  # (the capture)
+            torch.cuda.synchronize()
+        return F.cross_entropy(out, y, reduction='none')
+
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=loss_fn)
+    batch = next(iter(loader))
+    with pytest.warns(UserWarning, match='could not be captured'):
+        for _ in range(4):
+            assert torch.isfinite(step(batch))
+    assert step.num_graphs == 0 and torch.randn(3, device='cuda').isfinite().all()
+
+
 @pytest.mark.parametrize('device', DEVICES)
 @pytest.mark.parametrize('name,options,weighted', [('GCN', {}, False), ('GCN', {}, True), ('GCN', {'improved': True}, True),
                                                    ('GAT', {}, False), ('GAT', {'heads': 2, 'concat': False}, False)])
@@ -241,25 +264,29 @@ def test_self_loops_without_a_sync_give_pyg_values(device, name, options, weight
 
 
 @requires_cuda
-def test_ddp_models_are_captured_with_their_all_reduce(tmp_path):
-    """A DDP model (one NCCL process here; two in tests/distributed_worker.py): the step
-    runs its module and all-reduces the gradients inside the captured graph, and trains
-    as the plain DDP loop."""
+def test_data_parallel_steps_are_captured_with_their_all_reduce(tmp_path):
+    """The module with process_group= (one NCCL process here; two in
+    tests/distributed_worker.py): the step is captured, averages the gradients by an
+    all-reduce between its two graphs, and trains as the plain DDP loop. A DDP model
+    itself trains eagerly, saying how to capture it."""
     import torch.distributed as dist
     dist.init_process_group('nccl', init_method=f'file://{tmp_path}/rendezvous', rank=0, world_size=1)
     try:
         a, b = same_models('cuda')
         a = torch.nn.parallel.DistributedDataParallel(a)
-        b = torch.nn.parallel.DistributedDataParallel(b)
         opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
         loader = loader_on('cuda', pipeline=False)
         torch.manual_seed(1)
         expected = train(loader, a, opt_a)
         torch.manual_seed(1)
-        step = TrainStep(b, opt_b)
+        step = TrainStep(b, opt_b, process_group=dist.group.WORLD)
         got = train(loader, b, opt_b, step)
         torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
         assert step.num_graphs >= 1 and step.stats['replayed'] >= 1
+        with pytest.warns(UserWarning, match='process_group='):
+            TrainStep(a, opt_a)(next(iter(loader)))
+        with pytest.raises(ValueError, match='model.module'):
+            TrainStep(a, opt_a, process_group=dist.group.WORLD)
     finally:
         dist.destroy_process_group()
 

@@ -51,6 +51,32 @@ def _cross_node_norms(model: torch.nn.Module) -> Optional[str]:
     return None
 
 
+def _broadcast_parameters(model: torch.nn.Module, group) -> None:
+    """The parameters of the group's first rank on every rank (as DDP starts), in one
+    broadcast of them flattened."""
+    import torch.distributed as dist
+    params = [p for p in model.parameters()]
+    if not params:
+        return
+    with torch.no_grad():
+        flat = torch.cat([p.detach().reshape(-1) for p in params])
+        dist.broadcast(flat, src=dist.get_global_rank(group, 0), group=group)
+        offset = 0
+        for p in params:
+            p.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
+def _release_rng_from_capture(device: torch.device) -> None:
+    """After a capture that failed to end, the device's RNG still believes it is being
+    captured, and every later random op (dropout) would fail. Its state is replaced by a
+    copy (same seed and offset), which is not."""
+    generator = torch.cuda.default_generators[device.index if device.index is not None else
+                                              torch.cuda.current_device()]
+    if hasattr(generator, 'graphsafe_set_state'):
+        generator.graphsafe_set_state(generator.clone_state())
+
+
 class _Captured(NamedTuple):
     """One batch shape's captured step: ``step`` computes ``loss`` and the gradients (and
     for a DDP model flattens them into ``flat``, which ``update`` applies after the
@@ -80,11 +106,14 @@ class TrainStep:
         steps_per_octave: padding grid (16: at most 1/16 of each count is padding).
         max_graphs: captured shapes kept; batches of further shapes train eagerly.
 
-    A ``DistributedDataParallel`` model is captured too: every step runs the module it
-    wraps and averages the gradients over its process group as DDP would, with one
-    all-reduce of them flattened, run between two captured graphs (the gradients, then
-    the optimizer step); every rank must call the step equally often, as DDP needs.
-    (Modules with buffers train eagerly through DDP, which broadcasts them.)
+    Data-parallel training: pass the model itself (not wrapped in
+    ``DistributedDataParallel``) with ``process_group`` (e.g. ``torch.distributed.group.WORLD``).
+    The parameters are broadcast from the group's first rank on construction, and each
+    step averages the gradients over the group as DDP would, with one all-reduce of them
+    flattened, run between two captured graphs (the gradients, then the optimizer step);
+    every rank must call the step equally often, as with DDP. Buffers are not broadcast
+    (DDP broadcasts them every step). A ``DistributedDataParallel`` model trains eagerly
+    through DDP: its gradient hooks cannot be captured.
 
     Eager, with a warning saying why, where a step cannot be captured: batches without
     per-hop counts (not from pyg_accel's loaders, or a ``transform=``), heterogeneous
@@ -101,19 +130,19 @@ class TrainStep:
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Optional[LossFn] = None,
                  target: str = 'y', capture='auto', amp_dtype: Optional[torch.dtype] = None,
-                 steps_per_octave: int = 16, max_graphs: int = 16):
+                 steps_per_octave: int = 16, max_graphs: int = 16, process_group=None):
         if capture not in ('auto', True, False):
             raise ValueError(f"TrainStep: capture must be 'auto', True or False, got {capture!r}")
+        self._ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
+        if self._ddp and process_group is not None:
+            raise ValueError('TrainStep: pass the module a DistributedDataParallel model wraps (model.module) with '
+                             'process_group=, not the DDP model')
         self.model, self.optimizer = model, optimizer
-        ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
-        self._ddp_buffers = ddp and model.broadcast_buffers and any(True for _ in model.module.buffers())
-        # What every step runs: a DDP model's module, the gradients averaged by the step itself
-        # (all steps alike, eager ones too: every rank's collectives must match). A module with
-        # buffers runs through DDP, which broadcasts them, always eagerly.
-        by_hand = ddp and not self._ddp_buffers
-        self._net = model.module if by_hand else model
-        self._group = model.process_group if by_hand else None
-        self._cross_node = _cross_node_norms(self._net)
+        self._net = model  # (what every step runs)
+        self._group = process_group  # gradients averaged over it by the step itself
+        if process_group is not None:
+            _broadcast_parameters(model, process_group)
+        self._cross_node = _cross_node_norms(model)
         self.loss_fn = loss_fn or _cross_entropy
         self.target, self.capture, self.amp_dtype = target, capture, amp_dtype
         self.steps_per_octave, self.max_graphs = steps_per_octave, max_graphs
@@ -269,6 +298,7 @@ class TrainStep:
             reason = f'{type(error).__name__}: {error}'.splitlines()[0]
             if cause is not None:
                 reason += f' (after {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ""})'
+            _release_rng_from_capture(padded.x.device)
             self._give_up_capture(reason)
             torch.cuda.synchronize()
             return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
@@ -318,8 +348,9 @@ class TrainStep:
             return 'the batch has no x / edge_index tensors (heterogeneous batches train eagerly)'
         if not x.is_cuda:
             return '' if self.capture == 'auto' else 'CUDA graphs need a GPU: training eagerly'
-        if self._ddp_buffers:
-            return 'a DistributedDataParallel module with buffers trains eagerly (DDP broadcasts them every step)'
+        if self._ddp:
+            return ('DistributedDataParallel models train eagerly (their gradient hooks cannot be captured): pass '
+                    'model.module and process_group= to capture the step, the all-reduce included')
         if self._cross_node:
             return (f'{self._cross_node} normalises across nodes, so padding nodes would enter its statistics: '
                     'training eagerly')
