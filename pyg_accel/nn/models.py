@@ -105,13 +105,11 @@ class _AccelGNN:
             layer_value = None if value is None else value[:num_edges]
             x = x[:num_src] if x.size(0) != num_src else x
             x = (x, x[:num_dst])  # (the destinations as the first rows of the sources: see is_row_prefix)
-            if self.supports_edge_weight and self.supports_edge_attr:
-                x = conv(x, ei, edge_weight=layer_value if edge_weight is not None else None,
-                         edge_attr=layer_value if edge_attr is not None else None)
-            elif self.supports_edge_weight:
-                x = conv(x, ei, edge_weight=layer_value if edge_weight is not None else None)
-            elif self.supports_edge_attr:
-                x = conv(x, ei, edge_attr=layer_value if edge_attr is not None else None)
+            # (as BasicGNN passes them: the one given, to layers that take it; _hops_to_trim: not both)
+            if edge_weight is not None and self.supports_edge_weight:
+                x = conv(x, ei, edge_weight=layer_value)
+            elif edge_attr is not None and self.supports_edge_attr:
+                x = conv(x, ei, edge_attr=layer_value)
             else:
                 x = conv(x, ei)
             if i < num_layers - 1:  # (the norms are identities here: _hops_to_trim)

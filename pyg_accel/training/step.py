@@ -78,8 +78,8 @@ def _release_rng_from_capture(device: torch.device) -> None:
 
 
 class _Captured(NamedTuple):
-    """One batch shape's captured step: ``step`` computes ``loss`` and the gradients (and
-    for a DDP model flattens them into ``flat``, which ``update`` applies after the
+    """One batch shape's captured step: ``step`` computes ``loss`` and the gradients (and,
+    data-parallel, flattens them into ``flat``, which ``update`` applies after the
     all-reduce; otherwise ``step`` also applies them and ``update`` is ``None``)."""
     step: torch.cuda.CUDAGraph
     loss: Tensor
@@ -138,7 +138,6 @@ class TrainStep:
             raise ValueError('TrainStep: pass the module a DistributedDataParallel model wraps (model.module) with '
                              'process_group=, not the DDP model')
         self.model, self.optimizer = model, optimizer
-        self._net = model  # (what every step runs)
         self._group = process_group  # gradients averaged over it by the step itself
         if process_group is not None:
             _broadcast_parameters(model, process_group)
@@ -187,7 +186,7 @@ class TrainStep:
         # padded (capturable) steps handle self-loops without a host sync (nn/conv/_self_loops.py)
         amp = torch.autocast(x.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
         with sync_free() if padded is not None else contextlib.nullcontext(), amp:
-            out = self._net(x, edge_index)[:y.size(0)]
+            out = self.model(x, edge_index)[:y.size(0)]
             losses = self.loss_fn(out, y)
         if losses.dim() != 1 or losses.size(0) != y.size(0):
             raise ValueError(f'TrainStep: loss_fn must return one loss per seed ([{y.size(0)}]), got '
@@ -206,8 +205,8 @@ class TrainStep:
         return loss.detach()
 
     def _forward_backward(self, x, edge_index, y, padded) -> Tuple[Tensor, Optional[Tensor]]:
-        """The loss and its gradients; for a DDP model also the gradients flattened into
-        one buffer and divided by the world size (``None`` otherwise), for the all-reduce."""
+        """The loss and its gradients; with a process group also the gradients flattened
+        into one buffer and divided by the world size (``None`` otherwise), for the all-reduce."""
         loss = self._loss(x, edge_index, y, padded)
         loss.backward()
         if self._group is None:
@@ -239,7 +238,7 @@ class TrainStep:
         self.optimizer.step()
 
     def _params(self) -> List[Tensor]:
-        return [p for p in self._net.parameters() if p.requires_grad]
+        return [p for p in self.model.parameters() if p.requires_grad]
 
     # -- capture --------------------------------------------------------------------
     def _warm_up(self, padded: PaddedBatch) -> Tensor:
@@ -280,7 +279,7 @@ class TrainStep:
 
     def _capture(self, bucket: Bucket, padded: PaddedBatch) -> Tensor:
         """Captures the step on ``padded`` (recording only), then replays it once to run
-        it. A DDP model's step is two graphs, the gradients and then their application,
+        it. A data-parallel step is two graphs, the gradients and then their application,
         with the all-reduce between them run eagerly (no collective inside a capture)."""
         step = torch.cuda.CUDAGraph()
         update = torch.cuda.CUDAGraph() if self._group is not None else None
@@ -326,7 +325,7 @@ class TrainStep:
     def _current_state_key(self) -> tuple:
         """What a captured step baked in: the parameters' storage and the optimizer's
         scalar hyperparameters (a tensor lr is read on every replay: its identity only)."""
-        params = tuple(p.data_ptr() for p in self._net.parameters())
+        params = tuple(p.data_ptr() for p in self.model.parameters())
         hyper = tuple(tuple((k, v if not isinstance(v, Tensor) else id(v)) for k, v in sorted(group.items())
                             if k != 'params') for group in self.optimizer.param_groups)
         return params, hyper

@@ -107,21 +107,27 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
 
     def _untrimmed_deg_inv_sqrt(self, edge_index: Tensor, weighted: bool, dtype: torch.dtype) -> Optional[Tensor]:
         """``D^-1/2`` (``[N_0]``) of the batch ``edge_index`` was trimmed from (with the
-        weights it was trimmed with if this layer is ``weighted``), shared with the
-        untrimmed layer through the memo when the batch has no edge weights; ``None`` if
-        ``edge_index`` was not trimmed."""
+        weights it was trimmed with if this layer is ``weighted``), memoised on the batch's
+        ``edge_index`` when it has no edge weights (the degrees alone: no layer aggregates
+        over the untrimmed graph, so none builds it); ``None`` if ``edge_index`` was not
+        trimmed."""
         root = trimmed_from(edge_index)
         if root is None:
             return None
         root_index, root_nodes, root_weight = root
+        if not is_trusted_edge_index(root_index, (root_nodes, root_nodes)):  # (the edges past the trimmed ones)
+            check_edge_index(root_index, (root_nodes, root_nodes))
         root_weight = root_weight if weighted else None  # (a model's edge_attr is trimmed beside, unused here)
+
+        def degrees() -> Tensor:
+            return gcn_normalize(root_index, root_weight, root_nodes, self.improved, self.add_self_loops, dtype)[2]
         if root_weight is None:
-            return cached_on(root_index, _GCN_SLOT, self._key(root_nodes, dtype),
-                             lambda: self._normalized_graph(root_index, None, root_nodes, dtype))[2]
-        return gcn_normalize(root_index, root_weight, root_nodes, self.improved, self.add_self_loops, dtype)[2]
+            return cached_on(root_index, _GCN_DEG_SLOT, self._key(root_nodes, dtype), degrees)
+        return degrees()
 
 
 _GCN_SLOT = '_pyg_accel_gcn'
+_GCN_DEG_SLOT = '_pyg_accel_gcn_degrees'
 
 
 def gcn_normalize(edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int, improved: bool,
