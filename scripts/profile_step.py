@@ -2,10 +2,12 @@
 the host's time to enqueue the step (no sync) against the step's time to finish, the
 host-synchronising CUDA runtime calls it makes, and the profiler's top operators by
 host time and by GPU time. A step whose enqueue time is close to its finish time is
-host-bound: the GPU waits for Python.
+host-bound: the GPU waits for Python. ``--loop`` times whole loops instead: the step
+alone over batches made beforehand, the loader alone, and the two together, pipelined
+and not.
 
     python scripts/profile_step.py [--model sage|gat] [--layers-from pyg_accel|pyg] [--no-trim] [--graph] [--tf32]
-                                   [--amp] [--scale 1.0]
+                                   [--amp] [--scale 1.0] [--loader | --loop]
 """
 import argparse
 import statistics
@@ -42,6 +44,7 @@ def main():
     p.add_argument('--steps', type=int, default=10)
     p.add_argument('--rows', type=int, default=25, help='operators listed per table')
     p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
+    p.add_argument('--loop', action='store_true', help='time loops of steps, loading and both (see above) instead')
     args = p.parse_args()
     end_to_end.TRIM, end_to_end.AMP = not args.no_trim, args.amp
     torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
@@ -63,6 +66,8 @@ def main():
         step(next(batches))
     if args.loader:
         return profile_loader(batches, args)
+    if args.loop:
+        return time_loops(step, loader, batches, args)
 
     enqueue, finish = [], []
     for _ in range(args.steps):
@@ -141,6 +146,42 @@ def print_phases(model, opt, batches, device, steps: int) -> None:
             times.append(b - a)
     print('host enqueue per phase (ms): ' + ', '.join(f'{name} {statistics.median(v) * 1e3:.2f}'
                                                       for name, v in phases.items()), flush=True)
+
+
+def time_loops(step, loader, batches, args) -> None:
+    """Milliseconds per batch (medians of 3 runs of ``4 * steps`` batches) of: the step
+    over batches made beforehand (the GPU-bound pace), the loader alone, and loading and
+    training together, pipelined and not. Pipelined loading that keeps up gives the
+    step's pace; one that does not overlap gives the sum."""
+    from pyg_accel.loader import PrefetchLoader
+    count = 4 * args.steps
+    made = [next(batches) for _ in range(count)]
+
+    def pace(run) -> float:
+        times = []
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) / count * 1e3)
+        return statistics.median(times)
+
+    def loop(iterable, train: bool):
+        def run():
+            for i, batch in enumerate(iterable):
+                if train:
+                    step(batch)
+                if i + 1 == count:
+                    break
+        return run
+
+    rows = {'step alone (batches made beforehand)': pace(loop(made, True)),
+            'loader alone': pace(loop(loader, False)),
+            'both, pipelined (one batch ahead)': pace(loop(PrefetchLoader(loader), True)),
+            'both, not pipelined': pace(loop(loader, True))}
+    for name, ms in rows.items():
+        print(f'{name:45s} {ms:6.3f} ms/batch', flush=True)
 
 
 def profile_loader(batches, args) -> None:
