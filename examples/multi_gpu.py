@@ -118,7 +118,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         share_graph_store(gs)
     if rank == 0:
         print(f'{dataset}\n{world} processes on {device.type}; features: {fs.location} '
-              f'({fs._stored(fs._tensor_attr_cls.cast(None, "x"))}), graph: {gs.location}; '
+              f"({fs.tier('x')}), graph: {gs.location}; "
               f'loaded in {time.perf_counter() - start:.1f} s', flush=True)
     fanout = [int(v) for v in args.num_neighbors.split(',')]
     train = dataset.split['train'].cpu()

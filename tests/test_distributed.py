@@ -60,7 +60,7 @@ def test_sharded_feature_store_in_one_process(device):
     data = Data(x=torch.randn(50, 4), y=torch.arange(50), edge_index=torch.randint(0, 50, (2, 200)), num_nodes=50)
     fs, gs = from_data(data, 'sharded')
     assert fs.location.kind == 'sharded' and gs.location.kind in ('cuda', 'cpu')
-    assert isinstance(fs._stored(fs._tensor_attr_cls.cast(None, 'x')), ShardedTensor)
+    assert isinstance(fs.tier('x').sharded, ShardedTensor) and fs.tier('x').shared
     index = torch.tensor([4, 0, 49, 4])
     x, y = fs.multi_get_tensor([fs._tensor_attr_cls.cast(None, 'x', index), fs._tensor_attr_cls.cast(None, 'y', index)])
     assert torch.equal(x.cpu(), data.x[index]) and torch.equal(y.cpu(), data.y[index])

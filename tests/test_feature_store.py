@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-import pyg_accel.data.feature_store as fs_module
+import pyg_accel.data.tiers as tiers_module
 from pyg_accel.data import FeatureStore
 
 from conftest import HAS_CUDA, locations, requires_cuda
@@ -54,8 +54,8 @@ def test_get_with_other_index_kinds(store):
 def test_multi_get_shares_one_gather(store, monkeypatch):
     x, y = filled(store)
     calls = []
-    real = fs_module.multi_gather
-    monkeypatch.setattr(fs_module, 'multi_gather', lambda tables, index, **kw: calls.append(len(tables)) or
+    real = tiers_module.multi_gather
+    monkeypatch.setattr(tiers_module, 'multi_gather', lambda tables, index, **kw: calls.append(len(tables)) or
                         real(tables, index, **kw))
     index = torch.randint(0, 100, (64,))
     attrs = store.get_all_tensor_attrs()

@@ -331,7 +331,7 @@ def test_host_register_pins_memory_in_place():
     import os
     import uuid
 
-    from pyg_accel.distributed.shards import _shm_dir
+    from pyg_accel.data.shards import _shm_dir
     path = os.path.join(_shm_dir(), f'pyg_accel_test_{uuid.uuid4().hex}')
     mapped = torch.from_file(path, shared=True, size=4096, dtype=torch.float32)
     os.unlink(path)

@@ -81,8 +81,7 @@ def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', de
     location = resolve_location(location, device)
     fs = FeatureStore(location, group=group, float_dtype=float_dtype)
     if graph_location is None:
-        graph_location = location if location.kind != 'sharded' else \
-            Location('cuda' if location.device.type == 'cuda' else 'cpu', location.device)
+        graph_location = Location(location.memory, location.device)  # (a sharded store's graph: whole)
     gs = GraphStore(resolve_location(graph_location, device))
     if isinstance(data, HeteroData):
         for node_type in data.node_types:

@@ -1,14 +1,16 @@
 """A PyG ``FeatureStore`` whose batched reads are one gather launch per index.
 
-Tensors live in one storage tier (:mod:`pyg_accel.data.location`): GPU memory, pinned
-host memory read by the GPU, CPU memory, or row blocks sharded across the GPUs of a
-host and read peer-to-peer (:class:`pyg_accel.distributed.ShardedTensor`). Keys are
+Each tensor is held by a storage tier (:mod:`pyg_accel.data.tiers`) that the store's
+:class:`~pyg_accel.data.Location` makes: GPU memory, pinned host memory read by the GPU,
+CPU memory, or row blocks sharded across the GPUs of a host and read peer-to-peer; a
+row cache is a tier in front of another. The store asks its tiers and never tests what
+they are. Keys are
 PyG's ``(group_name, attr_name)``: ``group_name`` is ``None`` for homogeneous graphs and
 a node-type string for heterogeneous ones.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -17,17 +19,15 @@ from torch import Tensor
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from ..distributed.shards import ShardedTensor
-from ..ops import gather, multi_gather
 from .location import Location, LocationLike, resolve_location
 from .row_cache import RowCache
+from .tiers import Tier, read_together
 
 _UNSET = _FieldStatus.UNSET
 
 __all__ = ['FeatureStore']
 
 Key = Tuple[Optional[object], str]
-Stored = Union[Tensor, ShardedTensor]
 
 
 def _as_tensor(value: object, what: str) -> Tensor:
@@ -95,9 +95,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         self.location: Location = resolve_location(location, device)
         self.group = group
         self.float_dtype = float_dtype
-        self._tensors: Dict[Key, Stored] = {}
-        self._caches: Dict[Key, RowCache] = {}
-        self._callers: Set[Key] = set()  # tensors held as the caller put them (no copy made)
+        self._tiers: Dict[Key, Tier] = {}
 
     # GPU row cache ###########################################################
 
@@ -113,10 +111,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         new tensor put under the same name drops the cache; row updates reach it.
         Returns the :class:`RowCache` (``hit_rate()``, ``reset_stats()``)."""
         key = (group_name, attr_name)
-        stored = self._stored(self._tensor_attr_cls.cast(group_name, attr_name))
-        if isinstance(stored, ShardedTensor):
-            raise ValueError("FeatureStore.cache_rows: a 'sharded' tensor is already in GPU memory (the row "
-                             "cache fronts 'pinned' host memory)")
+        tier = self._tier(self._tensor_attr_cls.cast(group_name, attr_name)).uncached()
         if rows is None:
             raise ValueError('FeatureStore.cache_rows: give the rows to cache, hottest first '
                              '(pyg_accel.data.rows_by_degree(graph_store) ranks nodes by degree)')
@@ -124,23 +119,23 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         if memory_fraction is not None:
             if self.device.type != 'cuda' or not 0 < memory_fraction <= 1:
                 raise ValueError('FeatureStore.cache_rows: memory_fraction in (0, 1] sizes a GPU cache')
-            row_bytes = max(1, stored[0].numel() * stored.element_size())
+            row_bytes = max(1, tier.shape[1:].numel() * tier.element_size())
             free = torch.cuda.mem_get_info(self.device)[0]
             num_rows = int(free * memory_fraction) // row_bytes
         if num_rows is not None:
             rows = rows[:max(0, int(num_rows))]
-        self._caches[key] = RowCache(stored, rows, self.device)
-        return self._caches[key]
+        cache = self._tiers[key] = RowCache(tier, rows, self.device)
+        return cache
 
     def row_cache(self, attr_name: str = 'x', group_name=None) -> Optional[RowCache]:
         """The cache in front of a stored tensor, if any."""
-        return self._caches.get((group_name, attr_name))
+        tier = self._tiers.get((group_name, attr_name))
+        return tier if tier is not None and tier.uncached() is not tier else None
 
-    def _read(self, key: Key, stored: Stored, index: Tensor) -> Tensor:
-        if isinstance(stored, ShardedTensor):
-            return stored.gather(index)
-        cache = self._caches.get(key)
-        return gather(stored, index) if cache is None else cache.gather(stored, index)
+    def tier(self, attr_name: str = 'x', group_name=None) -> Tier:
+        """The :class:`~pyg_accel.data.tiers.Tier` holding a stored tensor (its row cache,
+        if it has one)."""
+        return self._tier(self._tensor_attr_cls.cast(group_name, attr_name))
 
     @property
     def device(self) -> torch.device:
@@ -151,13 +146,13 @@ class FeatureStore(torch_geometric.data.FeatureStore):
     def _key(attr: TensorAttr) -> Key:
         return (attr.group_name, attr.attr_name)
 
-    def _stored(self, attr: TensorAttr) -> Stored:
+    def _tier(self, attr: TensorAttr) -> Tier:
         key = self._key(attr)
-        if key not in self._tensors:
-            known = ', '.join(f'{g!r}/{a!r}' for g, a in self._tensors) or 'none'
+        if key not in self._tiers:
+            known = ', '.join(f'{g!r}/{a!r}' for g, a in self._tiers) or 'none'
             raise KeyError(f"FeatureStore: no tensor for group {attr.group_name!r}, attribute "
                            f"{attr.attr_name!r} (stored: {known})")
-        return self._tensors[key]
+        return self._tiers[key]
 
     # Writes ##################################################################
 
@@ -165,40 +160,24 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         tensor = _as_tensor(tensor, 'FeatureStore.put_tensor')
         if self.float_dtype is not None and tensor.is_floating_point():
             tensor = tensor.to(self.float_dtype)  # (a new tensor when it converts: the caller's is left alone)
-        if attr.index is not None and self._key(attr) not in self._tensors:
+        if attr.index is not None and self._key(attr) not in self._tiers:
             tensor = self._rows_placed(tensor, attr.index)  # a new attribute put by rows (as PyG's stores take it)
             attr.index = None
         if attr.index is None:
             if tensor.dim() < 1:
                 raise ValueError('FeatureStore.put_tensor: expected a tensor with a row dimension, got a 0-d tensor')
-            if self.location.kind == 'sharded':  # (collective: every process puts the same tensor)
-                self._tensors[self._key(attr)] = ShardedTensor.from_full(tensor, self.group, self.device)
-            else:
-                placed = self.location.place(tensor)
-                self._tensors[self._key(attr)] = placed
-                if placed is tensor:  # kept without a copy: copied before a partial write changes it
-                    self._callers.add(self._key(attr))
-                else:
-                    self._callers.discard(self._key(attr))
-            self._caches.pop(self._key(attr), None)  # a new tensor: its old cache is stale
+            # (a new tensor: any cache of the old one is dropped with it; sharded: collective)
+            self._tiers[self._key(attr)] = self.location.tier(tensor, self.group)
             return True
-        stored = self._stored(attr)  # a partial write updates rows of an existing tensor
-        rows = self._row_ids(attr.index, stored)
-        if self._key(attr) in self._callers:  # the caller's tensor: PyG's stores leave it alone
-            stored = self._tensors[self._key(attr)] = stored.clone()
-            self._callers.discard(self._key(attr))
-        if tensor.dtype != stored.dtype:
+        tier = self._tier(attr)  # a partial write updates rows of an existing tensor
+        rows = self._row_ids(attr.index, tier.shape[0])
+        if tensor.dtype != tier.dtype:
             raise TypeError(f'FeatureStore.put_tensor: dtype mismatch for {attr.attr_name!r}: the store '
-                            f'holds {stored.dtype}, got {tensor.dtype}')
-        if tuple(tensor.shape) != (rows.numel(), *stored.shape[1:]):
-            raise ValueError(f'FeatureStore.put_tensor: expected shape {(rows.numel(), *stored.shape[1:])} '
+                            f'holds {tier.dtype}, got {tensor.dtype}')
+        if tuple(tensor.shape) != (rows.numel(), *tier.shape[1:]):
+            raise ValueError(f'FeatureStore.put_tensor: expected shape {(rows.numel(), *tier.shape[1:])} '
                              f'for {rows.numel()} rows of {attr.attr_name!r}, got {tuple(tensor.shape)}')
-        if isinstance(stored, ShardedTensor):
-            stored.write_local_rows(rows, tensor)
-        else:
-            stored[rows.to(stored.device)] = tensor.to(stored.device)
-        if self._key(attr) in self._caches:
-            self._caches[self._key(attr)].update(rows, tensor)
+        tier.write_rows(rows, tensor)
         return True
 
     def update_tensor(self, tensor, *args, **kwargs) -> bool:
@@ -226,9 +205,10 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         out[ids.to(out.device)] = tensor
         return out
 
-    def _row_ids(self, index: object, stored: Tensor) -> Tensor:
-        """Validated int64 row ids (on the CPU) from a slice, int, mask or id tensor."""
-        n = stored.shape[0]
+    @staticmethod
+    def _row_ids(index: object, n: int) -> Tensor:
+        """Validated int64 row ids (on the CPU) of a table of ``n`` rows, from a slice,
+        int, mask or id tensor."""
         if isinstance(index, slice):
             return torch.arange(n)[index]
         if isinstance(index, int):
@@ -248,31 +228,23 @@ class FeatureStore(torch_geometric.data.FeatureStore):
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         if attr.index is not None:
             raise ValueError('FeatureStore.remove_tensor removes whole tensors; leave index=None')
-        self._caches.pop(self._key(attr), None)
-        self._callers.discard(self._key(attr))
-        return self._tensors.pop(self._key(attr), None) is not None
+        return self._tiers.pop(self._key(attr), None) is not None
 
     # Reads ###################################################################
 
     def _get_tensor(self, attr: TensorAttr) -> Tensor:
-        stored = self._stored(attr)
+        tier = self._tier(attr)
         index = attr.index
-        if isinstance(stored, ShardedTensor):  # (the whole table: a copy onto this process's device)
-            return stored.to_dense() if index is None else stored.gather(self._gather_index(
-                self._row_ids(index, stored) if isinstance(index, (slice, int)) else index, stored.shape[0]))
         if index is None:
-            return stored
+            return tier.whole()
         if isinstance(index, slice):
-            return stored[index].to(self.device, non_blocking=True)
+            return tier.read_slice(index)
         if isinstance(index, int):
-            return stored[self._row_ids(index, stored)].to(self.device, non_blocking=True)
-        return self._read(self._key(attr), stored, self._gather_index(index, stored.shape[0]))
+            return tier.read(self._row_ids(index, tier.shape[0]).to(self.device))
+        return tier.read(self._gather_index(index, tier.shape[0]))
 
     def _gather_index(self, index: object, num_rows: int) -> Tensor:
-        ids = _index_tensor(index, num_rows)
-        if self.location.kind == 'cpu':
-            return ids.cpu()
-        return ids.to(self.device, non_blocking=True)
+        return _index_tensor(index, num_rows).to(self.device, non_blocking=True)
 
     def multi_get_tensor(self, attrs: List[TensorAttr], convert_type: bool = False) -> List[Tensor]:
         """PyG's ``multi_get_tensor`` (same checks and result) without its per-field
@@ -289,7 +261,8 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         return tensors
 
     def _multi_get_tensor(self, attrs: List[TensorAttr]) -> List[Tensor]:
-        """All attributes that share one index tensor are read with one launch."""
+        """All attributes that share one index tensor are read together
+        (:func:`~pyg_accel.data.tiers.read_together`: one launch for the whole tables)."""
         out: List[Optional[Tensor]] = [None] * len(attrs)
         groups: Dict[int, List[int]] = {}
         for i, attr in enumerate(attrs):
@@ -298,32 +271,26 @@ class FeatureStore(torch_geometric.data.FeatureStore):
             else:
                 out[i] = self._get_tensor(attr)
         for members in groups.values():
-            tables = [self._stored(attrs[i]) for i in members]
-            index = self._gather_index(attrs[members[0]].index, min(t.shape[0] for t in tables))
-            cached = [i for i in members if self._key(attrs[i]) in self._caches
-                      or isinstance(self._stored(attrs[i]), ShardedTensor)]
-            plain = [i for i in members if i not in cached]
-            for i in cached:  # one launch per cached or sharded table (all its memories together)
-                out[i] = self._read(self._key(attrs[i]), self._stored(attrs[i]), index)
-            if plain:
-                for i, tensor in zip(plain, multi_gather([self._stored(attrs[i]) for i in plain], index)):
-                    out[i] = tensor
+            tiers = [self._tier(attrs[i]) for i in members]
+            index = self._gather_index(attrs[members[0]].index, min(t.shape[0] for t in tiers))
+            for i, rows in zip(members, read_together(tiers, index)):
+                out[i] = rows
         return out
 
     def _get_tensor_size(self, attr: TensorAttr) -> Tuple[int, ...]:
-        stored = self._stored(attr)
+        tier = self._tier(attr)
         if attr.index is None:
-            return tuple(stored.shape)
-        return (self._row_ids(attr.index, stored).numel(), *stored.shape[1:])  # (an int index: one row)
+            return tuple(tier.shape)
+        return (self._row_ids(attr.index, tier.shape[0]).numel(), *tier.shape[1:])  # (an int index: one row)
 
     def get_all_tensor_attrs(self) -> List[TensorAttr]:
         # Fresh objects every call: PyG's loader sets `.index` on them.
-        return [self._tensor_attr_cls.cast(group, name) for group, name in self._tensors]
+        return [self._tensor_attr_cls.cast(group, name) for group, name in self._tiers]
 
     def __len__(self) -> int:
-        return len(self._tensors)
+        return len(self._tiers)
 
     def __repr__(self) -> str:
         items = ', '.join(f'{g!r}/{a}: {tuple(t.shape)} {str(t.dtype).replace("torch.", "")}'
-                          for (g, a), t in self._tensors.items())
+                          for (g, a), t in self._tiers.items())
         return f'{type(self).__name__}(location={self.location}, {items})'

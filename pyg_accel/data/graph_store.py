@@ -171,7 +171,7 @@ class GraphStore(torch_geometric.data.GraphStore):
     def __init__(self, location: LocationLike = 'auto', device=None) -> None:
         super().__init__()
         self.location: Location = resolve_location(location, device)
-        if self.location.kind == 'sharded':
+        if self.location.sharded:
             raise ValueError("GraphStore: the graph is not sharded (the sampler reads all of it); give each "
                              "process its copy with location 'cuda' (or 'pinned' / 'cpu') and shard the "
                              "features with FeatureStore('sharded')")

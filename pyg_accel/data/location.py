@@ -1,66 +1,101 @@
-"""Storage tiers: where a store keeps its tensors, and where reads land.
+"""Where a store keeps its tensors, and where reads land: two independent axes.
+
+**Memory** (where the bytes live):
 
 * ``'cuda'`` (alias ``'device'``, or ``'cuda:N'``): GPU memory; reads run on that GPU.
 * ``'pinned'``: page-locked host memory that the GPU reads directly (UVA, zero-copy);
   reads run on the GPU and return GPU tensors. For data larger than the GPU.
 * ``'cpu'``: ordinary host memory; reads run on the CPU.
-* ``'sharded'``: rows split across the processes of a host, one per GPU (``torchrun``),
-  each block on its process's GPU (or in shared host memory without GPUs) and read in
-  place by every process (:class:`pyg_accel.distributed.ShardedTensor`); feature stores
-  only.
-* ``'auto'``: ``'cuda'`` when a GPU is visible, else ``'cpu'``.
+
+**Distribution**: the whole table in this process's memory, or ``'sharded'``: rows split
+across the processes of a host, one per GPU (``torchrun``), each block in its process's
+GPU memory (or in shared host memory without GPUs) and read in place by every process
+(:class:`pyg_accel.data.shards.ShardedTensor`); feature stores only.
+
+``'auto'`` is ``'cuda'`` when a GPU is visible, else ``'cpu'``. A resolved
+:class:`Location` makes the :mod:`tier <pyg_accel.data.tiers>` that holds a table.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from .host_memory import pinned_copy, pinned_empty
 
+if TYPE_CHECKING:
+    from .tiers import Tier
+
 __all__ = ['Location', 'resolve_location', 'resolve_device']
 
 LocationLike = Union[str, torch.device, 'Location']
 DeviceLike = Union[str, int, torch.device]
+MEMORIES = ('cuda', 'pinned', 'cpu')
 
 
 @dataclass(frozen=True)
 class Location:
-    """A resolved storage tier: ``kind`` in {'cuda', 'pinned', 'cpu', 'sharded'} and
-    ``device``, the device that reads land on (the GPU for 'cuda' and 'pinned'; this
-    process's GPU, or the CPU, for 'sharded')."""
-    kind: str
+    """A resolved place for tables: ``memory`` in {'cuda', 'pinned', 'cpu'}, ``device``
+    (where reads land: the GPU for 'cuda' and 'pinned'; this process's GPU, or the CPU,
+    for a sharded location) and ``sharded`` (rows split across the processes of a host;
+    the blocks in 'cuda' memory, or in shared 'cpu' memory without GPUs)."""
+    memory: str
     device: torch.device
+    sharded: bool = False
+
+    def __post_init__(self) -> None:
+        if self.memory not in MEMORIES:
+            raise ValueError(f"Location: memory must be one of {', '.join(MEMORIES)}, got {self.memory!r} "
+                             "(resolve_location('sharded') gives a sharded location)")
+        if self.sharded and self.memory == 'pinned':
+            raise ValueError("Location: sharded blocks live in GPU memory ('cuda') or shared host memory ('cpu')")
+
+    @property
+    def kind(self) -> str:
+        """The location as its name: ``'sharded'`` or the memory."""
+        return 'sharded' if self.sharded else self.memory
+
+    @property
+    def zero_copy(self) -> bool:
+        """Host memory that the GPU reads in place ('pinned')."""
+        return self.memory == 'pinned'
 
     @property
     def storage_device(self) -> torch.device:
         """Where the stored bytes live ('pinned' memory is host memory)."""
-        return self.device if self.kind in ('cuda', 'sharded') else torch.device('cpu')
+        return self.device if self.memory == 'cuda' else torch.device('cpu')
+
+    def tier(self, tensor: Tensor, group=None) -> 'Tier':
+        """A :class:`~pyg_accel.data.tiers.Tier` holding ``tensor`` here (collective
+        when sharded: every process of ``group`` passes the same tensor)."""
+        from .tiers import tier_for
+        return tier_for(self, tensor, group)
 
     def empty(self, shape: Tuple[int, ...], dtype: torch.dtype) -> Tensor:
-        """An uninitialised tensor in this tier's memory (page-locked for 'pinned', where
-        tables of 64 MiB or more come zero-filled: :func:`pyg_accel.data.pinned_empty`),
+        """An uninitialised tensor in this location's memory (page-locked for 'pinned',
+        where tables of 64 MiB or more come zero-filled: :func:`pyg_accel.data.pinned_empty`),
         to be filled in place, e.g. block by block from a GPU, without a second copy."""
-        if self.kind == 'sharded':
-            raise ValueError("pyg_accel: a 'sharded' tensor is built collectively by every process "
-                             '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
-        if self.kind == 'pinned':
+        self._whole_only()
+        if self.memory == 'pinned':
             return pinned_empty(shape, dtype)
         return torch.empty(shape, dtype=dtype, device=self.storage_device)
 
     def place(self, tensor: Tensor) -> Tensor:
-        """``tensor`` moved into this tier (no copy when it is there already).
-        ('sharded' tensors are built collectively: :class:`pyg_accel.distributed.ShardedTensor`.)"""
-        if self.kind == 'sharded':
-            raise ValueError("pyg_accel: a 'sharded' tensor is built collectively by every process "
-                             '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
-        if self.kind == 'cuda':
+        """``tensor`` moved into this location's memory (no copy when it is there already).
+        (Sharded tables are built collectively: :meth:`tier`.)"""
+        self._whole_only()
+        if self.memory == 'cuda':
             return tensor.to(self.device)
-        if self.kind == 'pinned':  # (from a GPU: one DMA copy, not pageable then pinned)
+        if self.memory == 'pinned':  # (from a GPU: one DMA copy, not pageable then pinned)
             return pinned_copy(tensor)
         return tensor.cpu()
+
+    def _whole_only(self) -> None:
+        if self.sharded:
+            raise ValueError("pyg_accel: a 'sharded' tensor is built collectively by every process "
+                             '(pyg_accel.distributed.ShardedTensor.from_full); only FeatureStore holds them')
 
     def __str__(self) -> str:
         return self.kind if self.kind != 'cuda' else str(self.device)
@@ -108,7 +143,9 @@ def resolve_location(location: LocationLike = 'auto',
     if name == 'cpu':
         return Location('cpu', torch.device('cpu'))
     if name == 'sharded':
-        return Location('sharded', _cuda_device(device) if torch.cuda.is_available() else torch.device('cpu'))
+        if torch.cuda.is_available():
+            return Location('cuda', _cuda_device(device), sharded=True)
+        return Location('cpu', torch.device('cpu'), sharded=True)
     raise ValueError(f"pyg_accel: unknown location '{location}'; expected 'auto', 'cuda', 'pinned', 'cpu' or "
                      "'sharded'")
 

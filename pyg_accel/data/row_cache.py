@@ -1,42 +1,54 @@
-"""A GPU cache of the hottest rows of a feature tensor held in pinned host memory.
+"""A GPU cache of the hottest rows of a table, as a tier in front of the tier that holds
+it (typically features in pinned host memory), and the orders that rank rows for it.
 
 ``FeatureStore.cache_rows`` puts one in front of a stored tensor. A read maps each id to a
-slot: cached rows come first (slots ``[0, K)``) and every row of the host tensor follows
+slot: cached rows come first (slots ``[0, K)``) and every row of the table follows
 (slot ``K + id``). One sharded gather launch then serves hits from GPU memory and
-misses from pinned host memory (read by the GPU through UVA). Hits and lookups are
-counted on the device, so reads never sync the host; ``hit_rate()`` reads the counters.
+misses from the fallback tier's memories (pinned host memory read by the GPU through
+UVA). Hits and lookups are counted on the device, so reads never sync the host;
+``hit_rate()`` reads the counters.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, List, Optional
 
 import torch
 from torch import Tensor
 from torch_geometric.data import HeteroData
 
 from ..ops import sharded_gather
+from ..ops.gather import check_index_bounds
+from .tiers import Tier
 
 __all__ = ['RowCache', 'rows_by_degree', 'rows_by_access', 'presample_node_ids']
 
 
-class RowCache:
-    """The rows ``rows`` (hottest first) of ``stored`` ``[N, *]``, copied to ``device``.
+class RowCache(Tier):
+    """The rows ``rows`` (hottest first) of the table ``fallback`` holds, copied to
+    ``device``, in front of it: reads serve them from there and the rest from
+    ``fallback``; writes go to both.
 
     Attributes:
+        fallback: the tier that holds every row.
         cache: ``[K, *]`` the cached rows on ``device``.
         slot: ``[N]`` (int32 when it fits, else int64) on ``device``: the slot of every id.
     """
 
-    def __init__(self, stored: Tensor, rows: Tensor, device: torch.device) -> None:
-        n = stored.shape[0]
+    def __init__(self, fallback: Tier, rows: Tensor, device: torch.device) -> None:
+        if fallback.shared:
+            raise ValueError('RowCache: the table is written by other processes too (a sharded table, already in '
+                             "GPU memory): a cache here would go stale (the row cache fronts 'pinned' host memory)")
+        fallback = fallback.uncached()
+        n = fallback.shape[0]
         rows = torch.as_tensor(rows).reshape(-1).long().cpu()
         if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):
             raise IndexError(f'RowCache: rows must lie in [0, {n}), got min {int(rows.min())}, max {int(rows.max())}')
         if rows.unique().numel() != rows.numel():
             raise ValueError('RowCache: rows must be distinct')
+        self.fallback = fallback
         self.num_cached = rows.numel()
         self.device = device
-        self.cache = stored[rows.to(stored.device)].to(device)
+        self.cache = fallback.read(rows.to(fallback.device)).to(device)
         slot_dtype = torch.int32 if n + self.num_cached < 2**31 else torch.int64
         slot = torch.arange(self.num_cached, self.num_cached + n, dtype=slot_dtype)
         slot[rows] = torch.arange(self.num_cached, dtype=slot_dtype)
@@ -44,15 +56,26 @@ class RowCache:
         self._hits = torch.zeros((), dtype=torch.long, device=device)
         self._lookups = torch.zeros((), dtype=torch.long, device=device)
 
-    def gather(self, stored: Tensor, index: Tensor) -> Tensor:
-        """Rows ``stored[index]`` (``index`` validated, on ``device``) in one launch."""
+    def tables(self) -> List[Tensor]:
+        return self.fallback.tables()
+
+    def uncached(self) -> Tier:
+        return self.fallback
+
+    def whole(self) -> Tensor:
+        return self.fallback.whole()
+
+    def read(self, index: Tensor) -> Tensor:
+        """Rows at ``index`` (on ``device``) in one launch, hits counted on the device."""
+        check_index_bounds(index, self.fallback.shape[0])
         slots = self.slot.index_select(0, index)
         self._hits += (slots < self.num_cached).sum()
         self._lookups += index.numel()
-        return sharded_gather([self.cache, stored], slots, check_bounds=False)
+        return sharded_gather([self.cache, *self.fallback.tables()], slots, check_bounds=False)
 
-    def update(self, rows: Tensor, values: Tensor) -> None:
-        """Keeps cached copies current after ``stored[rows] = values``."""
+    def write_rows(self, rows: Tensor, values: Tensor) -> None:
+        """Writes through to the fallback and keeps the cached copies current."""
+        self.fallback.write_rows(rows, values)
         slots = self.slot.index_select(0, rows.to(self.device))
         hit = slots < self.num_cached
         self.cache[slots[hit].long()] = values.to(self.device)[hit]
@@ -68,12 +91,12 @@ class RowCache:
         self._lookups.zero_()
 
     @property
-    def nbytes(self) -> int:
-        """GPU bytes held: the cached rows and the slot table."""
+    def cache_nbytes(self) -> int:
+        """GPU bytes the cache holds: the cached rows and the slot table."""
         return self.cache.numel() * self.cache.element_size() + self.slot.numel() * self.slot.element_size()
 
     def __repr__(self) -> str:
-        return f'RowCache({self.num_cached} rows, {self.nbytes / 2**20:.1f} MiB on {self.device})'
+        return f'RowCache({self.num_cached} rows, {self.cache_nbytes / 2**20:.1f} MiB on {self.device})'
 
 
 def rows_by_degree(graph_store, edge_type=None, num_rows: Optional[int] = None) -> Tensor:

@@ -8,7 +8,7 @@ from .host_copy import share_graph_store, share_host_tensor
 from .models import PartitionedGNN
 from .overlap import HaloGraph
 from .setup import setup
-from .shards import ShardedTensor, row_partition, share_shards
+from ..data.shards import ShardedTensor, row_partition, share_shards
 
 __all__ = ['ShardedTensor', 'share_shards', 'row_partition', 'setup', 'GraphPartition', 'ExchangeTimer',
            'balanced_bounds', 'partition_graph', 'partition_data', 'PartitionedGNN', 'HaloGraph',

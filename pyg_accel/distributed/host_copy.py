@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..data.graph_store import CSCGraph, GraphStore
 from ..ops import host_register
-from .shards import _all_gather, _share_cpu, _world
+from ..data.shards import _all_gather, _share_cpu, _world
 
 __all__ = ['share_host_tensor', 'share_graph_store']
 
@@ -60,11 +60,11 @@ def share_graph_store(graph_store: Optional[GraphStore], group=None) -> GraphSto
     mine = _describe(graph_store)
     everyone = [mine] if world_size == 1 else _all_gather(mine, group, world_size)
     layout = _check_shareable(everyone)
-    kind = layout[0]
+    kind, _, pinned = layout[0]
     store = graph_store if graph_store is not None else GraphStore(kind)
 
     def share(t: Optional[Tensor], dtype: torch.dtype) -> Tensor:
-        return share_host_tensor(t if t is not None else torch.empty(0, dtype=dtype), group, pin=kind == 'pinned')
+        return share_host_tensor(t if t is not None else torch.empty(0, dtype=dtype), group, pin=pinned)
 
     for edge_type, size, has_perm, features in layout[1]:  # (one order on every rank)
         held = graph_store.graph(edge_type) if graph_store is not None else None
@@ -79,7 +79,7 @@ def share_graph_store(graph_store: Optional[GraphStore], group=None) -> GraphSto
 
 def _describe(graph_store: Optional[GraphStore]) -> Optional[tuple]:
     """What every rank must agree on to share ``graph_store`` (``None`` for none): its
-    location kind, and per edge type (in a fixed order) the size, edge count, whether
+    location (name, in host memory, pinned), and per edge type (in a fixed order) the size, edge count, whether
     it has a permutation, and its per-edge tensors' names and dtypes."""
     if graph_store is None:
         return None
@@ -90,17 +90,18 @@ def _describe(graph_store: Optional[GraphStore]) -> Optional[tuple]:
         features = tuple((name, str(csc.features[name].dtype).replace('torch.', ''))
                          for name in sorted(csc.features))
         described.append((edge_type, tuple(csc.size), csc.num_edges, csc.perm is not None, features))
-    return graph_store.location.kind, tuple(described)
+    location = graph_store.location
+    return (location.kind, location.storage_device.type == 'cpu', location.zero_copy), tuple(described)
 
 
-def _check_shareable(everyone: List[Optional[tuple]]) -> Tuple[str, List[tuple]]:
-    """Rank 0's (location kind, [(edge type, size, has perm, features)]), after checking
-    every rank's description (raised on every rank alike)."""
+def _check_shareable(everyone: List[Optional[tuple]]) -> Tuple[tuple, List[tuple]]:
+    """Rank 0's ((location name, in host memory, pinned), [(edge type, size, has perm,
+    features)]), after checking every rank's description (raised on every rank alike)."""
     first = everyone[0]
     if first is None:
         raise ValueError('share_graph_store: rank 0 must pass its GraphStore (the other ranks may pass None)')
-    kind = first[0]
-    if kind not in ('pinned', 'cpu'):
+    kind, in_host, _ = first[0]
+    if not in_host:
         raise ValueError(f"share_graph_store: the graph must be in host memory ('pinned' or 'cpu'), not {kind!r}; "
                          "a 'cuda' graph lives in each GPU's own memory")
     differ = [r for r, theirs in enumerate(everyone) if theirs is not None and theirs != first]
@@ -108,4 +109,4 @@ def _check_shareable(everyone: List[Optional[tuple]]) -> Tuple[str, List[tuple]]
         raise ValueError(f'share_graph_store: the stores of ranks {differ} hold another graph than rank 0 '
                          f'(location, edge types, sizes, edge counts or per-edge tensors differ); every process '
                          f'must pass the same graph, or None')
-    return kind, [(edge_type, size, has_perm, features) for edge_type, size, _, has_perm, features in first[1]]
+    return first[0], [(edge_type, size, has_perm, features) for edge_type, size, _, has_perm, features in first[1]]

@@ -38,7 +38,7 @@ def _uses_gpu(data, sampler) -> bool:
     if getattr(sampler, 'device', None) is not None and sampler.device.type == 'cuda':
         return True
     stores = data if isinstance(data, (tuple, list)) else ()
-    return any(getattr(getattr(store, 'location', None), 'kind', 'cpu') in ('cuda', 'pinned') for store in stores)
+    return any(getattr(getattr(store, 'device', None), 'type', 'cpu') == 'cuda' for store in stores)
 
 
 def _our_sampler(data, num_neighbors, kwargs: Dict[str, Any], sampler: Optional[NeighborSampler]):

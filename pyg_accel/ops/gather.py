@@ -69,7 +69,9 @@ def trust_index(index: Tensor, num_rows: int) -> Tensor:
     return index
 
 
-def _check_bounds(index: Tensor, num_rows: int) -> None:
+def check_index_bounds(index: Tensor, num_rows: int) -> None:
+    """Raises an IndexError unless every id of ``index`` is in ``[0, num_rows)``: one host
+    sync for a CUDA index, none for one marked by :func:`trust_index` for that many rows."""
     trusted_rows = recorded(index, '_pyg_accel_rows')
     if trusted_rows is not None and trusted_rows <= num_rows:
         return
@@ -91,7 +93,7 @@ def _prepare(tables: Sequence[Tensor], index: Tensor, what: str, check_bounds: b
     index = index.to(device, non_blocking=True)
     if check_bounds:
         for n in set(num_rows):
-            _check_bounds(index, n)
+            check_index_bounds(index, n)
     return tables, index
 
 

@@ -58,7 +58,7 @@ def _sampling_place(graph_store, held_on: torch.device) -> Tuple[torch.device, b
     ``GraphStore('pinned')`` is sampled by its GPU, whose kernels read the graph over the
     bus (UVA, zero-copy), when the CUDA sampler is built: graphs larger than the GPU's
     memory are sampled there without a copy."""
-    if (isinstance(graph_store, GraphStore) and graph_store.location.kind == 'pinned'
+    if (isinstance(graph_store, GraphStore) and graph_store.location.zero_copy
             and graph_store.device.type == 'cuda' and cuda_sampling_available()):
         return graph_store.device, True
     return held_on, False
