@@ -4,18 +4,23 @@ host-synchronising CUDA runtime calls it makes, and the profiler's top operators
 host time and by GPU time. A step whose enqueue time is close to its finish time is
 host-bound: the GPU waits for Python. ``--loop`` times whole loops instead: the step
 alone over batches made beforehand, the loader alone, and the two together, pipelined
-and not.
+and not; under ``torchrun`` (``--loop --graph`` only) with the features sharded across
+the GPUs and the step data-parallel, as ``examples/multi_gpu.py`` trains.
+
+    torchrun --nproc_per_node 4 scripts/profile_step.py --loop --graph --tf32
 
     python scripts/profile_step.py [--model sage|gat] [--layers-from pyg_accel|pyg] [--no-trim] [--graph] [--tf32]
                                    [--amp] [--scale 1.0] [--loader | --loop]
 """
 import argparse
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+import torch.distributed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
 import end_to_end  # noqa: E402
@@ -48,10 +53,24 @@ def main():
     args = p.parse_args()
     end_to_end.TRIM, end_to_end.AMP = not args.no_trim, args.amp
     torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
-    device = torch.device('cuda')
+    group, rank, world = None, 0, 1
+    if 'WORLD_SIZE' in os.environ:  # under torchrun: features sharded, the step data-parallel
+        if not (args.loop and args.graph):
+            p.error('under torchrun only --loop --graph runs (every rank steps equally often)')
+        from pyg_accel.distributed import setup
+        rank, world, device = setup()
+        group = torch.distributed.group.WORLD
+    else:
+        device = torch.device('cuda')
     dataset = synthetic_dataset(args.preset, scale=args.scale, device=device).to('cpu')
-    loader = NeighborLoader(from_data(dataset.data, 'cuda'), num_neighbors=[15, 10, 5],
-                            input_nodes=dataset.split['train'], batch_size=1024, shuffle=True, pipeline=False)
+    train = dataset.split['train']
+    if group is not None:  # each rank its share of one permutation, as examples/multi_gpu.py
+        torch.manual_seed(0)
+        per_rank = train.numel() // world
+        train = train[torch.randperm(train.numel())][rank * per_rank:(rank + 1) * per_rank]
+    stores = from_data(dataset.data, 'sharded' if group is not None else 'cuda')
+    loader = NeighborLoader(stores, num_neighbors=[15, 10, 5], input_nodes=train, batch_size=1024, shuffle=True,
+                            pipeline=False)
     module = accel_models if args.layers_from == 'pyg_accel' else pyg_models
     torch.manual_seed(0)
     options = {'auto_trim': not args.no_trim} if module is accel_models else {}
@@ -60,14 +79,17 @@ def main():
     model = getattr(module, end_to_end.MODELS[args.model])(dataset.num_features, 256, 3, dataset.num_classes,
                                                          **options).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=True)
-    step = TrainStep(model, opt) if args.graph else end_to_end.eager_step(model, opt, device)
+    step = TrainStep(model, opt, process_group=group) if args.graph else end_to_end.eager_step(model, opt, device)
     batches = iter(loader)
     for _ in range(3):
         step(next(batches))
     if args.loader:
         return profile_loader(batches, args)
     if args.loop:
-        return time_loops(step, loader, batches, args)
+        time_loops(step, loader, batches, args, group)
+        if group is not None:
+            torch.distributed.destroy_process_group()
+        return
 
     enqueue, finish = [], []
     for _ in range(args.steps):
@@ -148,19 +170,24 @@ def print_phases(model, opt, batches, device, steps: int) -> None:
                                                       for name, v in phases.items()), flush=True)
 
 
-def time_loops(step, loader, batches, args) -> None:
+def time_loops(step, loader, batches, args, group=None) -> None:
     """Milliseconds per batch (medians of 3 runs of ``4 * steps`` batches) of: the step
     over batches made beforehand (the GPU-bound pace), the loader alone, and loading and
     training together, pipelined and not. Pipelined loading that keeps up gives the
-    step's pace; one that does not overlap gives the sum."""
+    step's pace; one that does not overlap gives the sum. Under torchrun every rank
+    times the same loops (in step, barriers between runs) and the first prints all."""
     from pyg_accel.loader import PrefetchLoader
     count = 4 * args.steps
     made = [next(batches) for _ in range(count)]
+    for batch in loader:  # a whole epoch: every batch shape seen (and captured) before timing
+        step(batch)
 
     def pace(run) -> float:
         times = []
         for _ in range(3):
             torch.cuda.synchronize()
+            if group is not None:
+                torch.distributed.barrier(group)
             t0 = time.perf_counter()
             run()
             torch.cuda.synchronize()
@@ -180,8 +207,15 @@ def time_loops(step, loader, batches, args) -> None:
             'loader alone': pace(loop(loader, False)),
             'both, pipelined (one batch ahead)': pace(loop(PrefetchLoader(loader), True)),
             'both, not pipelined': pace(loop(loader, True))}
-    for name, ms in rows.items():
-        print(f'{name:45s} {ms:6.3f} ms/batch', flush=True)
+    everyone = [rows]
+    if group is not None:
+        everyone = [None] * torch.distributed.get_world_size(group)
+        torch.distributed.all_gather_object(everyone, rows, group=group)
+        if torch.distributed.get_rank(group) != 0:
+            return
+    for rank, ranks_rows in enumerate(everyone):
+        for name, ms in ranks_rows.items():
+            print(f'{"" if group is None else f"rank {rank}: "}{name:45s} {ms:6.3f} ms/batch', flush=True)
 
 
 def profile_loader(batches, args) -> None:
