@@ -7,7 +7,10 @@ pyg_accel's sampler, each process trains on its share of the training nodes, and
 gradients are averaged over the processes as DistributedDataParallel averages them: by
 pyg_accel.training.TrainStep, each step replayed as a CUDA graph on GPUs (--eager: the
 plain loop on a DistributedDataParallel model).
-Without GPUs the processes run on the CPU (gloo; shards in shared memory).
+Without GPUs the processes run on the CPU (gloo; shards in shared memory). Across
+several hosts (``torchrun --nnodes N``) each host's GPUs read their rows in place and
+fetch the other hosts' rows through torch.distributed (``PYG_ACCEL_RANKS_PER_HOST=2``
+declares virtual hosts of 2 processes on one machine, to try that path).
 
     torchrun --nproc_per_node 2 examples/multi_gpu.py                       # embedded default
     torchrun --nproc_per_node 2 examples/multi_gpu.py --dataset synthetic-products --epochs 5
@@ -76,17 +79,24 @@ def share(nodes: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 @torch.no_grad()
 def evaluate(model, fs, gs, split: Dict[str, torch.Tensor], fanout, batch_size, rank, world, device):
     """Accuracy per split: each rank classifies its share of the nodes (sampled
-    neighbourhoods, as in training) and the counts are summed over the ranks."""
+    neighbourhoods, as in training) and the counts are summed over the ranks. Every rank
+    runs as many batches (its share padded with repeats, which are not counted): a
+    store sharded across hosts reads collectively."""
     model.eval()
     counts = torch.zeros(len(split), 2, device=device)  # correct, total
     for i, nodes in enumerate(split.values()):
-        mine = nodes.cpu()[rank::world]
-        if not mine.numel():
+        nodes = nodes.cpu()
+        if not nodes.numel():
             continue
-        for batch in NeighborLoader((fs, gs), fanout, input_nodes=mine, batch_size=4 * batch_size):
-            pred = model(batch.x, batch.edge_index)[:batch.batch_size].argmax(-1)
-            counts[i, 0] += (pred == batch.y[:batch.batch_size]).sum()
-            counts[i, 1] += batch.batch_size
+        mine, per_rank = nodes[rank::world], -(-nodes.numel() // world)
+        padded = torch.cat([mine, nodes[:per_rank - mine.numel()]])
+        seen = 0
+        for batch in NeighborLoader((fs, gs), fanout, input_nodes=padded, batch_size=4 * batch_size):
+            real = max(0, min(batch.batch_size, mine.numel() - seen))  # (the padding comes last)
+            seen += batch.batch_size
+            pred = model(batch.x, batch.edge_index)[:real].argmax(-1)
+            counts[i, 0] += (pred == batch.y[:real]).sum()
+            counts[i, 1] += real
     dist.all_reduce(counts)
     return {name: float(counts[i, 0] / counts[i, 1].clamp(min=1)) for i, name in enumerate(split)}
 
@@ -114,8 +124,8 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     # collective: each rank keeps its block of the feature rows
     host = 'pinned' if device.type == 'cuda' else 'cpu'
     fs, gs = from_data(dataset.data, location='sharded', graph_location=host if args.graph == 'shared' else None)
-    if args.graph == 'shared':  # collective: rank 0's graph in one shared host copy, every process's dropped
-        share_graph_store(gs)
+    if args.graph == 'shared':  # collective: each host's first process's graph in one host copy, the rest dropped
+        share_graph_store(gs, group=fs.hosts.host_group)
     if rank == 0:
         print(f'{dataset}\n{world} processes on {device.type}; features: {fs.location} '
               f"({fs.tier('x')}), graph: {gs.location}; "

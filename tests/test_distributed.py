@@ -113,3 +113,34 @@ def test_two_processes_on_two_gpus(tmp_path):
     """Each process's block on its GPU, the other's mapped through CUDA IPC and read
     peer-to-peer by the gather kernel."""
     run_torchrun_worker('distributed_worker.py', tmp_path, gpus=True)
+
+
+@pytest.mark.slow  # processes under torchrun
+def test_two_virtual_hosts_of_two_processes_on_the_cpu(tmp_path):
+    """4 gloo processes declared as 2 hosts x 2: rows of this host read in place (shared
+    memory), the other host's fetched through torch.distributed, by tiers and by our
+    loader over a sharded feature store."""
+    run_torchrun_worker('hosts_worker.py', tmp_path, gpus=False, nproc=4)
+
+
+@requires_two_gpus
+def test_two_virtual_hosts_on_two_gpus(tmp_path):
+    """2 GPUs declared as 2 hosts x 1: every remote row crosses NCCL, none through IPC."""
+    run_torchrun_worker('hosts_worker.py', tmp_path, gpus=True, nproc=2)
+
+
+def test_host_layouts_in_one_process(monkeypatch):
+    from pyg_accel.data import HostLayout
+    from pyg_accel.data.hosts import _ranks_per_host
+    assert HostLayout.of().num_hosts == 1
+    assert _ranks_per_host(None, 8) == 8
+    monkeypatch.setenv('LOCAL_WORLD_SIZE', '4')
+    assert _ranks_per_host(None, 8) == 4
+    monkeypatch.setenv('PYG_ACCEL_RANKS_PER_HOST', '2')  # virtual hosts win over torchrun's
+    assert _ranks_per_host(None, 8) == 2 and _ranks_per_host(8, 8) == 8
+    for bad in (3, 0, 16, True):
+        with pytest.raises(ValueError, match='ranks_per_host must be a positive int that divides the 8'):
+            _ranks_per_host(bad, 8)
+    monkeypatch.setenv('PYG_ACCEL_RANKS_PER_HOST', 'two')
+    with pytest.raises(ValueError, match="PYG_ACCEL_RANKS_PER_HOST must be .* got 'two'"):
+        _ranks_per_host(None, 8)

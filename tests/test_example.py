@@ -2,6 +2,7 @@
 import json
 import sys
 from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
 
@@ -123,15 +124,17 @@ def test_roc_auc_matches_the_definition():
     assert link_prediction.roc_auc(pos, neg) == pytest.approx((1 + 1 + 1 + 1 + 0.5 + 0.5) / 6)
 
 
-def run_two_processes(example: str, tmp_path, *args: str) -> dict:
+def run_two_processes(example: str, tmp_path, *args: str, env_extra: Optional[Dict[str, str]] = None) -> dict:
     """examples/EXAMPLE under torchrun with two processes: on two GPUs where there are
-    two, else on the CPU (gloo); its metrics JSON, after checking the run and its plot."""
+    two, else on the CPU (gloo); its metrics JSON, after checking the run and its plot.
+    ``env_extra``: more environment variables."""
     import os
     import subprocess
 
     import torch
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(root), os.environ.get('PYTHONPATH', '')])}
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(root), os.environ.get('PYTHONPATH', '')]),
+           **(env_extra or {})}
     if torch.cuda.device_count() == 1:
         env['CUDA_VISIBLE_DEVICES'] = ''  # two processes on one GPU would share it: run them on the CPU
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
@@ -152,6 +155,18 @@ def test_multi_process_example_trains_with_sharded_features(tmp_path, graph):
     shared-memory shards on the CPU; the graph on every device, or one host copy that
     both processes sample."""
     run_two_processes('multi_gpu.py', tmp_path, '--epochs', '15', '--graph', graph)
+
+
+@pytest.mark.slow  # processes under torchrun
+def test_multi_process_example_trains_the_same_across_two_virtual_hosts(tmp_path):
+    """The two processes declared as two hosts: every row of the other process crosses
+    torch.distributed instead of being read in place, and training goes as on one host
+    (the same batches and rows: the same losses, up to the GPU's atomic sums)."""
+    one = run_two_processes('multi_gpu.py', tmp_path / 'one', '--epochs', '5')
+    two = run_two_processes('multi_gpu.py', tmp_path / 'two', '--epochs', '5',
+                            env_extra={'PYG_ACCEL_RANKS_PER_HOST': '1'})
+    for a, b in zip(one['history'], two['history']):
+        assert a['loss'] == pytest.approx(b['loss'], rel=1e-3) and abs(a['test_acc'] - b['test_acc']) < 0.01
 
 
 @pytest.mark.parametrize('model,flags', [('gcn', []), ('sage', []), ('gcn', ['--no-overlap'])])

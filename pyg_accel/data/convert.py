@@ -52,7 +52,8 @@ def _warn_skipped(store, used) -> None:
 
 def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', device=None,
               graph_location: Optional[LocationLike] = None, group=None,
-              float_dtype: Optional[torch.dtype] = None) -> Tuple[FeatureStore, GraphStore]:
+              float_dtype: Optional[torch.dtype] = None,
+              ranks_per_host: Optional[int] = None) -> Tuple[FeatureStore, GraphStore]:
     """Copies ``data`` into a :class:`FeatureStore` and a :class:`GraphStore`.
 
     Node-level tensors (``x``, ``y``, masks, ...) go to the feature store under
@@ -64,22 +65,24 @@ def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', de
     Args:
         data: the graph.
         location: ``'auto'``, ``'cuda'``, ``'pinned'`` or ``'cpu'`` for both stores, or
-            ``'sharded'`` for features split across the GPUs of a host (a collective
-            call: every process of ``group`` passes the same ``data``); the graph is then
-            on this process's GPU (or CPU) unless ``graph_location`` says otherwise.
+            ``'sharded'`` for features split across the GPUs of a host, or of several
+            hosts (a collective call: every process of ``group`` passes the same
+            ``data``); the graph is then on this process's GPU (or CPU) unless
+            ``graph_location`` says otherwise.
         device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'``.
         graph_location: a different location for the graph store (e.g. features on the
             GPU, graph in pinned memory for a CPU sampler); default: ``location``.
         group: the process group of a ``'sharded'`` feature store (default: the world).
         float_dtype: store the floating-point node features in this dtype (e.g.
             ``torch.bfloat16``: half the bytes per gather; see :class:`FeatureStore`).
+        ranks_per_host: processes per host of a ``'sharded'`` store (see :class:`FeatureStore`).
 
     Returns:
         ``(feature_store, graph_store)``, ready for
         ``NeighborLoader((feature_store, graph_store), ...)``.
     """
     location = resolve_location(location, device)
-    fs = FeatureStore(location, group=group, float_dtype=float_dtype)
+    fs = FeatureStore(location, group=group, float_dtype=float_dtype, ranks_per_host=ranks_per_host)
     if graph_location is None:
         graph_location = Location(location.memory, location.device)  # (a sharded store's graph: whole)
     gs = GraphStore(resolve_location(graph_location, device))

@@ -19,6 +19,7 @@ from torch import Tensor
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
+from .hosts import HostLayout
 from .location import Location, LocationLike, resolve_location
 from .row_cache import RowCache
 from .tiers import Tier, read_together
@@ -58,6 +59,9 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'`` (default: the
             current one).
         group: the process group of a ``'sharded'`` store (default: the world).
+        ranks_per_host: the processes per host of a ``'sharded'`` store's group
+            (default: ``PYG_ACCEL_RANKS_PER_HOST``, else torchrun's ``LOCAL_WORLD_SIZE``,
+            else all of them: :class:`~pyg_accel.data.hosts.HostLayout`).
         float_dtype: the dtype floating-point tensors are stored in (e.g.
             ``torch.bfloat16`` or ``torch.float16``: half the memory and half the bytes of
             every gather); reads return it. Integer and boolean tensors (labels, masks)
@@ -65,10 +69,14 @@ class FeatureStore(torch_geometric.data.FeatureStore):
             under ``torch.autocast`` (or ``TrainStep(amp_dtype=...)``); every pyg_accel
             kernel accumulates in fp32.
 
-    A ``'sharded'`` store is filled collectively: every process of ``group`` puts the
-    same tensors (e.g. loaded from the same files) and keeps a block of rows on its own
-    GPU; every read gathers the rows from all blocks, local and peer, in one launch
-    (:class:`pyg_accel.distributed.ShardedTensor`). A row update through
+    A ``'sharded'`` store is made and filled collectively: every process of ``group``
+    puts the same tensors (e.g. loaded from the same files) and keeps a block of rows on
+    its own GPU. On one host every read gathers the rows from all blocks, local and
+    peer, in one launch (:class:`~pyg_accel.data.tiers.ShardedTier`). Across hosts, this
+    host's blocks are read in place and the rest fetched from their owners through
+    torch.distributed (:class:`~pyg_accel.data.tiers.HostShardedTier`): then every read
+    is collective, every process reading as often as the others (as data-parallel
+    training's loaders do, batch for batch). A row update through
     ``put_tensor(..., index=rows)`` must come from the process that holds the rows.
 
     Reads with a tensor index (a CPU or CUDA int32/int64 tensor, e.g. a sampler's
@@ -87,13 +95,15 @@ class FeatureStore(torch_geometric.data.FeatureStore):
     """
 
     def __init__(self, location: LocationLike = 'auto', device=None, group=None,
-                 float_dtype: Optional[torch.dtype] = None) -> None:
+                 float_dtype: Optional[torch.dtype] = None, ranks_per_host: Optional[int] = None) -> None:
         super().__init__()
         if float_dtype is not None and not (isinstance(float_dtype, torch.dtype) and float_dtype.is_floating_point):
             raise TypeError(f'FeatureStore: float_dtype must be a floating-point torch.dtype (e.g. torch.bfloat16) '
                             f'or None, got {float_dtype!r}')
         self.location: Location = resolve_location(location, device)
         self.group = group
+        # (collective across several hosts: the per-host process groups)
+        self.hosts: Optional[HostLayout] = HostLayout.of(group, ranks_per_host) if self.location.sharded else None
         self.float_dtype = float_dtype
         self._tiers: Dict[Key, Tier] = {}
 
@@ -167,7 +177,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
             if tensor.dim() < 1:
                 raise ValueError('FeatureStore.put_tensor: expected a tensor with a row dimension, got a 0-d tensor')
             # (a new tensor: any cache of the old one is dropped with it; sharded: collective)
-            self._tiers[self._key(attr)] = self.location.tier(tensor, self.group)
+            self._tiers[self._key(attr)] = self.location.tier(tensor, self.hosts)
             return True
         tier = self._tier(attr)  # a partial write updates rows of an existing tensor
         rows = self._row_ids(attr.index, tier.shape[0])

@@ -26,6 +26,7 @@ from torch import Tensor
 from .host_memory import pinned_copy, pinned_empty
 
 if TYPE_CHECKING:
+    from .hosts import HostLayout
     from .tiers import Tier
 
 __all__ = ['Location', 'resolve_location', 'resolve_device']
@@ -67,11 +68,12 @@ class Location:
         """Where the stored bytes live ('pinned' memory is host memory)."""
         return self.device if self.memory == 'cuda' else torch.device('cpu')
 
-    def tier(self, tensor: Tensor, group=None) -> 'Tier':
+    def tier(self, tensor: Tensor, hosts: Optional['HostLayout'] = None) -> 'Tier':
         """A :class:`~pyg_accel.data.tiers.Tier` holding ``tensor`` here (collective
-        when sharded: every process of ``group`` passes the same tensor)."""
+        when sharded: every process of ``hosts.group`` passes the same tensor; default
+        the default group's :class:`~pyg_accel.data.hosts.HostLayout`)."""
         from .tiers import tier_for
-        return tier_for(self, tensor, group)
+        return tier_for(self, tensor, hosts)
 
     def empty(self, shape: Tuple[int, ...], dtype: torch.dtype) -> Tensor:
         """An uninitialised tensor in this location's memory (page-locked for 'pinned',

@@ -9,6 +9,9 @@ A :class:`Tier` answers a small interface: where its reads land (``device``), it
   memory read by the GPU, or CPU memory (:class:`~pyg_accel.data.Location`'s memory axis).
 * :class:`ShardedTier`: rows split across the processes of a host, every block read in
   place (:class:`~pyg_accel.data.shards.ShardedTensor`; the distribution axis).
+* :class:`HostShardedTier`: rows split across the processes of several hosts: this
+  host's blocks read in place, the others' fetched from their owners through
+  torch.distributed (reads are collective).
 * :class:`~pyg_accel.data.RowCache`: the hottest rows of another tier copied to the GPU,
   in front of it (:mod:`pyg_accel.data.row_cache`).
 
@@ -23,10 +26,14 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..ops import gather, multi_gather
-from .shards import ShardedTensor
+import torch.distributed as dist
 
-__all__ = ['Tier', 'LocalTier', 'ShardedTier', 'tier_for', 'read_together']
+from ..ops import gather, multi_gather
+from ..ops.gather import check_index_bounds
+from .hosts import HostLayout
+from .shards import ShardedTensor, row_partition
+
+__all__ = ['Tier', 'LocalTier', 'ShardedTier', 'HostShardedTier', 'tier_for', 'read_together']
 
 
 class Tier(ABC):
@@ -36,15 +43,18 @@ class Tier(ABC):
         device: where reads land (a GPU also for host memory the GPU reads).
         shared: other processes hold and write rows of it (a cache in front of it on
             this process would go stale).
+        collective: its reads (``read``, ``read_slice``, ``whole``) are collective:
+            every process of its group makes the same reads in the same order.
     """
 
     device: torch.device
     shared: bool = False
+    collective: bool = False
 
     @abstractmethod
     def tables(self) -> List[Tensor]:
         """The memories one gather launch reads: their rows, concatenated in order, are
-        the table's."""
+        the table's (for a collective tier: this host's rows of it)."""
 
     @abstractmethod
     def read(self, index: Tensor) -> Tensor:
@@ -149,13 +159,105 @@ class ShardedTier(Tier):
         return repr(self.sharded)
 
 
-def tier_for(location, tensor: Tensor, group=None) -> Tier:
-    """The tier holding ``tensor`` at ``location`` (a :class:`~pyg_accel.data.Location`):
-    sharded (collective: every process of ``group`` passes the same tensor and keeps its
-    block), or the whole tensor in the location's memory, kept without a copy when it
-    is there already."""
+class HostShardedTier(Tier):
+    """Rows split across the processes of several hosts (:class:`HostLayout`), in
+    near-equal contiguous blocks in rank order: this host's blocks are one
+    :class:`ShardedTensor` read in place; rows of other hosts are fetched from the
+    processes that hold them through torch.distributed (WholeGraph's distributed memory).
+
+    A read is collective: every process of the group reads, the same number of times
+    (its own ids, any number). It exchanges how many rows each process wants from each
+    other (one host sync), then the ids, while this host's rows are gathered; each
+    process gathers the rows asked of it from its host's blocks and sends them back.
+    """
+
+    shared = True
+    collective = True
+
+    def __init__(self, full: Tensor, hosts: HostLayout, device: torch.device) -> None:
+        """Collective: every process passes the same ``[N, *]`` tensor and keeps its block."""
+        if not isinstance(full, Tensor) or full.dim() < 1:
+            raise TypeError('HostShardedTier: expected a tensor with a row dimension')
+        self.hosts, self.device = hosts, torch.device(device)
+        self.bounds = row_partition(full.shape[0], hosts.world_size)
+        ranks = hosts.ranks_of(hosts.host)
+        self.host_rows = range(self.bounds[ranks[0]], self.bounds[ranks[-1] + 1])  # this host's rows
+        mine = full[self.bounds[hosts.rank]:self.bounds[hosts.rank + 1]].to(self.device, copy=True).contiguous()
+        self.host_view = ShardedTensor.from_local(mine, hosts.host_group)
+        self._shape = torch.Size((full.shape[0], *full.shape[1:]))
+        self._ends = torch.tensor(self.bounds[1:], device=self.device)
+
+    @property
+    def shape(self) -> torch.Size:
+        """``[N, *]``: every row, every host's."""
+        return self._shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The table's dtype."""
+        return self.host_view.dtype
+
+    def element_size(self) -> int:
+        return self.host_view.element_size()
+
+    def tables(self) -> List[Tensor]:
+        return self.host_view.shards
+
+    def read(self, index: Tensor) -> Tensor:
+        check_index_bounds(index, self._shape[0])
+        index, world = index.long(), self.hosts.world_size
+        lo, hi = self.host_rows.start, self.host_rows.stop
+        # every position keyed by the rank to ask, or by `world` when this host holds the row
+        key = torch.searchsorted(self._ends, index, right=True)
+        key = torch.where((index >= lo) & (index < hi), torch.full_like(key, world), key)
+        order = torch.argsort(key, stable=True)
+        counts = torch.bincount(key, minlength=world + 1)
+        recv = torch.empty_like(counts[:world])
+        dist.all_to_all_single(recv, counts[:world].contiguous(), group=self.hosts.group)
+        sizes = torch.cat([counts, recv]).tolist()  # (the read's one host sync)
+        send_sizes, recv_sizes = sizes[:world], sizes[world + 1:]
+        away, near = order[:sum(send_sizes)], order[sum(send_sizes):]
+        wanted = index[away]
+        asked = wanted.new_empty(sum(recv_sizes))
+        ids_sent = dist.all_to_all_single(asked, wanted, recv_sizes, send_sizes, group=self.hosts.group,
+                                          async_op=True)
+        out = torch.empty((index.numel(), *self._shape[1:]), dtype=self.dtype, device=self.device)
+        out[near] = self.host_view.gather(index[near] - lo, check_bounds=False)  # while the ids travel
+        ids_sent.wait()
+        served = self.host_view.gather(asked - lo, check_bounds=False)  # (asked of this process: its own rows)
+        fetched = served.new_empty((wanted.numel(), *self._shape[1:]))
+        dist.all_to_all_single(fetched, served, send_sizes, recv_sizes, group=self.hosts.group)
+        out[away] = fetched
+        return out
+
+    def whole(self) -> Tensor:
+        return self.read(torch.arange(self._shape[0], device=self.device))
+
+    def write_rows(self, rows: Tensor, values: Tensor) -> None:
+        mine = range(self.bounds[self.hosts.rank], self.bounds[self.hosts.rank + 1])
+        if rows.numel() and (int(rows.min()) < mine.start or int(rows.max()) >= mine.stop):
+            raise IndexError(f'HostShardedTier: rank {self.hosts.rank} holds rows [{mine.start}, {mine.stop}); a '
+                             'row update must be made by the rank that holds the rows')
+        self.host_view.write_local_rows(rows - self.host_rows.start, values)
+
+    def __repr__(self) -> str:
+        mine = range(self.bounds[self.hosts.rank], self.bounds[self.hosts.rank + 1])
+        return (f'HostShardedTier(shape={tuple(self._shape)}, dtype={self.dtype}, rank {self.hosts.rank} of '
+                f'{self.hosts.world_size} on host {self.hosts.host} of {self.hosts.num_hosts}, rows '
+                f'{mine.start}:{mine.stop} on {self.device})')
+
+
+def tier_for(location, tensor: Tensor, hosts: Optional[HostLayout] = None) -> Tier:
+    """The tier holding ``tensor`` at ``location`` (a :class:`~pyg_accel.data.Location`).
+    Sharded (collective: every process of ``hosts.group`` passes the same tensor and
+    keeps its block): in place across the processes of one host, or across several
+    hosts (``hosts``: default, the default group as torchrun laid it out). Otherwise the
+    whole tensor in the location's memory, kept without a copy when it is there already."""
     if location.sharded:
-        return ShardedTier(ShardedTensor.from_full(tensor, group, location.device))
+        hosts = hosts if hosts is not None else HostLayout.of()
+        if hosts.num_hosts > 1:
+            return HostShardedTier(tensor, hosts, location.device)
+        return ShardedTier(ShardedTensor.from_full(tensor, hosts.group, location.device))
     placed = location.place(tensor)
     return LocalTier(placed, location.device, borrowed=placed is tensor)
 
