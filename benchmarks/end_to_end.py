@@ -337,7 +337,8 @@ def main(argv=None) -> dict:
     if 'accel' in by and 'accel-sync' in by:
         print(f"pipelining: {by['accel-sync'] / by['accel']:.2f}x", flush=True)
     columns = ['config', 'workers', 'batches/epoch', 'epoch s', 'first epoch s', 'host ms/step', 'load ms/batch',
-               'compute ms/batch', 'GPU ms/step', 'floor ms', 'GPU / floor', 'GPU busy', 'graphs', 'vs pyg', 'vs pyg-0w']
+               'compute ms/batch', 'GPU ms/step', 'floor ms', 'GPU / floor', 'GPU busy', 'graphs', 'vs pyg',
+               'vs pyg-0w']
     payload = {'env': environment(), 'args': vars(args), 'graph': repr(dataset), 'rows': rows}
     payload['table'] = print_table(rows, [c for c in columns if any(c in r for r in rows)],
                                    f'{model_name} {args.layers}x{args.hidden}, fanout {args.fanout}, batch '

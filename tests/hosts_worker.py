@@ -48,8 +48,11 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
     assert torch.equal(tier.read(index.to(device)).cpu(), full[index])
     assert torch.equal(tier.whole().cpu(), full)
     assert torch.equal(tier.read_slice(slice(10, 20)).cpu(), full[10:20])
-    with pytest.raises(IndexError, match='out of range'):  # (every rank: raised before any collective)
-        tier.read(torch.tensor([NUM_ROWS], device=device))
+    bad = [NUM_ROWS] if rank == world_size - 1 else [0, 1]  # one rank's bad id: every rank raises, none hangs
+    with pytest.raises(IndexError, match=rf'out of range for {NUM_ROWS} rows on rank\(s\) \[{world_size - 1}\]'):
+        tier.read(torch.tensor(bad, device=device))
+    with pytest.raises(IndexError, match='out of range'):
+        tier.read(torch.tensor([-1], device=device))
     # each rank writes its first row; after a barrier every rank reads them all
     tier.write_rows(torch.tensor([bounds[rank]]), torch.full((1, WIDTH), 100.0 + rank))
     if device.type == 'cuda':

@@ -81,6 +81,7 @@ def _ranks_per_host(given: Optional[int], world_size: int) -> int:
     except ValueError:
         value = None
     if value is None or value < 1 or world_size % value:
+        got = given if source == 'ranks_per_host' else os.environ[source]
         raise ValueError(f'pyg_accel: {source} must be a positive int that divides the {world_size} processes '
-                         f'into hosts of equal size, got {given if source == "ranks_per_host" else os.environ[source]!r}')
+                         f'into hosts of equal size, got {got!r}')
     return value

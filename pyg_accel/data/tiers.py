@@ -29,7 +29,6 @@ from torch import Tensor
 import torch.distributed as dist
 
 from ..ops import gather, multi_gather
-from ..ops.gather import check_index_bounds
 from .hosts import HostLayout
 from .shards import ShardedTensor, row_partition
 
@@ -204,18 +203,23 @@ class HostShardedTier(Tier):
         return self.host_view.shards
 
     def read(self, index: Tensor) -> Tensor:
-        check_index_bounds(index, self._shape[0])
-        index, world = index.long(), self.hosts.world_size
+        index, world, num_rows = index.long(), self.hosts.world_size, self._shape[0]
         lo, hi = self.host_rows.start, self.host_rows.stop
         # every position keyed by the rank to ask, or by `world` when this host holds the row
         key = torch.searchsorted(self._ends, index, right=True)
         key = torch.where((index >= lo) & (index < hi), torch.full_like(key, world), key)
         order = torch.argsort(key, stable=True)
         counts = torch.bincount(key, minlength=world + 1)
-        recv = torch.empty_like(counts[:world])
-        dist.all_to_all_single(recv, counts[:world].contiguous(), group=self.hosts.group)
-        sizes = torch.cat([counts, recv]).tolist()  # (the read's one host sync)
-        send_sizes, recv_sizes = sizes[:world], sizes[world + 1:]
+        # to every rank: how many rows this one wants from it, and whether any id here is out of
+        # range (so that every rank raises, none waiting for the others in the next exchange)
+        bad = ((index < 0) | (index >= num_rows)).any().long().expand(world)
+        recv = torch.empty((world, 2), dtype=torch.long, device=self.device)
+        dist.all_to_all_single(recv, torch.stack([counts[:world], bad], 1), group=self.hosts.group)
+        sizes = torch.cat([counts, recv.view(-1)]).tolist()  # (the read's one host sync)
+        send_sizes, recv_sizes, bad_on = sizes[:world], sizes[world + 1::2], sizes[world + 2::2]
+        if any(bad_on):
+            raise IndexError(f'HostShardedTier: an index is out of range for {num_rows} rows on rank(s) '
+                             f'{[r for r, b in enumerate(bad_on) if b]} (every rank of the read raises)')
         away, near = order[:sum(send_sizes)], order[sum(send_sizes):]
         wanted = index[away]
         asked = wanted.new_empty(sum(recv_sizes))
