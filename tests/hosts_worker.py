@@ -77,6 +77,18 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
     assert batches == 4
     with pytest.raises(ValueError, match='written by other processes'):
         fs.cache_rows('x', rows=torch.arange(5))
+    # x and y read together: one exchange of ids for both (a batch's features and labels)
+    from pyg_accel.data.tiers import read_together
+    exchanges = []
+    real = dist.all_to_all_single
+    dist.all_to_all_single = lambda *args, **kwargs: exchanges.append(1) or real(*args, **kwargs)
+    try:
+        index = torch.randint(0, 300, (77,), generator=torch.Generator().manual_seed(rank)).to(device)
+        x, y = read_together([fs.tier('x'), fs.tier('y')], index)
+    finally:
+        dist.all_to_all_single = real
+    assert torch.equal(x.cpu(), data.x[index.cpu()]) and torch.equal(y.cpu(), data.y[index.cpu()])
+    assert len(exchanges) == 4  # counts, ids, then x's rows and y's rows
     # the environment's virtual hosts, as torchrun's LOCAL_WORLD_SIZE would give real ones
     os.environ['PYG_ACCEL_RANKS_PER_HOST'] = str(per_host)
     assert HostLayout.of().num_hosts == 2

@@ -203,18 +203,27 @@ class HostShardedTier(Tier):
         return self.host_view.shards
 
     def read(self, index: Tensor) -> Tensor:
-        index, world, num_rows = index.long(), self.hosts.world_size, self._shape[0]
-        lo, hi = self.host_rows.start, self.host_rows.stop
+        return self.read_many([self], index)[0]
+
+    @staticmethod
+    def read_many(tiers: Sequence['HostShardedTier'], index: Tensor) -> List[Tensor]:
+        """``[tier.read(index) for tier in tiers]`` (tiers of one layout and length, e.g. a
+        batch's ``x`` and ``y``) with one exchange of counts and ids for all of them."""
+        first = tiers[0]
+        if any(t.hosts != first.hosts or t.bounds != first.bounds for t in tiers[1:]):
+            raise ValueError('HostShardedTier.read_many: the tiers must share one host layout and row count')
+        index, world, num_rows = index.long(), first.hosts.world_size, first._shape[0]
+        group, lo, hi = first.hosts.group, first.host_rows.start, first.host_rows.stop
         # every position keyed by the rank to ask, or by `world` when this host holds the row
-        key = torch.searchsorted(self._ends, index, right=True)
+        key = torch.searchsorted(first._ends, index, right=True)
         key = torch.where((index >= lo) & (index < hi), torch.full_like(key, world), key)
         order = torch.argsort(key, stable=True)
         counts = torch.bincount(key, minlength=world + 1)
         # to every rank: how many rows this one wants from it, and whether any id here is out of
         # range (so that every rank raises, none waiting for the others in the next exchange)
         bad = ((index < 0) | (index >= num_rows)).any().long().expand(world)
-        recv = torch.empty((world, 2), dtype=torch.long, device=self.device)
-        dist.all_to_all_single(recv, torch.stack([counts[:world], bad], 1), group=self.hosts.group)
+        recv = torch.empty((world, 2), dtype=torch.long, device=first.device)
+        dist.all_to_all_single(recv, torch.stack([counts[:world], bad], 1), group=group)
         sizes = torch.cat([counts, recv.view(-1)]).tolist()  # (the read's one host sync)
         send_sizes, recv_sizes, bad_on = sizes[:world], sizes[world + 1::2], sizes[world + 2::2]
         if any(bad_on):
@@ -223,16 +232,20 @@ class HostShardedTier(Tier):
         away, near = order[:sum(send_sizes)], order[sum(send_sizes):]
         wanted = index[away]
         asked = wanted.new_empty(sum(recv_sizes))
-        ids_sent = dist.all_to_all_single(asked, wanted, recv_sizes, send_sizes, group=self.hosts.group,
-                                          async_op=True)
-        out = torch.empty((index.numel(), *self._shape[1:]), dtype=self.dtype, device=self.device)
-        out[near] = self.host_view.gather(index[near] - lo, check_bounds=False)  # while the ids travel
+        ids_sent = dist.all_to_all_single(asked, wanted, recv_sizes, send_sizes, group=group, async_op=True)
+        outs = []
+        for tier in tiers:  # this host's rows while the ids travel
+            out = torch.empty((index.numel(), *tier._shape[1:]), dtype=tier.dtype, device=tier.device)
+            out[near] = tier.host_view.gather(index[near] - lo, check_bounds=False)
+            outs.append(out)
         ids_sent.wait()
-        served = self.host_view.gather(asked - lo, check_bounds=False)  # (asked of this process: its own rows)
-        fetched = served.new_empty((wanted.numel(), *self._shape[1:]))
-        dist.all_to_all_single(fetched, served, send_sizes, recv_sizes, group=self.hosts.group)
-        out[away] = fetched
-        return out
+        asked -= lo  # (asked of this process: its own rows)
+        for tier, out in zip(tiers, outs):
+            served = tier.host_view.gather(asked, check_bounds=False)
+            fetched = served.new_empty((wanted.numel(), *tier._shape[1:]))
+            dist.all_to_all_single(fetched, served, send_sizes, recv_sizes, group=group)
+            out[away] = fetched
+        return outs
 
     def whole(self) -> Tensor:
         return self.read(torch.arange(self._shape[0], device=self.device))
@@ -268,12 +281,20 @@ def tier_for(location, tensor: Tensor, hosts: Optional[HostLayout] = None) -> Ti
 
 def read_together(tiers: Sequence[Tier], index: Tensor) -> List[Tensor]:
     """``[tier.read(index) for tier in tiers]``, with every whole table in local memory
-    read in one launch (:func:`pyg_accel.ops.multi_gather`); other tiers (sharded,
-    cached) read in one launch each."""
+    read in one launch (:func:`pyg_accel.ops.multi_gather`) and the tables sharded across
+    hosts the same way in one exchange of ids (:meth:`HostShardedTier.read_many`); other
+    tiers (sharded on one host, cached) read in one launch each."""
     out: List[Optional[Tensor]] = [None] * len(tiers)
     local = [i for i, tier in enumerate(tiers) if type(tier) is LocalTier]
     if len(local) > 1:
         for i, rows in zip(local, multi_gather([tiers[i].tensor for i in local], index)):
+            out[i] = rows
+    across: dict = {}  # (layout, bounds) -> positions of the tiers sharded that way across hosts
+    for i, tier in enumerate(tiers):
+        if type(tier) is HostShardedTier:
+            across.setdefault((tier.hosts, tuple(tier.bounds)), []).append(i)
+    for members in across.values():
+        for i, rows in zip(members, HostShardedTier.read_many([tiers[i] for i in members], index)):
             out[i] = rows
     for i, tier in enumerate(tiers):
         if out[i] is None:
