@@ -9,7 +9,11 @@ at once, as in data-parallel training. Per batch, median over repetitions:
                         rows from the peers' memory over NVLink (CUDA IPC mappings);
 * NCCL all-to-all:      the message-passing way (DistDGL, cuGraph's feature stores):
                         ids bucketed by owner, exchanged, gathered by the owner, rows
-                        sent back and put in batch order;
+                        sent back and put in batch order (our ``HostShardedTier`` with
+                        every process declared a host of its own);
+* 2 hosts:              with 4 or more processes, the same table as if they were 2
+                        hosts (``HostShardedTier``): this half's rows by peer reads,
+                        the other half's through NCCL, as across real hosts;
 * replicated:           the whole table on every GPU, gathered locally (the upper bound,
                         at P times the memory);
 * pinned host:          the table in pinned host memory, gathered by the GPU over PCIe.
@@ -18,6 +22,7 @@ Floor: the rows in the peers' blocks over the peer link, at the bandwidth of a p
 from a peer's block into this GPU (measured here, every rank copying at once).
 
     torchrun --nproc_per_node 2 benchmarks/sharded_gather.py --out bench-out
+    torchrun --nproc_per_node 4 benchmarks/sharded_gather.py --out bench-out     # with the 2-hosts row
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment, print_table, pyplot, save_figure, save_json  # noqa: E402
 
+from pyg_accel.data import HostLayout, HostShardedTier  # noqa: E402
 from pyg_accel.distributed import ShardedTensor, row_partition, setup  # noqa: E402
 from pyg_accel.ops import gather  # noqa: E402
 
@@ -41,27 +47,6 @@ from pyg_accel.ops import gather  # noqa: E402
 def _title(payload: dict) -> str:
     return (f"sharded gather, {payload['world_size']} x {payload['gpus'][0]}, {payload['args']['rows']:,} rows, "
             'every GPU gathering at once')
-
-
-def all_to_all_gather(local: torch.Tensor, bounds: List[int], index: torch.Tensor) -> torch.Tensor:
-    """Rows at ``index`` of the table whose rank-r block is rows bounds[r]:bounds[r+1],
-    by exchanging ids and rows with NCCL all-to-alls (collective: every rank calls it)."""
-    world = len(bounds) - 1
-    edges = torch.tensor(bounds[1:-1], device=index.device)
-    owner = torch.bucketize(index, edges, right=True)
-    order = torch.argsort(owner, stable=True)
-    send_counts = torch.bincount(owner, minlength=world)
-    recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)
-    send_sizes, recv_sizes = send_counts.tolist(), recv_counts.tolist()  # (the host needs the sizes)
-    wanted = torch.empty(sum(recv_sizes), dtype=index.dtype, device=index.device)
-    dist.all_to_all_single(wanted, index[order].contiguous(), recv_sizes, send_sizes)
-    rows = gather(local, wanted - bounds[dist.get_rank()], check_bounds=False)
-    back = torch.empty((index.numel(), *local.shape[1:]), dtype=local.dtype, device=local.device)
-    dist.all_to_all_single(back, rows, send_sizes, recv_sizes)
-    out = torch.empty_like(back)
-    out[order] = back
-    return out
 
 
 def time_ms(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
@@ -81,7 +66,7 @@ def time_ms(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-METHODS = ['ours (peer reads)', 'NCCL all-to-all', 'replicated', 'pinned host']
+METHODS = ['ours (peer reads)', 'NCCL all-to-all', '2 hosts', 'replicated', 'pinned host']
 
 
 def plot(rows: List[dict], path: Path, title: str) -> None:
@@ -92,8 +77,9 @@ def plot(rows: List[dict], path: Path, title: str) -> None:
     rows = [r for r in rows if r['rank'] == 0]
     labels = [f"{r['row B']} B\n{r['batch rows'] / 1e6:g}M rows" for r in rows]
     fig, ax = plt.subplots(figsize=(10, 5))
-    width = 0.8 / len(METHODS)
-    for i, method in enumerate(METHODS):
+    methods = [m for m in METHODS if f'{m} GB/s' in rows[0]]
+    width = 0.8 / len(methods)
+    for i, method in enumerate(methods):
         ax.bar([k + i * width for k in range(len(rows))], [r[f'{method} GB/s'] for r in rows], width, label=method)
     floor = [r['batch rows'] * r['row B'] / r['floor ms'] / 1e6 for r in rows if 'floor ms' in r]
     if floor:
@@ -112,6 +98,9 @@ def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -
     g = torch.Generator(device=device).manual_seed(0)
     full = torch.rand(args.rows, row_bytes // 4, generator=g, device=device)  # the same table on every rank
     table = ShardedTensor.from_full(full)
+    exchanged = HostShardedTier(full, HostLayout.of(ranks_per_host=1), device)  # every row of another rank by NCCL
+    two_hosts = HostShardedTier(full, HostLayout.of(ranks_per_host=world // 2), device) \
+        if world >= 4 and world % 2 == 0 else None
     host = full.cpu().pin_memory()
     peer = table.shards[(rank + 1) % world]  # (mapped into this GPU's context)
     into = torch.empty_like(peer)
@@ -122,13 +111,16 @@ def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -
         index = torch.randint(0, args.rows, (batch_rows,), generator=gen, device=device)
         expected = full[index]
         assert torch.equal(table.gather(index), expected)
-        assert torch.equal(all_to_all_gather(table.local, bounds, index), expected)
+        assert torch.equal(exchanged.read(index), expected)
         methods: Dict[str, Callable[[], object]] = {
             'ours (peer reads)': lambda: table.gather(index, check_bounds=False),
-            'NCCL all-to-all': lambda: all_to_all_gather(table.local, bounds, index),
-            'replicated': lambda: gather(full, index, check_bounds=False),
-            'pinned host': lambda: gather(host, index, check_bounds=False),
+            'NCCL all-to-all': lambda: exchanged.read(index),
         }
+        if two_hosts is not None:
+            assert torch.equal(two_hosts.read(index), expected)
+            methods['2 hosts'] = lambda: two_hosts.read(index)
+        methods['replicated'] = lambda: gather(full, index, check_bounds=False)
+        methods['pinned host'] = lambda: gather(host, index, check_bounds=False)
         remote = int(((index < bounds[rank]) | (index >= bounds[rank + 1])).sum())
         row = {'row B': row_bytes, 'batch rows': batch_rows, 'rank': rank, 'peer copy GB/s': peer_gbs,
                'floor ms': remote * row_bytes / peer_gbs / 1e6}
@@ -137,6 +129,8 @@ def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -
             row[f'{name} ms'] = ms
             row[f'{name} GB/s'] = batch_rows * row_bytes / ms / 1e6
         row['ours vs all-to-all'] = row['NCCL all-to-all ms'] / row['ours (peer reads) ms']
+        if two_hosts is not None:
+            row['2 hosts / 1 host'] = row['2 hosts ms'] / row['ours (peer reads) ms']
         row['ours vs pinned'] = row['pinned host ms'] / row['ours (peer reads) ms']
         row['ours / replicated'] = row['ours (peer reads) ms'] / row['replicated ms']
         row['ours / floor'] = row['ours (peer reads) ms'] / row['floor ms']

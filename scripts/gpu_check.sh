@@ -16,6 +16,7 @@
 #     picks modes, here and in hetero_modes); sampling_papers = both on a papers100M-size topology;
 #   - hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted and temporal);
 #   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
+#     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
 #     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
@@ -111,6 +112,14 @@ for stage in $STAGES; do
         --out "$OUT_DIR/example_multi_gpu"
       run multigpu_bench python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
         benchmarks/sharded_gather.py --out "$OUT_DIR" ;;
+    hosts)  # four GPUs as 2 virtual hosts x 2: rows of the other "host" through NCCL, beside the IPC reads
+      run hosts_tests python3 -m pytest tests/test_distributed.py tests/test_example.py -k "virtual_hosts" \
+        -q -rs -p no:cacheprovider
+      run hosts_example env PYG_ACCEL_RANKS_PER_HOST=2 python3 -m torch.distributed.run --standalone \
+        --nproc_per_node 4 examples/multi_gpu.py --dataset synthetic-products --hidden 256 --layers 3 \
+        --num-neighbors 15,10,5 --epochs 4 --tf32 --out "$OUT_DIR/example_hosts"
+      run hosts_bench python3 -m torch.distributed.run --standalone --nproc_per_node 4 \
+        benchmarks/sharded_gather.py --out "$OUT_DIR/hosts" ;;
     fullgraph)  # two or more GPUs: full-graph training across them (tests, example, benchmark)
       run fullgraph_tests python3 -m pytest tests/test_full_graph.py tests/test_reorder.py tests/test_example.py \
         -k "full_graph or halo or partition or reorder or order" -q -rs -p no:cacheprovider
