@@ -145,6 +145,25 @@ def sample_device(request) -> torch.device:
     return torch.device(request.param)
 
 
+def worker_main(check) -> None:
+    """The entry point of a tests/*_worker.py process under torchrun: the process group
+    and this process's device set up, ``check(rank, world_size, device)`` run, then
+    'rank R on DEVICE' written to $PYG_ACCEL_WORKER_OUT/rank-R (every check passed), and
+    the group destroyed once check's frame, and every tensor the group touched, is gone."""
+    import os
+    from pathlib import Path
+
+    import torch.distributed as dist
+
+    from pyg_accel.distributed import setup
+    rank, world_size, device = setup()
+    try:
+        check(rank, world_size, device)
+        (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
+    finally:
+        dist.destroy_process_group()
+
+
 def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> None:
     """tests/SCRIPT under torchrun with ``nproc`` processes, on as many GPUs or on the CPU
     (CUDA hidden). Each rank writes 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R

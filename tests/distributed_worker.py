@@ -3,29 +3,19 @@ peer reads, owner writes, our NeighborLoader / LinkNeighborLoader over sharded
 feature stores (homogeneous and heterogeneous), and one host copy of a graph shared by
 both processes. Writes
 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
-import os
-from pathlib import Path
-
 import pytest
 import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
 from pyg_accel.data import from_data
-from pyg_accel.distributed import ShardedTensor, row_partition, setup, share_graph_store, share_host_tensor
+from pyg_accel.distributed import ShardedTensor, row_partition, share_graph_store, share_host_tensor
 from pyg_accel.loader import LinkNeighborLoader, NeighborLoader
 from pyg_accel.sampler import NeighborSampler
-from conftest import paper_author_graph
+from conftest import paper_author_graph, worker_main
 
 NUM_ROWS, WIDTH = 1003, 24
 
-
-def main() -> None:
-    rank, world_size, device = setup()
-    try:
-        check(rank, world_size, device)
-    finally:  # (after check's frame, and every tensor the process group touched, is gone)
-        dist.destroy_process_group()
 
 
 def check(rank: int, world_size: int, device: torch.device) -> None:
@@ -85,7 +75,6 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             assert batch[node_type].x.device == device
     check_host_copy(rank, device)
     check_train_step(rank, device)
-    (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 
 
 def check_train_step(rank: int, device: torch.device) -> None:
@@ -173,4 +162,4 @@ def check_host_copy(rank: int, device: torch.device) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    worker_main(check)

@@ -4,27 +4,18 @@ process's rows of the whole graph's outputs, the input gradients of its rows, an
 summed over the processes, the whole graph's weight gradients; a DDP step agrees too,
 with the exchange overlapped behind the local edges (HaloGraph) and not.
 Writes 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
-import os
-from pathlib import Path
-
 import torch
 import torch.distributed as dist
 import torch_geometric.nn as pyg_nn
 from torch_geometric.data import Data
 
 import pyg_accel.nn as accel_nn
-from pyg_accel.distributed import ExchangeTimer, HaloGraph, PartitionedGNN, partition_data, partition_graph, setup
+from pyg_accel.distributed import ExchangeTimer, HaloGraph, PartitionedGNN, partition_data, partition_graph
 from pyg_accel.ops import CooGraph, spmm
+from conftest import worker_main
 
 NUM_NODES, WIDTH = 300, 8
 
-
-def main() -> None:
-    rank, world_size, device = setup()
-    try:
-        check(rank, world_size, device)
-    finally:
-        dist.destroy_process_group()
 
 
 def make_layers(kind: str):
@@ -132,8 +123,7 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
         if part.timer is not None:
             assert part.timer.seconds() >= 0.0
         del model
-    (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 
 
 if __name__ == '__main__':
-    main()
+    worker_main(check)

@@ -5,7 +5,6 @@ the other through torch.distributed; owner writes; our NeighborLoader over a sha
 feature store spanning both hosts. Writes 'rank R on DEVICE' to
 $PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,18 +12,12 @@ import torch.distributed as dist
 from torch_geometric.data import Data
 
 from pyg_accel.data import HostLayout, HostShardedTier, from_data
-from pyg_accel.distributed import row_partition, setup
+from pyg_accel.distributed import row_partition
 from pyg_accel.loader import NeighborLoader
+from conftest import worker_main
 
 NUM_ROWS, WIDTH = 1003, 6
 
-
-def main() -> None:
-    rank, world_size, device = setup()
-    try:
-        check(rank, world_size, device)
-    finally:
-        dist.destroy_process_group()
 
 
 def check(rank: int, world_size: int, device: torch.device) -> None:
@@ -92,8 +85,7 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
     # the environment's virtual hosts, as torchrun's LOCAL_WORLD_SIZE would give real ones
     os.environ['PYG_ACCEL_RANKS_PER_HOST'] = str(per_host)
     assert HostLayout.of().num_hosts == 2
-    (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 
 
 if __name__ == '__main__':
-    main()
+    worker_main(check)
