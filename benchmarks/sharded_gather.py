@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment, print_table, pyplot, save_figure, save_json  # noqa: E402
 
 from pyg_accel.data import HostLayout, HostShardedTier  # noqa: E402
-from pyg_accel.distributed import ShardedTensor, row_partition, setup  # noqa: E402
+from pyg_accel.distributed import ShardedTensor, row_partition, setup, teardown  # noqa: E402
 from pyg_accel.ops import gather  # noqa: E402
 
 
@@ -172,8 +172,7 @@ def main(argv=None) -> dict:
                                                       'median ms per batch (every rank gathers at once)')
         save_json(Path(args.out) / 'sharded_gather.json', payload)
         plot(rows, Path(args.out) / 'sharded_gather.png', _title(payload))
-    dist.barrier()
-    dist.destroy_process_group()
+    teardown()
     return payload
 
 

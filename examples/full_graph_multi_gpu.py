@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from pyg_accel.build import ensure_built
 from pyg_accel.datasets import load_dataset
-from pyg_accel.distributed import ExchangeTimer, PartitionedGNN, partition_data, setup
+from pyg_accel.distributed import ExchangeTimer, PartitionedGNN, partition_data, setup, teardown
 from results import accuracy_summary, add_dataset_arguments, format_stages, progress, report_accuracy, stage_columns
 
 
@@ -75,8 +75,7 @@ def main(argv=None) -> dict:
     rank, world, device = setup()
     ensure_built(verbose=rank == 0)  # (the C++/CUDA ops built first: never inside an epoch)
     summary = train(args, rank, world, device)
-    if dist.is_initialized():
-        dist.destroy_process_group()  # (after train's frame, with the DDP model, is gone)
+    teardown()  # (after train's frame, with the DDP model, is gone)
     return summary
 
 

@@ -38,7 +38,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.build import ensure_built
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
-from pyg_accel.distributed import setup, share_graph_store
+from pyg_accel.distributed import setup, share_graph_store, teardown
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.training import TrainStep
 from results import accuracy_summary, add_dataset_arguments, progress, report_accuracy
@@ -111,7 +111,7 @@ def main(argv=None) -> dict:
     # (The model, its DDP reducer and the stores are gone with train's frame: destroying
     # the process group while DDP still held it deadlocked at exit, gloo's destructor
     # joining a worker thread that waited for the GIL to free a tensor.)
-    dist.destroy_process_group()
+    teardown()  # (every process lets go of its peers' shards before any exits)
     return summary
 
 

@@ -88,7 +88,8 @@ def main():
     if args.loop:
         time_loops(step, loader, batches, args, group)
         if group is not None:
-            torch.distributed.destroy_process_group()
+            from pyg_accel.distributed import teardown
+            teardown()
         return
 
     enqueue, finish = [], []

@@ -145,23 +145,30 @@ def sample_device(request) -> torch.device:
     return torch.device(request.param)
 
 
+# What PyTorch prints at exit for a process whose shared CUDA memory a peer still maps.
+IPC_EXIT_WARNING = 'Producer process has been terminated before all shared CUDA tensors released'
+
+
 def worker_main(check) -> None:
     """The entry point of a tests/*_worker.py process under torchrun: the process group
-    and this process's device set up, ``check(rank, world_size, device)`` run, then
-    'rank R on DEVICE' written to $PYG_ACCEL_WORKER_OUT/rank-R (every check passed), and
-    the group destroyed once check's frame, and every tensor the group touched, is gone."""
+    and this process's device set up, ``check(rank, world_size, device)`` run, the run
+    torn down once check's frame, and every tensor the group touched, is gone
+    (:func:`pyg_accel.distributed.teardown`), then 'rank R on DEVICE' written to
+    $PYG_ACCEL_WORKER_OUT/rank-R: every check passed and the processes parted cleanly."""
     import os
     from pathlib import Path
 
     import torch.distributed as dist
 
-    from pyg_accel.distributed import setup
+    from pyg_accel.distributed import setup, teardown
     rank, world_size, device = setup()
     try:
         check(rank, world_size, device)
-        (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
-    finally:
-        dist.destroy_process_group()
+    except BaseException:
+        dist.destroy_process_group()  # (no teardown: its barrier would wait for the ranks that failed)
+        raise
+    teardown()
+    (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 
 
 def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> None:
@@ -181,6 +188,7 @@ def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> No
            str(root / 'tests' / script)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert IPC_EXIT_WARNING not in done.stdout + done.stderr, 'a process exited while a peer still mapped its memory'
     expected = 'cuda' if gpus else 'cpu'
     assert [(Path(tmp_path) / f'rank-{r}').read_text() for r in range(nproc)] == [
         f'rank {r} on {expected}' for r in range(nproc)]

@@ -4,6 +4,8 @@ Multi-process tests run tests/distributed_worker.py under torchrun with two proc
 the CPU (gloo, shards in shared memory) in CI, and on two GPUs (NCCL, shards mapped
 through CUDA IPC and read peer-to-peer) where there are two.
 """
+import os
+
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -102,17 +104,31 @@ def test_host_copy_in_one_process():
             share_graph_store(GraphStore('cuda'))
 
 
+def _shared_memory_files() -> set:
+    from pyg_accel.data.shards import _shm_dir
+    return {name for name in os.listdir(_shm_dir()) if name.startswith('pyg_accel_')}
+
+
 @pytest.mark.slow  # processes under torchrun
 def test_two_processes_on_the_cpu(tmp_path):
-    """Shards in shared memory, read in place by both processes (gloo for the setup)."""
+    """Shards in shared memory, read in place by both processes (gloo for the setup);
+    no shared-memory file outlives the run."""
+    before = _shared_memory_files()
     run_torchrun_worker('distributed_worker.py', tmp_path, gpus=False)
+    assert _shared_memory_files() - before == set()
 
 
 @requires_two_gpus
 def test_two_processes_on_two_gpus(tmp_path):
     """Each process's block on its GPU, the other's mapped through CUDA IPC and read
-    peer-to-peer by the gather kernel."""
-    run_torchrun_worker('distributed_worker.py', tmp_path, gpus=True)
+    peer-to-peer by the gather kernel; the processes part without IPC warnings, and two
+    runs in a row give every GPU's memory back."""
+    free = lambda: [torch.cuda.mem_get_info(i)[0] for i in range(2)]  # noqa: E731
+    before = free()
+    for run in range(2):
+        (tmp_path / str(run)).mkdir()
+        run_torchrun_worker('distributed_worker.py', tmp_path / str(run), gpus=True)
+    assert all(after >= was - (64 << 20) for after, was in zip(free(), before)), (before, free())
 
 
 @pytest.mark.slow  # processes under torchrun

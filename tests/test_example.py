@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
 import hetero_node_classification  # noqa: E402
 import node_classification  # noqa: E402
-from conftest import requires_stock_sampler  # noqa: E402
+from conftest import IPC_EXIT_WARNING, requires_stock_sampler  # noqa: E402
 
 
 @pytest.mark.parametrize('model,trim', [('sage', True), ('gcn', True), ('sage', False)])
@@ -141,6 +141,7 @@ def run_two_processes(example: str, tmp_path, *args: str, env_extra: Optional[Di
            str(root / 'examples' / example), *args, '--out', str(tmp_path)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert IPC_EXIT_WARNING not in done.stdout + done.stderr, 'a process exited while a peer still mapped its memory'
     metrics = json.loads((tmp_path / 'metrics.json').read_text())
     assert metrics['summary']['processes'] == 2 and metrics['summary']['test_acc'] > 0.5
     assert metrics['history'][-1]['loss'] < metrics['history'][0]['loss']

@@ -7,9 +7,9 @@ from .full_graph import (ExchangeTimer, GraphPartition, balanced_bounds, new_exc
 from .host_copy import share_graph_store, share_host_tensor
 from .models import PartitionedGNN
 from .overlap import HaloGraph
-from .setup import setup
+from .setup import setup, teardown
 from ..data.shards import ShardedTensor, row_partition, share_shards
 
-__all__ = ['ShardedTensor', 'share_shards', 'row_partition', 'setup', 'GraphPartition', 'ExchangeTimer',
+__all__ = ['ShardedTensor', 'share_shards', 'row_partition', 'setup', 'teardown', 'GraphPartition', 'ExchangeTimer',
            'balanced_bounds', 'partition_graph', 'partition_data', 'PartitionedGNN', 'HaloGraph',
            'new_exchange_group', 'share_host_tensor', 'share_graph_store']
