@@ -71,7 +71,7 @@ def test_gcn_conv_input_formats_and_empty_graph(device):
     torch.testing.assert_close(ours(x, empty), ref(x, empty), **TOL)
 
 
-@pytest.mark.parametrize('aggr', ['mean', 'sum', 'max'])
+@pytest.mark.parametrize('aggr', ['mean', 'sum', 'max', 'min'])
 @pytest.mark.parametrize('options', [{}, {'normalize': True}, {'root_weight': False}, {'project': True},
                                      {'bias': False}])
 @pytest.mark.parametrize('widths', [(16, 8), (8, 16)])
@@ -82,8 +82,9 @@ def test_sage_conv_matches_pyg(device, aggr, options, widths):
     check_forward_backward(ours, ref, (x, ei), (x, ei), [x])
 
 
-def test_sage_conv_max_propagates_nan_as_pyg(device):
-    ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, 8, 16, aggr='max', device=device)
+@pytest.mark.parametrize('aggr', ['max', 'min'])
+def test_sage_conv_max_propagates_nan_as_pyg(device, aggr):
+    ours, ref = same_layers(acc_nn.SAGEConv, pyg_nn.SAGEConv, 8, 16, aggr=aggr, device=device)
     ei = graph(device=device)
     x = torch.randn(50, 8, device=device)
     x[ei[0, 0], 2] = float('nan')

@@ -226,22 +226,29 @@ def test_spmm_rows_at_group_boundaries(device, fill, width, monkeypatch):
     assert out[deg == 0].eq(0).all()
 
 
+EXTREMES = {'max': 'amax', 'min': 'amin'}  # our reduce: torch.scatter_reduce's, as PyG's scatter uses it
+
+
 @pytest.mark.parametrize('index_dtype', [torch.int64, torch.int32])
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize('heads', [None, 3])
-def test_spmm_max_matches_pyg_scatter_max(device, index_dtype, dtype, heads):
-    """Max aggregation against PyG's scatter max (``torch.scatter_reduce`` 'amax' into
-    zeros): values, and gradients with ties (ReLU zeros, duplicate edges: the gradient
-    is split among them, and a maximum of 0 counts the initial zero as one more tie);
-    destinations without edges are 0; outputs on a poisoned allocator."""
+@pytest.mark.parametrize('reduce', list(EXTREMES))
+def test_spmm_max_matches_pyg_scatter_max(device, index_dtype, dtype, heads, reduce):
+    """Max (and min) aggregation against PyG's scatter max (``torch.scatter_reduce``
+    'amax' / 'amin' into zeros): values, and gradients with ties (ReLU zeros, duplicate
+    edges: the gradient is split among them, and an extreme of 0 counts the initial
+    zero as one more tie); destinations without edges are 0; outputs on a poisoned
+    allocator."""
     ei = random_edges(device=device, dtype=index_dtype)
     g = CooGraph.from_edge_index(ei, (40, 30))
     shape = (40, heads, 8) if heads else (40, 37)
-    x = torch.randn(*shape, device=device).relu().to(dtype).requires_grad_()  # half the values 0: ties
+    x = torch.randn(*shape, device=device).relu() * (1 if reduce == 'max' else -1)  # half the values 0: ties
+    x = x.to(dtype).requires_grad_()
     poison_cuda_allocator()
-    out = spmm(g, x, reduce='max')
+    out = spmm(g, x, reduce=reduce)
     index = ei[1].long().view(-1, *([1] * (x.dim() - 1))).expand(-1, *x.shape[1:])
-    ref = x.new_zeros(30, *x.shape[1:]).scatter_reduce(0, index, x[ei[0].long()], 'amax', include_self=False)
+    ref = x.new_zeros(30, *x.shape[1:]).scatter_reduce(0, index, x[ei[0].long()], EXTREMES[reduce],
+                                                       include_self=False)
     assert out.shape == ref.shape and out.dtype == dtype
     torch.testing.assert_close(out, ref, rtol=0, atol=0)  # a maximum is one of the values
     grad = torch.randn_like(ref)
@@ -322,10 +329,11 @@ def test_spmm_max_rows_across_edge_chunks(device, dtype, width, kernel, monkeypa
 
 @pytest.mark.parametrize('kernel', list(MAX_PATHS))
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.bfloat16])
-def test_spmm_max_propagates_nan_as_pyg(device, dtype, kernel, monkeypatch):
-    """A NaN among a destination's edges makes its maximum NaN wherever it sits
-    (first edge, last, a hub's middle), and its gradient NaN on every source of that
-    destination: torch's scatter_reduce 'amax', which PyG's scatter max is."""
+@pytest.mark.parametrize('reduce', list(EXTREMES))
+def test_spmm_max_propagates_nan_as_pyg(device, dtype, kernel, reduce, monkeypatch):
+    """A NaN among a destination's edges makes its maximum (or minimum) NaN wherever it
+    sits (first edge, last, a hub's middle), and its gradient NaN on every source of
+    that destination: torch's scatter_reduce 'amax' / 'amin', which PyG's scatter is."""
     force_max_kernel(kernel, device, monkeypatch)
     gen = torch.Generator().manual_seed(5)
     ei = torch.stack([torch.randint(0, 60, (4000,), generator=gen),
@@ -339,10 +347,10 @@ def test_spmm_max_propagates_nan_as_pyg(device, dtype, kernel, monkeypatch):
     x[last, 5] = float('nan')              # on destination 19's last edge
     ei, x = ei.to(device), x.to(device).requires_grad_()
     g = CooGraph.from_edge_index(ei, (60, 20))
-    out = spmm(g, x, reduce='max')
+    out = spmm(g, x, reduce=reduce)
     x64 = x.detach().double().requires_grad_()  # (the reference in float64: gradients sum ~70 terms)
     index = ei[1].view(-1, 1).expand(-1, width)
-    ref = x64.new_zeros(20, width).scatter_reduce(0, index, x64[ei[0]], 'amax', include_self=False)
+    ref = x64.new_zeros(20, width).scatter_reduce(0, index, x64[ei[0]], EXTREMES[reduce], include_self=False)
     assert torch.equal(out.isnan(), ref.isnan()) and out.isnan().any()
     torch.testing.assert_close(out.double(), ref, rtol=0, atol=0, equal_nan=True)
     grad = torch.randn_like(out)
@@ -568,7 +576,8 @@ def test_csr_ptr_and_mean_edge_weight(device, index_dtype):
         ops().mean_edge_weight(torch.zeros(3, **long), torch.zeros(2, **long), torch.int64)
 
 
-@pytest.mark.parametrize('op', ['spmm', 'spmm-flat', 'spmm-mean', 'spmm-max', 'sddmm', 'sddmm-flat', 'edge_softmax'])
+@pytest.mark.parametrize('op', ['spmm', 'spmm-flat', 'spmm-mean', 'spmm-max', 'spmm-min', 'sddmm', 'sddmm-flat',
+                                'edge_softmax'])
 def test_second_derivatives(device, op):
     """Gradients taken with create_graph=True (a differentiable backward path) equal the
     plain backward's and differentiate again (gradient penalties, Hessian-vector
@@ -586,6 +595,7 @@ def test_second_derivatives(device, op):
                   'spmm-flat': (lambda x, w: spmm(g, x, w), (leaf(20, 4), leaf(g.num_edges))),
                   'spmm-mean': (lambda x: spmm(g, x, reduce='mean'), (x,)),
                   'spmm-max': (lambda x: spmm(g, x, reduce='max'), (x,)),
+                  'spmm-min': (lambda x: spmm(g, x, reduce='min'), (x,)),
                   'sddmm': (lambda a, x: sddmm(g, a, x), (a, x)),
                   'sddmm-flat': (lambda a, x: sddmm(g, a, x), (leaf(15, 4), leaf(20, 4))),
                   'edge_softmax': (lambda w: edge_softmax(g, w), (w,))}[op]
@@ -613,10 +623,12 @@ def test_bad_input_is_a_clear_error():
         spmm(g, torch.randn(40, 4), torch.rand(7))
     with pytest.raises(TypeError, match='floating'):
         spmm(g, torch.ones(40, 4, dtype=torch.long))
-    with pytest.raises(ValueError, match="'sum', 'mean' or 'max'"):
-        spmm(g, torch.randn(40, 4), reduce='min')
+    with pytest.raises(ValueError, match="'sum', 'mean', 'max' or 'min'"):
+        spmm(g, torch.randn(40, 4), reduce='amin')
     with pytest.raises(ValueError, match='no edge weights'):
         spmm(g, torch.randn(40, 4), torch.rand(g.num_edges), reduce='max')
+    with pytest.raises(ValueError, match="reduce='min' takes no edge weights"):
+        spmm(g, torch.randn(40, 4), torch.rand(g.num_edges), reduce='min')
     with pytest.raises(ValueError, match='rows'):
         sddmm(g, torch.randn(40, 4), torch.randn(40, 4))
     with pytest.raises(TypeError, match='CooGraph'):

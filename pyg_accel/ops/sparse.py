@@ -493,26 +493,31 @@ def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: st
         graph: the destination-sorted graph.
         x: ``[num_src, F]`` or ``[num_src, H, C]`` source features (fp32/fp16/bf16/fp64).
         weight: ``[E]`` or ``[E, H]`` edge weights in the graph's edge order (default 1).
-        reduce: ``'sum'``, ``'mean'`` (sum over the in-degree; 0 for isolated nodes) or
-            ``'max'`` (feature-wise maximum; 0 for isolated nodes; no edge weights). The
-            gradient of ``'max'`` goes to the sources that reach the maximum, exactly as
-            PyG's scatter max (``torch.scatter_reduce`` 'amax' into zeros): split evenly
-            among ties, and where the maximum is exactly 0 the initial zero counts as one
-            more tie, whose share is dropped.
+        reduce: ``'sum'``, ``'mean'`` (sum over the in-degree; 0 for isolated nodes),
+            ``'max'`` or ``'min'`` (feature-wise maximum / minimum; 0 for isolated nodes;
+            no edge weights). The gradient of ``'max'`` goes to the sources that reach the
+            maximum, exactly as PyG's scatter max (``torch.scatter_reduce`` 'amax' into
+            zeros): split evenly among ties, and where the maximum is exactly 0 the
+            initial zero counts as one more tie, whose share is dropped; ``'min'`` the
+            same with 'amin' (it runs as the maximum of ``-x``: two elementwise passes
+            more).
 
     Returns:
         ``[num_dst, F]`` or ``[num_dst, H, C]``, in ``x``'s dtype (fp32 accumulation).
     """
-    if reduce not in ('sum', 'mean', 'max'):
-        raise ValueError(f"spmm: reduce must be 'sum', 'mean' or 'max', got {reduce!r}")
+    if reduce not in ('sum', 'mean', 'max', 'min'):
+        raise ValueError(f"spmm: reduce must be 'sum', 'mean', 'max' or 'min', got {reduce!r}")
     x3, flat = _heads3(x, 'spmm: x')
     _check_graph_and(graph, x3, *([] if weight is None else [weight]))
     if x3.size(0) != graph.num_src:
         raise ValueError(f'spmm: x has {x3.size(0)} rows but the graph has {graph.num_src} source nodes')
-    if reduce == 'max':
+    if reduce in ('max', 'min'):
         if weight is not None:
-            raise ValueError("spmm: reduce='max' takes no edge weights")
-        out = _SpMMMax.apply(graph, x3.contiguous())
+            raise ValueError(f"spmm: reduce='{reduce}' takes no edge weights")
+        if reduce == 'max':
+            out = _SpMMMax.apply(graph, x3.contiguous())
+        else:  # min x = -max(-x), ties and NaNs alike; (0 - m: an isolated node's 0 stays +0)
+            out = torch.sub(0, _SpMMMax.apply(graph, torch.neg(x3).contiguous()))
         return out.squeeze(1) if flat else out
     w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm: weight').to(x3.dtype)
     divide = reduce == 'mean' and x3.dtype not in _MEAN_BY_WEIGHT

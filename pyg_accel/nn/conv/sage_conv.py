@@ -1,5 +1,5 @@
 """``SAGEConv`` on pyg_accel's SpMM: PyG's layer, same signature, parameters and
-``state_dict``; mean, sum and max aggregation without an ``E x F`` message tensor."""
+``state_dict``; mean, sum, max and min aggregation without an ``E x F`` message tensor."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -16,13 +16,13 @@ from ...ops.sparse import spmm_adjoint
 from ._graph import PyGPropagate, accelerated, coo_graph, is_row_prefix, plain_edge_index
 from ._row_gemm import row_addmm_, row_mm
 
-_REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum', 'max': 'max'}
+_REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum', 'max': 'max', 'min': 'min'}
 _LINEAR = ('mean', 'sum')  # aggregations that commute with the linear map
 
 
 class SAGEConv(PyGPropagate, pyg_nn.SAGEConv):
     r"""PyG's :class:`torch_geometric.nn.conv.SAGEConv` (every argument and option as
-    there). ``aggr='mean'`` / ``'sum'`` / ``'max'`` run on SpMM; for mean and sum, when
+    there). ``aggr='mean'`` / ``'sum'`` / ``'max'`` / ``'min'`` run on SpMM; for mean and sum, when
     ``out_channels`` is smaller than the input width the linear map is applied before
     aggregating (the same result, a narrower SpMM). Other aggregations,
     ``SparseTensor`` / ``torch.sparse`` inputs and explain mode run PyG's own code."""
