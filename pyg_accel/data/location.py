@@ -8,9 +8,10 @@
 * ``'cpu'``: ordinary host memory; reads run on the CPU.
 
 **Distribution**: the whole table in this process's memory, or ``'sharded'``: rows split
-across the processes of a host, one per GPU (``torchrun``), each block in its process's
-GPU memory (or in shared host memory without GPUs) and read in place by every process
-(:class:`pyg_accel.data.shards.ShardedTensor`); feature stores only.
+across the processes, one per GPU (``torchrun``), each block in its process's GPU
+memory (or in shared host memory without GPUs); the blocks of this host read in place
+(:class:`pyg_accel.data.shards.ShardedTensor`), those of other hosts fetched through
+torch.distributed (:class:`pyg_accel.data.tiers.HostShardedTier`); feature stores only.
 
 ``'auto'`` is ``'cuda'`` when a GPU is visible, else ``'cpu'``. A resolved
 :class:`Location` makes the :mod:`tier <pyg_accel.data.tiers>` that holds a table.
@@ -40,8 +41,9 @@ MEMORIES = ('cuda', 'pinned', 'cpu')
 class Location:
     """A resolved place for tables: ``memory`` in {'cuda', 'pinned', 'cpu'}, ``device``
     (where reads land: the GPU for 'cuda' and 'pinned'; this process's GPU, or the CPU,
-    for a sharded location) and ``sharded`` (rows split across the processes of a host;
-    the blocks in 'cuda' memory, or in shared 'cpu' memory without GPUs)."""
+    for a sharded location) and ``sharded`` (rows split across the processes, of one
+    host or of several; the blocks in 'cuda' memory, or in shared 'cpu' memory without
+    GPUs)."""
     memory: str
     device: torch.device
     sharded: bool = False
