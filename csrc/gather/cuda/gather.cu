@@ -52,6 +52,18 @@ constexpr int kMaxTables = 8;
 #define PYG_ACCEL_GATHER_HOST_SM_DIVISOR 4
 #endif
 
+// k > 0: gathers that read a peer GPU's memory (a sharded table's other blocks, over
+// NVLink) launch at most (SMs / k) blocks, for the same reason: a pipelined loader's
+// full-grid gather on the high-priority side stream, its blocks waiting on remote
+// reads, may hold every SM while the training step waits beside it. Off (0) until
+// measured: 4 x H200, sharded products-size features, the pipelined loop took the sum
+// of loading and step (2.83 ms against 1.77 + ~1.06) where one GPU overlaps them
+// (`torchrun --nproc_per_node 4 scripts/profile_step.py --loop --graph --tf32` with
+// PYG_ACCEL_CUDA_FLAGS=-DPYG_ACCEL_GATHER_PEER_SM_DIVISOR=k).
+#ifndef PYG_ACCEL_GATHER_PEER_SM_DIVISOR
+#define PYG_ACCEL_GATHER_PEER_SM_DIVISOR 0
+#endif
+
 constexpr int kThreads = 256;
 constexpr int kMinBlocksPerSM = PYG_ACCEL_GATHER_MIN_BLOCKS;  // 5 caps registers at 51
 constexpr int kUnroll = PYG_ACCEL_GATHER_UNROLL;              // rows in flight per thread group
@@ -313,6 +325,20 @@ bool reads_host_memory(const std::vector<ShardedTable>& tables, bool any_shard =
   return !any_shard;
 }
 
+// Whether a shard of the tables is memory of another GPU than `device` (a peer's block
+// mapped through CUDA IPC is labelled with this GPU; the driver knows where it lives).
+bool reads_peer_memory(const std::vector<ShardedTable>& tables, int device) {
+  for (const ShardedTable& t : tables) {
+    for (const at::Tensor& s : t.shards) {
+      if (!s.device().is_cuda() || s.numel() == 0) continue;
+      cudaPointerAttributes attr{};
+      C10_CUDA_CHECK(cudaPointerGetAttributes(&attr, s.data_ptr()));
+      if (attr.type == cudaMemoryTypeDevice && attr.device != device) return true;
+    }
+  }
+  return false;
+}
+
 // Blocks of `kernel` that fit on the whole GPU at once (computed once per kernel: the
 // kernel is a template argument so that kernels of the same signature do not share it).
 template <auto kernel>
@@ -402,6 +428,10 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
   if (PYG_ACCEL_GATHER_HOST_SM_DIVISOR > 0 && reads_host_memory(tables, /*any_shard=*/false)) {
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     wanted = std::min<int64_t>(wanted, std::max(1, sms / PYG_ACCEL_GATHER_HOST_SM_DIVISOR));
+  }
+  if (PYG_ACCEL_GATHER_PEER_SM_DIVISOR > 0 && reads_peer_memory(tables, device)) {
+    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    wanted = std::min<int64_t>(wanted, std::max(1, sms / PYG_ACCEL_GATHER_PEER_SM_DIVISOR));
   }
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "gather_cuda", [&] {
