@@ -14,6 +14,10 @@ at once, as in data-parallel training. Per batch, median over repetitions:
 * 2 hosts:              with 4 or more processes, the same table as if they were 2
                         hosts (``HostShardedTier``): this half's rows by peer reads,
                         the other half's through NCCL, as across real hosts;
+* WholeGraph:           with ``--wholegraph``, NVIDIA's pylibwholegraph on the same rows
+                        of the same table: its 'chunked' memory (every block mapped by
+                        every GPU, as ours) and its 'distributed' memory (fetched by
+                        NCCL), ``WholeMemoryTensor.gather``;
 * replicated:           the whole table on every GPU, gathered locally (the upper bound,
                         at P times the memory);
 * pinned host:          the table in pinned host memory, gathered by the GPU over PCIe.
@@ -23,6 +27,8 @@ from a peer's block into this GPU (measured here, every rank copying at once).
 
     torchrun --nproc_per_node 2 benchmarks/sharded_gather.py --out bench-out
     torchrun --nproc_per_node 4 benchmarks/sharded_gather.py --out bench-out     # with the 2-hosts row
+    torchrun --nproc_per_node 4 benchmarks/sharded_gather.py --wholegraph --out bench-out
+        (pip install pylibwholegraph-cu13: it loads libwholegraph, libraft and librmm)
 """
 from __future__ import annotations
 
@@ -66,7 +72,32 @@ def time_ms(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-METHODS = ['ours (peer reads)', 'NCCL all-to-all', '2 hosts', 'replicated', 'pinned host']
+METHODS = ['ours (peer reads)', 'NCCL all-to-all', '2 hosts', 'WholeGraph chunked', 'WholeGraph distributed',
+           'replicated', 'pinned host']
+WHOLEGRAPH_MEMORIES = ('chunked', 'distributed')
+
+
+def wholegraph_comm(rank: int, world: int):
+    """pylibwholegraph set up over this torch.distributed job (one host), and its
+    communicator of every process; a clear exit where it is not installed."""
+    try:
+        import pylibwholegraph.torch as wgth
+    except ImportError as error:
+        raise SystemExit(f'--wholegraph needs pylibwholegraph (pip install pylibwholegraph-cu13): {error}')
+    wgth.init(rank, world, rank, world)  # (world rank, world size, local rank, local size)
+    return wgth, wgth.get_global_communicator('nccl')
+
+
+def wholegraph_table(wholegraph, full: torch.Tensor, memory: str):
+    """``full`` as a WholeMemory tensor of ``memory`` type on the GPUs: each process
+    fills its own block (collective)."""
+    wgth, comm = wholegraph
+    table = wgth.create_wholememory_tensor(comm, memory, 'cuda', list(full.shape), full.dtype, None)
+    local, start = table.get_local_tensor()
+    local.copy_(full[start:start + local.shape[0]])
+    comm.barrier()
+    return table
+
 
 
 def plot(rows: List[dict], path: Path, title: str) -> None:
@@ -92,7 +123,7 @@ def plot(rows: List[dict], path: Path, title: str) -> None:
     save_figure(fig, path)
 
 
-def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -> List[dict]:
+def measure(args, row_bytes: int, rank: int, world: int, device: torch.device, wholegraph=None) -> List[dict]:
     """One row size: every method, every batch size, on this rank (collective)."""
     bounds = row_partition(args.rows, world)
     g = torch.Generator(device=device).manual_seed(0)
@@ -101,6 +132,8 @@ def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -
     exchanged = HostShardedTier(full, HostLayout.of(ranks_per_host=1), device)  # every row of another rank by NCCL
     two_hosts = HostShardedTier(full, HostLayout.of(ranks_per_host=world // 2), device) \
         if world >= 4 and world % 2 == 0 else None
+    theirs = {f'WholeGraph {memory}': wholegraph_table(wholegraph, full, memory)
+              for memory in (WHOLEGRAPH_MEMORIES if wholegraph is not None else ())}
     host = full.cpu().pin_memory()
     peer = table.shards[(rank + 1) % world]  # (mapped into this GPU's context)
     into = torch.empty_like(peer)
@@ -119,6 +152,9 @@ def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -
         if two_hosts is not None:
             assert torch.equal(two_hosts.read(index), expected)
             methods['2 hosts'] = lambda: two_hosts.read(index)
+        for name, wm in theirs.items():
+            assert torch.equal(wm.gather(index), expected), name
+            methods[name] = lambda wm=wm: wm.gather(index)
         methods['replicated'] = lambda: gather(full, index, check_bounds=False)
         methods['pinned host'] = lambda: gather(host, index, check_bounds=False)
         remote = int(((index < bounds[rank]) | (index >= bounds[rank + 1])).sum())
@@ -131,10 +167,14 @@ def measure(args, row_bytes: int, rank: int, world: int, device: torch.device) -
         row['ours vs all-to-all'] = row['NCCL all-to-all ms'] / row['ours (peer reads) ms']
         if two_hosts is not None:
             row['2 hosts / 1 host'] = row['2 hosts ms'] / row['ours (peer reads) ms']
+        for name in theirs:
+            row[f'ours vs {name}'] = row[f'{name} ms'] / row['ours (peer reads) ms']
         row['ours vs pinned'] = row['pinned host ms'] / row['ours (peer reads) ms']
         row['ours / replicated'] = row['ours (peer reads) ms'] / row['replicated ms']
         row['ours / floor'] = row['ours (peer reads) ms'] / row['floor ms']
         rows.append(row)
+    for wm in theirs.values():
+        wholegraph[0].destroy_wholememory_tensor(wm)
     return rows
 
 
@@ -147,6 +187,8 @@ def main(argv=None) -> dict:
     p.add_argument('--reps', type=int, default=20)
     p.add_argument('--out', default='bench-out')
     p.add_argument('--replot', default=None, help='only redraw the plot from a saved JSON (no GPUs needed)')
+    p.add_argument('--wholegraph', action='store_true',
+                   help="NVIDIA's pylibwholegraph gathering the same rows beside ours (pylibwholegraph-cu13)")
     args = p.parse_args(argv)
     if args.replot:
         saved = json.loads(Path(args.replot).read_text())
@@ -155,9 +197,10 @@ def main(argv=None) -> dict:
     rank, world, device = setup()
     if device.type != 'cuda' or world < 2:
         raise SystemExit('run with torchrun --nproc_per_node >= 2 on a machine with as many GPUs')
+    wholegraph = wholegraph_comm(rank, world) if args.wholegraph else None
     results = []
     for row_bytes in args.row_bytes:
-        results += measure(args, row_bytes, rank, world, device)
+        results += measure(args, row_bytes, rank, world, device, wholegraph)
         torch.cuda.empty_cache()  # (this row size's tables are gone)
     every = [None] * world
     dist.all_gather_object(every, results)
@@ -173,6 +216,8 @@ def main(argv=None) -> dict:
         save_json(Path(args.out) / 'sharded_gather.json', payload)
         plot(rows, Path(args.out) / 'sharded_gather.png', _title(payload))
     teardown()
+    if wholegraph is not None:
+        wholegraph[0].finalize()  # (its own communicators; the process group is gone already)
     return payload
 
 

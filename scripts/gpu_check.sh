@@ -17,6 +17,7 @@
 #   - hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted and temporal);
 #   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
 #     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
+#     wholegraph = pylibwholegraph's gather beside ours (wheels in .wholegraph-wheels/);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
 #     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
@@ -120,6 +121,11 @@ for stage in $STAGES; do
         --num-neighbors 15,10,5 --epochs 4 --tf32 --out "$OUT_DIR/example_hosts"
       run hosts_bench python3 -m torch.distributed.run --standalone --nproc_per_node 4 \
         benchmarks/sharded_gather.py --out "$OUT_DIR/hosts" ;;
+    wholegraph)  # NVIDIA's pylibwholegraph beside our sharded gather, every GPU (carry .wholegraph-wheels alone:
+      # with .gpu-wheels the carry passes the device tool's 64 MiB)
+      python3 -m pip install -q --no-deps --no-index --target /tmp/wholegraph .wholegraph-wheels/*.whl
+      run wholegraph env PYTHONPATH="$PYTHONPATH:/tmp/wholegraph" python3 -m torch.distributed.run --standalone \
+        --nproc_per_node "$(nvidia-smi -L | wc -l)" benchmarks/sharded_gather.py --wholegraph --out "$OUT_DIR/wholegraph" ;;
     fullgraph)  # two or more GPUs: full-graph training across them (tests, example, benchmark)
       run fullgraph_tests python3 -m pytest tests/test_full_graph.py tests/test_reorder.py tests/test_example.py \
         -k "full_graph or halo or partition or reorder or order" -q -rs -p no:cacheprovider

@@ -247,3 +247,12 @@ def test_step_floor_counts_the_trimmed_layers():
     half = step_floor.step_cost('sage', nodes, edges, [100, 256, 256, 47], value_bytes=2, feature_bytes=2)
     assert half['flops'] == cost['flops'] and half['bytes'] < 0.6 * cost['bytes']
     assert step_floor.floor_ms(cost, 1e15, 1e12) == (cost['flops'] / 1e15 + cost['bytes'] / 1e12) * 1e3
+
+
+def test_sharded_gather_says_how_to_get_wholegraph():
+    """--wholegraph without pylibwholegraph installed: a clear exit naming the package."""
+    import importlib.util
+    if importlib.util.find_spec('pylibwholegraph') is not None:
+        pytest.skip('pylibwholegraph is installed here')
+    with pytest.raises(SystemExit, match='pip install pylibwholegraph-cu13'):
+        sharded_bench.wholegraph_comm(0, 1)
