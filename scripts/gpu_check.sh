@@ -125,7 +125,8 @@ for stage in $STAGES; do
       # with .gpu-wheels the carry passes the device tool's 64 MiB)
       python3 -m pip install -q --no-deps --no-index --target /tmp/wholegraph .wholegraph-wheels/*.whl
       run wholegraph env PYTHONPATH="$PYTHONPATH:/tmp/wholegraph" python3 -m torch.distributed.run --standalone \
-        --nproc_per_node "$(nvidia-smi -L | wc -l)" benchmarks/sharded_gather.py --wholegraph --out "$OUT_DIR/wholegraph" ;;
+        --nproc_per_node "$(nvidia-smi -L | wc -l)" benchmarks/sharded_gather.py --wholegraph \
+        --out "$OUT_DIR/wholegraph" ;;
     fullgraph)  # two or more GPUs: full-graph training across them (tests, example, benchmark)
       run fullgraph_tests python3 -m pytest tests/test_full_graph.py tests/test_reorder.py tests/test_example.py \
         -k "full_graph or halo or partition or reorder or order" -q -rs -p no:cacheprovider
