@@ -160,3 +160,10 @@ def test_host_layouts_in_one_process(monkeypatch):
     monkeypatch.setenv('PYG_ACCEL_RANKS_PER_HOST', 'two')
     with pytest.raises(ValueError, match="PYG_ACCEL_RANKS_PER_HOST must be .* got 'two'"):
         _ranks_per_host(None, 8)
+    from pyg_accel.data.hosts import _check_torchrun_numbering
+    monkeypatch.delenv('PYG_ACCEL_RANKS_PER_HOST')
+    monkeypatch.setenv('GROUP_RANK', '1')  # torchrun: this process on the second host
+    _check_torchrun_numbering(None, 5, 4, None)  # ranks 4-7: host 1
+    with pytest.raises(ValueError, match='rank 2 runs on host GROUP_RANK=1, but hosts of 4 processes'):
+        _check_torchrun_numbering(None, 2, 4, None)
+    _check_torchrun_numbering(None, 2, 4, 4)  # (the caller said how ranks map to hosts)

@@ -46,6 +46,7 @@ class HostLayout:
             return cls(group, 0, 1, 1, group)
         rank, world_size = dist.get_rank(group), dist.get_world_size(group)
         per_host = _ranks_per_host(ranks_per_host, world_size)
+        _check_torchrun_numbering(group, rank, per_host, ranks_per_host)
         if per_host == world_size:
             return cls(group, rank, world_size, per_host, group)
         global_ranks = [dist.get_global_rank(group, r) if group is not None else r for r in range(world_size)]
@@ -66,6 +67,18 @@ class HostLayout:
     def ranks_of(self, host: int) -> List[int]:
         """The ranks (in ``group``) of host ``host``."""
         return list(range(host * self.ranks_per_host, (host + 1) * self.ranks_per_host))
+
+
+def _check_torchrun_numbering(group, rank: int, per_host: int, given: Optional[int]) -> None:
+    """With real hosts (torchrun's ``LOCAL_WORLD_SIZE``, no override), this process's host
+    (torchrun's ``GROUP_RANK``) must be the run of ranks it falls in."""
+    if given is not None or os.environ.get('PYG_ACCEL_RANKS_PER_HOST') or group is not None:
+        return
+    node = os.environ.get('GROUP_RANK')
+    if node is not None and os.environ.get('LOCAL_WORLD_SIZE') and node.isdigit() and int(node) != rank // per_host:
+        raise ValueError(f'pyg_accel: rank {rank} runs on host GROUP_RANK={node}, but hosts of {per_host} processes '
+                         f'numbered in order would put it on host {rank // per_host}; launch with torchrun, which '
+                         'numbers ranks host by host, or pass ranks_per_host=')
 
 
 def _ranks_per_host(given: Optional[int], world_size: int) -> int:
