@@ -18,6 +18,7 @@
 #   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
 #     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
 #     wholegraph = pylibwholegraph's gather beside ours (wheels in .wholegraph-wheels/);
+#     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
 #     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
@@ -121,6 +122,11 @@ for stage in $STAGES; do
         --num-neighbors 15,10,5 --epochs 4 --tf32 --out "$OUT_DIR/example_hosts"
       run hosts_bench python3 -m torch.distributed.run --standalone --nproc_per_node 4 \
         benchmarks/sharded_gather.py --out "$OUT_DIR/hosts" ;;
+    scaling)  # 1, 2, 4 GPUs: data-parallel products-size SAGE, then full-graph GCN (benchmarks/scaling.py)
+      run scaling python3 benchmarks/scaling.py --nprocs 1 2 4 --out "$OUT_DIR" -- --dataset synthetic-products \
+        --hidden 256 --layers 3 --num-neighbors 15,10,5 --epochs 4 --tf32
+      run scaling_full_graph python3 benchmarks/scaling.py --examples full_graph_multi_gpu --nprocs 1 2 4 \
+        --out "$OUT_DIR/full" -- --dataset synthetic-products --epochs 20 ;;
     wholegraph)  # NVIDIA's pylibwholegraph beside our sharded gather, every GPU (carry .wholegraph-wheels alone:
       # with .gpu-wheels the carry passes the device tool's 64 MiB)
       python3 -m pip install -q --no-deps --no-index --target /tmp/wholegraph .wholegraph-wheels/*.whl

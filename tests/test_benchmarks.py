@@ -256,3 +256,18 @@ def test_sharded_gather_says_how_to_get_wholegraph():
         pytest.skip('pylibwholegraph is installed here')
     with pytest.raises(SystemExit, match='pip install pylibwholegraph-cu13'):
         sharded_bench.wholegraph_comm(0, 1)
+
+
+@pytest.mark.slow  # processes under torchrun
+def test_scaling_benchmark_runs_the_example_at_each_count(tmp_path):
+    """benchmarks/scaling.py on the CPU: the data-parallel example at 1 and 2 processes,
+    each a torchrun run of its own, with speed-up and efficiency against one process."""
+    import scaling
+    result = scaling.main(['--nprocs', '2', '1', '--out', str(tmp_path), '--', '--epochs', '2'])
+    rows = result['rows']
+    assert [r['processes'] for r in rows] == [1, 2] and rows[0]['speed-up'] == 1.0
+    assert rows[1]['speed-up'] == pytest.approx(rows[0]['epoch ms'] / rows[1]['epoch ms'])
+    assert rows[1]['efficiency'] == pytest.approx(rows[1]['speed-up'] / 2)
+    assert all(r['test acc'] > 0.2 for r in rows)  # (8 classes: chance is 0.125)
+    assert (tmp_path / 'scaling' / 'scaling.json').is_file()
+    assert (tmp_path / 'scaling' / 'scaling.png').is_file() or scaling.pyplot() is None
