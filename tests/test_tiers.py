@@ -117,3 +117,12 @@ def test_no_code_outside_the_tiers_asks_which_kind_a_location_or_table_is():
                  for path in package.rglob('*.py') if path not in allowed
                  for number, line in enumerate(path.read_text().splitlines(), 1) if kind_test.search(line)]
     assert offenders == []
+
+
+def test_slice_ids_are_the_slices_rows_without_every_row_id():
+    from pyg_accel.data._rows import slice_ids
+    for n in (0, 7, 50):
+        for rows in (slice(2, 5), slice(-3, None), slice(10, 2), slice(None, None, 3), slice(None, 100), slice(3, -1, 2)):
+            assert torch.equal(slice_ids(rows, n), torch.arange(n)[rows]), (n, rows)
+    with pytest.raises(ValueError, match='step must be greater than zero'):
+        slice_ids(slice(None, None, -1), 5)

@@ -19,6 +19,7 @@ from torch import Tensor
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
+from ._rows import slice_ids
 from .hosts import HostLayout
 from .location import Location, LocationLike, resolve_location
 from .row_cache import RowCache
@@ -220,7 +221,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         """Validated int64 row ids (on the CPU) of a table of ``n`` rows, from a slice,
         int, mask or id tensor."""
         if isinstance(index, slice):
-            return torch.arange(n)[index]
+            return slice_ids(index, n)
         if isinstance(index, int):
             if not -n <= index < n:
                 raise IndexError(f'FeatureStore: row {index} is out of range for {n} rows')

@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ..ops import sharded_gather
+from ._rows import slice_ids
 
 __all__ = ['ShardedTensor', 'share_shards', 'row_partition']
 
@@ -251,7 +252,7 @@ class ShardedTensor:
         if isinstance(index, int):
             return self.gather(torch.tensor([index % len(self)] if -len(self) <= index < len(self) else [index]))[0]
         if isinstance(index, slice):
-            index = torch.arange(len(self))[index]
+            index = slice_ids(index, len(self))
         return self.gather(torch.as_tensor(index))
 
     def to_dense(self) -> Tensor:

@@ -29,6 +29,7 @@ from torch import Tensor
 import torch.distributed as dist
 
 from ..ops import gather, multi_gather
+from ._rows import slice_ids
 from .hosts import HostLayout
 from .shards import ShardedTensor, row_partition
 
@@ -71,7 +72,7 @@ class Tier(ABC):
 
     def read_slice(self, rows: slice) -> Tensor:
         """``table[rows]`` on :attr:`device`."""
-        return self.read(torch.arange(self.shape[0])[rows].to(self.device))
+        return self.read(slice_ids(rows, self.shape[0], self.device))
 
     def uncached(self) -> 'Tier':
         """The tier that holds the rows (itself, or what a cache fronts)."""
@@ -113,6 +114,11 @@ class LocalTier(Tier):
 
     def tables(self) -> List[Tensor]:
         return [self.tensor]
+
+    @property
+    def shape(self) -> torch.Size:
+        """``[N, *]``: the stored tensor's (read per batch: no list of tables built)."""
+        return self.tensor.shape
 
     def read(self, index: Tensor) -> Tensor:
         return gather(self.tensor, index)
@@ -183,7 +189,7 @@ class HostShardedTier(Tier):
         self.host_rows = range(self.bounds[ranks[0]], self.bounds[ranks[-1] + 1])  # this host's rows
         mine = full[self.bounds[hosts.rank]:self.bounds[hosts.rank + 1]].to(self.device, copy=True).contiguous()
         self.host_view = ShardedTensor.from_local(mine, hosts.host_group)
-        self._shape = torch.Size((full.shape[0], *full.shape[1:]))
+        self._shape = full.shape
         self._ends = torch.tensor(self.bounds[1:], device=self.device)
 
     @property
