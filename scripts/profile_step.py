@@ -10,7 +10,7 @@ the GPUs and the step data-parallel, as ``examples/multi_gpu.py`` trains.
     torchrun --nproc_per_node 4 scripts/profile_step.py --loop --graph --tf32
 
     python scripts/profile_step.py [--model sage|gat] [--layers-from pyg_accel|pyg] [--no-trim] [--graph] [--tf32]
-                                   [--amp] [--scale 1.0] [--loader | --loop]
+                                   [--amp] [--scale 1.0] [--loader | --loop [--trace DIR]]
 """
 import argparse
 import os
@@ -50,6 +50,8 @@ def main():
     p.add_argument('--rows', type=int, default=25, help='operators listed per table')
     p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
     p.add_argument('--loop', action='store_true', help='time loops of steps, loading and both (see above) instead')
+    p.add_argument('--trace', metavar='DIR', help='with --loop: one pipelined epoch under torch.profiler, each '
+                                                  "rank's Chrome trace saved as DIR/rank<r>.json.gz")
     args = p.parse_args()
     end_to_end.TRIM, end_to_end.AMP = not args.no_trim, args.amp
     torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
@@ -212,11 +214,34 @@ def time_loops(step, loader, batches, args, group=None) -> None:
     if group is not None:
         everyone = [None] * torch.distributed.get_world_size(group)
         torch.distributed.all_gather_object(everyone, rows, group=group)
-        if torch.distributed.get_rank(group) != 0:
-            return
+    if args.trace:
+        trace_epoch(step, loader, args.trace, 0 if group is None else torch.distributed.get_rank(group))
+    if group is not None and torch.distributed.get_rank(group) != 0:
+        return
     for rank, ranks_rows in enumerate(everyone):
         for name, ms in ranks_rows.items():
             print(f'{"" if group is None else f"rank {rank}: "}{name:45s} {ms:6.3f} ms/batch', flush=True)
+
+
+def trace_epoch(step, loader, folder: str, rank: int) -> None:
+    """One pipelined epoch under torch.profiler (host calls and GPU kernels and copies),
+    saved as ``folder/rank<rank>.json.gz`` (Chrome trace format)."""
+    import gzip
+    import shutil
+    from torch.profiler import ProfilerActivity, profile
+
+    from pyg_accel.loader import PrefetchLoader
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for batch in PrefetchLoader(loader):
+            step(batch)
+        torch.cuda.synchronize()
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    plain = Path(folder) / f'rank{rank}.json'
+    prof.export_chrome_trace(str(plain))
+    with open(plain, 'rb') as src, gzip.open(f'{plain}.gz', 'wb') as dst:
+        shutil.copyfileobj(src, dst)
+    plain.unlink()
 
 
 def profile_loader(batches, args) -> None:

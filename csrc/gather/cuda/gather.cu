@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -57,12 +59,21 @@ constexpr int kMaxTables = 8;
 // full-grid gather on the high-priority side stream, its blocks waiting on remote
 // reads, may hold every SM while the training step waits beside it. Off (0) until
 // measured: 4 x H200, sharded products-size features, the pipelined loop took the sum
-// of loading and step (2.83 ms against 1.77 + ~1.06) where one GPU overlaps them
-// (`torchrun --nproc_per_node 4 scripts/profile_step.py --loop --graph --tf32` with
-// PYG_ACCEL_CUDA_FLAGS=-DPYG_ACCEL_GATHER_PEER_SM_DIVISOR=k).
+// of loading and step (2.83 ms against 1.77 + ~1.06) where one GPU overlaps them.
+// PYG_ACCEL_GATHER_PEER_SM_DIVISOR=k in the environment overrides it (read once per
+// process), so that `torchrun --nproc_per_node 4 scripts/profile_step.py --loop --graph
+// --tf32` can compare values of k without a rebuild.
 #ifndef PYG_ACCEL_GATHER_PEER_SM_DIVISOR
 #define PYG_ACCEL_GATHER_PEER_SM_DIVISOR 0
 #endif
+
+int peer_sm_divisor() {
+  static const int divisor = [] {
+    const char* env = std::getenv("PYG_ACCEL_GATHER_PEER_SM_DIVISOR");
+    return env == nullptr ? PYG_ACCEL_GATHER_PEER_SM_DIVISOR : std::max(0, std::atoi(env));
+  }();
+  return divisor;
+}
 
 constexpr int kThreads = 256;
 constexpr int kMinBlocksPerSM = PYG_ACCEL_GATHER_MIN_BLOCKS;  // 5 caps registers at 51
@@ -429,9 +440,9 @@ std::vector<at::Tensor> gather_tables(const std::vector<ShardedTable>& tables, c
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     wanted = std::min<int64_t>(wanted, std::max(1, sms / PYG_ACCEL_GATHER_HOST_SM_DIVISOR));
   }
-  if (PYG_ACCEL_GATHER_PEER_SM_DIVISOR > 0 && reads_peer_memory(tables, device)) {
+  if (peer_sm_divisor() > 0 && reads_peer_memory(tables, device)) {
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    wanted = std::min<int64_t>(wanted, std::max(1, sms / PYG_ACCEL_GATHER_PEER_SM_DIVISOR));
+    wanted = std::min<int64_t>(wanted, std::max(1, sms / peer_sm_divisor()));
   }
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "gather_cuda", [&] {
