@@ -31,28 +31,35 @@ class HostLayout:
         rank, world_size: this process's rank in ``group`` and the group's size.
         ranks_per_host: processes per host (ranks ``h * ranks_per_host`` onwards are host ``h``).
         host_group: the processes of this host (``group`` itself with one host).
+        exchange_group: the processes of ``group`` in a communicator of their own, which
+            the cross-host reads exchange ids and rows over (``group`` itself with one
+            host). A pipelined loader's exchange for the next batch then does not queue
+            behind the collectives the caller runs on ``group`` (the training step's
+            gradient all-reduce) on NCCL's one stream per communicator.
     """
     group: Any
     rank: int
     world_size: int
     ranks_per_host: int
     host_group: Any
+    exchange_group: Any = None
 
     @classmethod
     def of(cls, group=None, ranks_per_host: Optional[int] = None) -> 'HostLayout':
         """The layout of ``group`` (collective with several hosts: every process of the
         default group makes the per-host groups, in the same order)."""
         if not (dist.is_available() and dist.is_initialized()):
-            return cls(group, 0, 1, 1, group)
+            return cls(group, 0, 1, 1, group, group)
         rank, world_size = dist.get_rank(group), dist.get_world_size(group)
         per_host = _ranks_per_host(ranks_per_host, world_size)
         _check_torchrun_numbering(group, rank, per_host, ranks_per_host)
         if per_host == world_size:
-            return cls(group, rank, world_size, per_host, group)
+            return cls(group, rank, world_size, per_host, group, group)
         global_ranks = [dist.get_global_rank(group, r) if group is not None else r for r in range(world_size)]
         host_groups = [dist.new_group(global_ranks[h * per_host:(h + 1) * per_host])
                        for h in range(world_size // per_host)]
-        return cls(group, rank, world_size, per_host, host_groups[rank // per_host])
+        exchange_group = dist.new_group(global_ranks)
+        return cls(group, rank, world_size, per_host, host_groups[rank // per_host], exchange_group)
 
     @property
     def num_hosts(self) -> int:

@@ -219,7 +219,7 @@ class HostShardedTier(Tier):
         if any(t.hosts != first.hosts or t.bounds != first.bounds for t in tiers[1:]):
             raise ValueError('HostShardedTier.read_many: the tiers must share one host layout and row count')
         index, world, num_rows = index.long(), first.hosts.world_size, first._shape[0]
-        group, lo, hi = first.hosts.group, first.host_rows.start, first.host_rows.stop
+        group, lo, hi = first.hosts.exchange_group, first.host_rows.start, first.host_rows.stop
         # every position keyed by the rank to ask, or by `world` when this host holds the row
         key = torch.searchsorted(first._ends, index, right=True)
         key = torch.where((index >= lo) & (index < hi), torch.full_like(key, world), key)
