@@ -9,7 +9,8 @@ from pyg_accel.data import from_data
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.ops.hops import sampled_hops
 from pyg_accel.training import PaddedBatch, TrainStep, bucket_of
-from pyg_accel.training.padding import round_up
+from pyg_accel.ops.hops import record_hops
+from pyg_accel.training.padding import PADDING_FAN, covering_bucket, fits, round_up
 
 from conftest import DEVICES, HAS_CUDA, community_data, requires_cuda
 
@@ -27,6 +28,28 @@ def test_round_up_grid():
         assert n <= round_up(n) <= max(32, n * 17 / 16)
     nodes, edges = bucket_of([64, 300, 900], [320, 1200])
     assert all(p > n for p, n in zip(nodes, [64, 300, 900])) and all(p >= e for p, e in zip(edges, [320, 1200]))
+
+
+def test_a_new_shape_is_served_by_a_slightly_larger_one_held():
+    nodes, edges = [1024, 13072, 96605, 256596], [14457, 130495, 483016]
+    own = bucket_of(nodes, edges)
+    assert fits(own, nodes, edges) and covering_bucket([], nodes, edges) is None
+    assert covering_bucket([own], nodes, edges) == own
+
+    def grown(factor):
+        return bucket_of([int(n * factor) for n in nodes], [int(e * factor) for e in edges])
+    near, far = grown(1.05), grown(1.5)
+    assert near != own and covering_bucket([far, near], nodes, edges) == near  # the least padding
+    assert covering_bucket([far], nodes, edges) is None  # more than two grid steps larger
+    assert covering_bucket([far], nodes, edges, slack_steps=16) == far
+    assert covering_bucket([grown(0.95)], nodes, edges) is None  # too small for the batch
+    # one count over (edges of the last hop) or a hop too few: no fit
+    assert not fits((near[0], near[1][:2] + (edges[2] - 1,)), nodes, edges)
+    assert not fits(near, nodes[:3], edges[:2])
+    # enough room for the edges but too few padding nodes for the padding edges' fan-in
+    tight = ((nodes[0] + 1, nodes[1] + 1, nodes[2] + 1, nodes[3] + 1), (edges[0], edges[1], edges[2] + 2 * PADDING_FAN))
+    assert not fits(tight, nodes, edges)
+    assert fits((tight[0][:2] + (nodes[2] + 2, nodes[3] + 2), tight[1]), nodes, edges)
 
 
 @pytest.mark.parametrize('device', DEVICES)
@@ -129,6 +152,39 @@ def test_captured_steps_train_as_the_eager_loop(name):
         torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
     assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager']
     assert 1 <= step.num_graphs <= 4
+
+
+def smaller_fits(held, nodes, edges, fewer: int) -> bool:
+    """Whether the counts less ``fewer`` edges of the last hop have an own bucket other
+    than ``held`` and ``held`` covers them."""
+    less = edges[:-1] + [edges[-1] - fewer]
+    return bucket_of(nodes, less) != held and covering_bucket([held], nodes, less) == held
+
+
+@requires_cuda
+def test_a_batch_of_a_new_shape_replays_a_slightly_larger_graph():
+    """A batch whose own shape is new, but which a held shape at most two grid steps
+    larger fits, replays that shape's graph: no warm-up, no capture, the eager loss."""
+    loader = loader_on('cuda', pipeline=False)
+    model, _ = same_models('cuda')
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.0))  # (lr 0: the same parameters throughout)
+    batch = next(iter(loader))
+    nodes, edges = sampled_hops(batch.edge_index, batch.num_nodes)
+    step(batch), step(batch)  # warm-up, capture
+    assert step.num_graphs == 1 and len(step.buckets()) == 1
+    # the batch less the last few edges of its last hop (still sorted by destination), as few as give it
+    # an own shape other than the held one that the held one still covers
+    held = step.buckets()[0]
+    fewer = next(k for k in range(1, edges[-1]) if smaller_fits(held, nodes, edges, k))
+    smaller = batch.clone()
+    smaller.edge_index = batch.edge_index[:, :batch.edge_index.size(1) - fewer].contiguous()
+    assert record_hops(smaller.edge_index, smaller.num_nodes, nodes, edges[:-1] + [edges[-1] - fewer])
+    before = dict(step.stats)
+    loss = step(smaller)
+    assert step.stats['replayed'] == before['replayed'] + 1 and step.stats['captured'] == before['captured']
+    assert step.buckets() == [held] and step.num_graphs == 1
+    expected = F.cross_entropy(model(smaller.x, smaller.edge_index), smaller.y[:smaller.batch_size])
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-4)
 
 
 @requires_cuda
@@ -266,9 +322,10 @@ def test_self_loops_without_a_sync_give_pyg_values(device, name, options, weight
 @requires_cuda
 def test_data_parallel_steps_are_captured_with_their_all_reduce(tmp_path):
     """The module with process_group= (one NCCL process here; two in
-    tests/distributed_worker.py): the step is captured, averages the gradients by an
-    all-reduce between its two graphs, and trains as the plain DDP loop. A DDP model
-    itself trains eagerly, saying how to capture it."""
+    tests/distributed_worker.py, where the gradients are averaged by an all-reduce
+    between the step's two graphs): the step is captured and trains as the plain DDP
+    loop; a group of one process has nothing to average, so its step is one graph. A
+    DDP model itself trains eagerly, saying how to capture it."""
     import torch.distributed as dist
     dist.init_process_group('nccl', init_method=f'file://{tmp_path}/rendezvous', rank=0, world_size=1)
     try:
@@ -282,7 +339,7 @@ def test_data_parallel_steps_are_captured_with_their_all_reduce(tmp_path):
         step = TrainStep(b, opt_b, process_group=dist.group.WORLD)
         got = train(loader, b, opt_b, step)
         torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
-        assert step.num_graphs >= 1  # (a capture runs its step by replaying it: the all-reduce between the graphs)
+        assert step.num_graphs >= 1 and all(g.update is None for g in step._graphs.values())
         with pytest.warns(UserWarning, match='process_group='):
             TrainStep(a, opt_a)(next(iter(loader)))
         with pytest.raises(ValueError, match='model.module'):

@@ -5,7 +5,8 @@ as a CUDA graph: one launch instead of hundreds, so the GPU no longer waits for 
     for batch in loader:                            # pyg_accel's NeighborLoader
         loss = step(batch)                          # instead of zero_grad / forward / loss / backward / step
 
-Each batch is padded to one of a few shapes (:mod:`pyg_accel.training.padding`); the first
+Each batch is padded to one of a few shapes (:mod:`pyg_accel.training.padding`; a shape
+already held that is slightly larger serves a batch rather than a new one); the first
 batch of a shape trains eagerly on the padded buffers (the warm-up a capture needs), the
 second is captured and every later one replays that graph. What the step computes equals
 the eager step's on the unpadded batch: padding nodes and edges feed only padding nodes,
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from ..nn.conv._self_loops import sync_free
 from ..ops.hops import Hops, sampled_hops
-from .padding import Bucket, PaddedBatch, bucket_of
+from .padding import Bucket, PaddedBatch, bucket_of, bucket_with_headroom, covering_bucket
 
 __all__ = ['TrainStep']
 
@@ -67,6 +68,11 @@ def _broadcast_parameters(model: torch.nn.Module, group) -> None:
             offset += p.numel()
 
 
+def _group_size(group) -> int:
+    import torch.distributed as dist
+    return dist.get_world_size(group)
+
+
 def _release_rng_from_capture(device: torch.device) -> None:
     """After a capture that failed to end, the device's RNG still believes it is being
     captured, and every later random op (dropout) would fail. Its state is replaced by a
@@ -103,15 +109,20 @@ class TrainStep:
         capture: ``'auto'`` (default): CUDA graphs on a GPU, eager elsewhere; ``False``:
             always eager (the same step, for comparison and debugging).
         amp_dtype: run the forward and loss under ``torch.autocast`` in this dtype.
-        steps_per_octave: padding grid (16: at most 1/16 of each count is padding).
+        steps_per_octave: padding grid (16: at most 1/16 of each count is padding). A
+            batch whose shape is new trains on a shape already held that is at most
+            two grid steps larger in every count, if there is one
+            (:func:`~pyg_accel.training.padding.covering_bucket`), rather than warming up
+            and capturing another; a new shape gets a quarter step of headroom.
         max_graphs: captured shapes kept; batches of further shapes train eagerly.
 
     Data-parallel training: pass the model itself (not wrapped in
     ``DistributedDataParallel``) with ``process_group`` (e.g. ``torch.distributed.group.WORLD``).
     The parameters are broadcast from the group's first rank on construction, and each
     step averages the gradients over the group as DDP would, with one all-reduce of them
-    flattened, run between two captured graphs (the gradients, then the optimizer step);
-    every rank must call the step equally often, as with DDP. Buffers are not broadcast
+    flattened, run between two captured graphs (the gradients, then the optimizer step;
+    a group of one process has nothing to average and keeps one graph); every rank must
+    call the step equally often, as with DDP. Buffers are not broadcast
     (DDP broadcasts them every step). A ``DistributedDataParallel`` model trains eagerly
     through DDP: its gradient hooks cannot be captured.
 
@@ -139,7 +150,9 @@ class TrainStep:
                              'process_group=, not the DDP model')
         self.model, self.optimizer = model, optimizer
         self._group = process_group  # gradients averaged over it by the step itself
-        if process_group is not None:
+        if process_group is not None and _group_size(process_group) == 1:
+            self._group = None  # (nothing to average: one captured graph, no all-reduce between two)
+        if self._group is not None:
             _broadcast_parameters(model, process_group)
         self._cross_node = _cross_node_norms(model)
         self.loss_fn = loss_fn or _cross_entropy
@@ -148,6 +161,7 @@ class TrainStep:
         self._buffers: Dict[Bucket, PaddedBatch] = {}
         self._warmed: Set[Bucket] = set()  # shapes whose eager warm-up step has run
         self._graphs: Dict[Bucket, _Captured] = {}  # shape -> its captured step
+        self._serves: Dict[Bucket, Bucket] = {}  # a batch's own bucket -> the larger held shape serving it
         self._uncapturable: Optional[str] = None  # why the step cannot be captured, once found
         self._state_key = None
         self._warned = set()
@@ -162,7 +176,7 @@ class TrainStep:
         return self._padded_step(batch, *hops)
 
     def _padded_step(self, batch, nodes: List[int], edges: List[int]) -> Tensor:
-        bucket = bucket_of(nodes, edges, self.steps_per_octave)
+        bucket = self._shape_for(nodes, edges)
         self._check_state()
         padded = self._buffers.get(bucket)
         if padded is None:
@@ -181,6 +195,23 @@ class TrainStep:
             self._warmed.add(bucket)
             return self._warm_up(padded)
         return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+
+    def _shape_for(self, nodes: List[int], edges: List[int]) -> Bucket:
+        """The padded shape a batch with these counts trains on: its own bucket if held,
+        else a held shape at most slightly larger (remembered for the batch's bucket when
+        it holds every count of that bucket), else a new shape with headroom."""
+        own = bucket_of(nodes, edges, self.steps_per_octave)
+        if own in self._buffers:
+            return own
+        served = self._serves.get(own)
+        if served is not None and served in self._buffers:
+            return served
+        held = covering_bucket(self._buffers, nodes, edges, self.steps_per_octave)
+        if held is None:
+            return bucket_with_headroom(nodes, edges, self.steps_per_octave)
+        if all(p >= q for p, q in zip(held[0] + held[1], own[0] + own[1])):  # (every batch of `own` fits `held`)
+            self._serves[own] = held
+        return held
 
     def _loss(self, x: Tensor, edge_index: Tensor, y: Tensor, padded: Optional[PaddedBatch]) -> Tensor:
         # padded (capturable) steps handle self-loops without a host sync (nn/conv/_self_loops.py)
@@ -386,6 +417,7 @@ class TrainStep:
         steps warm up and capture again."""
         self._graphs.clear()
         self._buffers.clear()
+        self._serves.clear()
         self._warmed.clear()
         self.optimizer.zero_grad(set_to_none=True)  # (the last graph's gradient buffers)
 
