@@ -119,12 +119,12 @@ for stage in $STAGES; do
         -q -rs -p no:cacheprovider
       run hosts_example env PYG_ACCEL_RANKS_PER_HOST=2 python3 -m torch.distributed.run --standalone \
         --nproc_per_node 4 examples/multi_gpu.py --dataset synthetic-products --hidden 256 --layers 3 \
-        --num-neighbors 15,10,5 --epochs 4 --tf32 --out "$OUT_DIR/example_hosts"
+        --num-neighbors 15,10,5 --epochs 5 --tf32 --out "$OUT_DIR/example_hosts"
       run hosts_bench python3 -m torch.distributed.run --standalone --nproc_per_node 4 \
         benchmarks/sharded_gather.py --out "$OUT_DIR/hosts" ;;
     scaling)  # 1, 2, 4 GPUs: data-parallel products-size SAGE, then full-graph GCN (benchmarks/scaling.py)
       run scaling python3 benchmarks/scaling.py --nprocs 1 2 4 --out "$OUT_DIR" -- --dataset synthetic-products \
-        --hidden 256 --layers 3 --num-neighbors 15,10,5 --epochs 4 --tf32
+        --hidden 256 --layers 3 --num-neighbors 15,10,5 --epochs 5 --tf32
       run scaling_full_graph python3 benchmarks/scaling.py --examples full_graph_multi_gpu --nprocs 1 2 4 \
         --out "$OUT_DIR/full" -- --dataset synthetic-products --epochs 20 ;;
     wholegraph)  # NVIDIA's pylibwholegraph beside our sharded gather, every GPU (carry .wholegraph-wheels alone:
