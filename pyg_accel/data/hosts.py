@@ -19,7 +19,23 @@ from typing import Any, List, Optional
 
 import torch.distributed as dist
 
-__all__ = ['HostLayout']
+__all__ = ['HostLayout', 'new_exchange_group']
+
+
+def new_exchange_group(ranks: Optional[List[int]] = None):
+    """A process group over ``ranks`` (global ranks; default: the whole world) for data
+    exchanges: its own communicator, so that its traffic never queues behind the
+    collectives of other groups (a training step's gradient all-reduce), and on NCCL a
+    high-priority stream, so that an exchange overlapped with compute gets SMs as soon as
+    blocks retire. Collective: every process calls it, in the same order, as
+    ``torch.distributed.new_group``. ``None`` without an initialised process group."""
+    if not dist.is_initialized():
+        return None
+    if dist.get_backend() == 'nccl':
+        options = dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = True
+        return dist.new_group(ranks, pg_options=options)
+    return dist.new_group(ranks)
 
 
 @dataclass(frozen=True)
@@ -58,8 +74,7 @@ class HostLayout:
         global_ranks = [dist.get_global_rank(group, r) if group is not None else r for r in range(world_size)]
         host_groups = [dist.new_group(global_ranks[h * per_host:(h + 1) * per_host])
                        for h in range(world_size // per_host)]
-        exchange_group = dist.new_group(global_ranks)
-        return cls(group, rank, world_size, per_host, host_groups[rank // per_host], exchange_group)
+        return cls(group, rank, world_size, per_host, host_groups[rank // per_host], new_exchange_group(global_ranks))
 
     @property
     def num_hosts(self) -> int:

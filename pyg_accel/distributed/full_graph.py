@@ -31,6 +31,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch_geometric.data import Data
 
+from ..data import hosts
 from ..data.reorder import _check_edge_index, node_order, reorder_data
 
 __all__ = ['GraphPartition', 'ExchangeTimer', 'balanced_bounds', 'partition_graph', 'partition_data',
@@ -228,13 +229,7 @@ def new_exchange_group():
     high-priority stream, so that an exchange overlapped with an SpMM
     (:class:`~pyg_accel.distributed.HaloGraph`) gets SMs as soon as blocks retire.
     ``None`` without an initialised process group."""
-    if not dist.is_initialized():
-        return None
-    if dist.get_backend() == 'nccl':
-        options = dist.ProcessGroupNCCL.Options()
-        options.is_high_priority_stream = True
-        return dist.new_group(pg_options=options)
-    return dist.new_group()
+    return hosts.new_exchange_group()
 
 
 def partition_graph(edge_index: Tensor, num_nodes: int, rank: int, world_size: int,
