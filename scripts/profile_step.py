@@ -89,10 +89,7 @@ def main():
         return profile_loader(batches, args)
     if args.loop:
         time_loops(step, loader, batches, args, group)
-        if group is not None:
-            from pyg_accel.distributed import teardown
-            teardown()
-        return
+        return  # (under torchrun the caller tears down once this frame's stores and loaders are gone)
 
     enqueue, finish = [], []
     for _ in range(args.steps):
@@ -271,3 +268,6 @@ def profile_loader(batches, args) -> None:
 
 if __name__ == '__main__':
     main()
+    if 'WORLD_SIZE' in os.environ:  # after main's stores are dropped: no peer still maps another's shards
+        from pyg_accel.distributed import teardown
+        teardown()
