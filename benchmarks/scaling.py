@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import subprocess
+import textwrap
 import sys
 from pathlib import Path
 from typing import List
@@ -74,6 +75,7 @@ def plot(rows: List[dict], path: Path, title: str) -> None:
     plt = pyplot()
     if plt is None:
         return
+    from matplotlib.ticker import NullLocator
     fig, ax = plt.subplots(figsize=(6, 4))
     for example in dict.fromkeys(r['example'] for r in rows):
         mine = [r for r in rows if r['example'] == example]
@@ -87,7 +89,8 @@ def plot(rows: List[dict], path: Path, title: str) -> None:
                         xytext=(4, 4), fontsize=8)
     ax.set(xscale='log', yscale='log', xlabel='processes (GPUs)', ylabel='median epoch, ms')
     ax.set_xticks(sorted({r['processes'] for r in rows}), [str(c) for c in sorted({r['processes'] for r in rows})])
-    ax.set_title(title, fontsize=9)
+    ax.xaxis.set_minor_locator(NullLocator())  # (no log-scale minor ticks between the counts)
+    ax.set_title('\n'.join(textwrap.wrap(title, 70)), fontsize=9)
     ax.legend(fontsize=8)
     save_figure(fig, path)
 
