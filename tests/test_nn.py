@@ -408,9 +408,9 @@ def test_layers_share_one_graph_per_edge_index(device):
     model = acc_nn.models.GCN(8, 16, 3, 4).to(device)
     x = torch.randn(50, 8, device=device)
     model(x, ei)
-    shared, _ = ei._pyg_accel_gcn[1]
+    shared, _ = facts_of(ei)['_pyg_accel_gcn'][1]
     model(x, ei)
-    assert ei._pyg_accel_gcn[1][0] is shared
+    assert facts_of(ei)['_pyg_accel_gcn'][1][0] is shared
 
 
 def test_trusted_edge_index_skips_validation_but_not_results(device):
@@ -473,7 +473,8 @@ def test_facts_about_a_cpu_edge_index_do_not_survive_numpy_writes():
     sage = acc_nn.SAGEConv(8, 4)
     batch_ei = trust_edge_index(graph(50, 300), 50, 50)
     sage(x, batch_ei)
-    assert batch_ei._pyg_accel_trusted[2] is batch_ei._pyg_accel_coo[2]  # one copy of the contents per tensor
+    facts = facts_of(batch_ei)
+    assert facts['_pyg_accel_trusted'][2] is facts['_pyg_accel_coo'][2]  # one copy of the contents per tensor
     batch_ei.numpy()[0, 0] = 10 ** 9
     with pytest.raises(IndexError, match='outside'):
         sage(x, batch_ei)
@@ -500,7 +501,51 @@ def test_graph_memo_can_be_switched_off(monkeypatch):
     ei = graph(50, 300)
     monkeypatch.setenv('PYG_ACCEL_GRAPH_MEMO', '0')
     assert coo_graph(ei, (50, 50)) is not coo_graph(ei, (50, 50))
-    assert not hasattr(ei, '_pyg_accel_coo')
+    assert '_pyg_accel_coo' not in facts_of(ei)
+
+
+def facts_of(t: torch.Tensor) -> dict:
+    """What the package has recorded about ``t`` (its side table's entry)."""
+    from pyg_accel.ops._marks import _FACTS
+    return _FACTS.get(t) or {}
+
+
+def test_no_code_sets_attributes_on_tensors_or_keys_caches_by_id():
+    """Facts about tensors go through pyg_accel/ops/_marks.py's side table: no setattr,
+    no ``._pyg_accel_*`` attribute, and no other module-level table keyed by ``id()``."""
+    import re
+    from pathlib import Path
+    package = Path(__file__).resolve().parents[1] / 'pyg_accel'
+    pattern = re.compile(r"setattr\(|\._pyg_accel_\w+\s*=|getattr\([^)]*'_pyg_accel|^_\w+\s*:\s*Dict\[int")
+    offenders = [f'{path.relative_to(package)}:{number}: {line.strip()}'
+                 for path in package.rglob('*.py') if path.name != '_marks.py'
+                 for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert offenders == []
+
+
+def test_facts_stay_off_the_tensor_and_do_not_travel_with_it(device):
+    """Facts live in a side table, not on the tensor: nothing in its __dict__, nothing
+    carried through torch.save / pickle / deepcopy (a loaded tensor restarts its version
+    counter, so a carried fact could pass for current after the tensor changed), and the
+    entry goes with the tensor."""
+    import gc
+    import io
+    import pickle
+    from pyg_accel.ops._marks import _FACTS
+    from pyg_accel.ops.sparse import is_trusted_edge_index, trust_edge_index
+    before = len(_FACTS)
+    ei = trust_edge_index(graph(50, 300, device=device), 50, 50)
+    acc_nn.SAGEConv(8, 4).to(device)(torch.randn(50, 8, device=device), ei)
+    assert is_trusted_edge_index(ei, (50, 50)) and '_pyg_accel_coo' in facts_of(ei)
+    assert not [k for k in vars(ei) if k.startswith('_pyg_accel')]
+    buffer = io.BytesIO()
+    torch.save(ei, buffer)
+    buffer.seek(0)
+    for copy_of in (torch.load(buffer), pickle.loads(pickle.dumps(ei)), copy.deepcopy(ei)):
+        assert not is_trusted_edge_index(copy_of, (50, 50)) and facts_of(copy_of) == {}
+    del ei, copy_of
+    gc.collect()
+    assert len(_FACTS) == before
 
 
 EXPLAIN_SCRIPT = '''

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numbers
-import weakref
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -73,7 +72,7 @@ def last_sample_wait_us() -> float:
     return float(ops().sampler_last_wait_us())
 
 
-_LONG_COPIES: Dict[int, Tuple['weakref.ref[Tensor]', int, Tensor]] = {}  # id -> (tensor, version, copy)
+_LONG_SLOT = 'long_copy'
 
 
 def _graph_long(t: Tensor) -> Tensor:
@@ -83,17 +82,13 @@ def _graph_long(t: Tensor) -> Tensor:
     into it without bumping its version, and a kept copy would then go stale."""
     if t.dtype == torch.int64:
         return t
-    current = version(t)
-    if current is None or not t.is_cuda:  # (inference tensors have no version counter)
+    if version(t) is None or not t.is_cuda:  # (inference tensors have no version counter)
         return t.long()
-    hit = _LONG_COPIES.get(id(t))
-    if hit is not None and hit[0]() is t and hit[1] == current:
-        return hit[2]
-    copy = t.long()
-    if hit is None or hit[0]() is not t:  # drop the entry with the tensor
-        weakref.finalize(t, _LONG_COPIES.pop, id(t), None)
-    _LONG_COPIES[id(t)] = (weakref.ref(t), current, copy)
-    return copy
+    hit = recorded(t, _LONG_SLOT)
+    if hit is None:
+        hit = t.long()
+        record(t, _LONG_SLOT, hit)
+    return hit
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64)

@@ -11,7 +11,7 @@ from torch_geometric.nn import MessagePassing
 
 from ... import _build
 from ...ops import CooGraph
-from ...ops._marks import record, recorded
+from ...ops._marks import attach, attached, record, recorded
 from ...ops.sparse import is_trusted_dst_sorted, is_trusted_edge_index
 
 T = TypeVar('T')
@@ -144,7 +144,7 @@ def mark_trimmed(trimmed: Tensor, edge_index: Tensor, num_nodes: int, edge_weigh
     if torch.compiler.is_compiling():
         return
     root = trimmed_from(edge_index) or (edge_index, int(num_nodes), edge_weight)
-    setattr(trimmed, _TRIMMED_SLOT, root)
+    attach(trimmed, _TRIMMED_SLOT, root)
 
 
 def trimmed_from(edge_index: Tensor) -> Optional[Tuple[Tensor, int, Optional[Tensor]]]:
@@ -153,7 +153,7 @@ def trimmed_from(edge_index: Tensor) -> Optional[Tuple[Tensor, int, Optional[Ten
     edges (checked from the views' storage: nothing to go stale); otherwise ``None``."""
     if torch.compiler.is_compiling():
         return None
-    root = getattr(edge_index, _TRIMMED_SLOT, None)
+    root = attached(edge_index, _TRIMMED_SLOT)
     if root is None:
         return None
     full = root[0]
