@@ -13,7 +13,7 @@ from torch_geometric.data import Data
 from pyg_accel.data import GraphStore, from_data
 from pyg_accel.distributed import ShardedTensor, row_partition, share_shards
 
-from conftest import DEVICES, requires_two_gpus, run_torchrun_worker
+from conftest import DEVICES, HAS_CUDA, requires_two_gpus, run_torchrun_worker
 
 NUM_ROWS, WIDTH = 1003, 24
 
@@ -143,6 +143,14 @@ def test_two_virtual_hosts_of_two_processes_on_the_cpu(tmp_path):
 def test_two_virtual_hosts_on_two_gpus(tmp_path):
     """2 GPUs declared as 2 hosts x 1: every remote row crosses NCCL, none through IPC."""
     run_torchrun_worker('hosts_worker.py', tmp_path, gpus=True, nproc=2)
+
+
+@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 3, reason='needs 3 GPUs')
+def test_blocks_shared_with_several_peers_are_released(tmp_path):
+    """Three or more processes share GPU blocks with every other one (one IPC send per
+    receiver): once all let go, every process's GPU memory is back where it started,
+    twice over, and no process warns at exit that a peer still held its memory."""
+    run_torchrun_worker('release_worker.py', tmp_path, gpus=True, nproc=min(4, torch.cuda.device_count()))
 
 
 def test_host_layouts_in_one_process(monkeypatch):

@@ -100,14 +100,21 @@ def _open_on(device: torch.device, rebuild, args: tuple) -> Tensor:
 
 def _share_cuda(local: Tensor, rank: int, world_size: int, group) -> List[Tensor]:
     """Every rank's GPU shard: the others' mapped into this process through CUDA IPC
-    handles (peer memory, read over NVLink/PCIe by this GPU's kernels)."""
+    handles (peer memory, read over NVLink/PCIe by this GPU's kernels).
+
+    Each peer gets a send of its own (``reduce_tensor`` once per peer). PyTorch counts
+    the references to a sent block per send: one counter set to 1, which the receiver
+    decrements when it lets go. One send opened by several peers would be decremented
+    below zero (the counter is unsigned): the producer's block then stays in PyTorch's
+    limbo for good, its GPU memory held until exit, where it warns that the "producer
+    process has been terminated before all shared CUDA tensors released"."""
     from torch.multiprocessing.reductions import reduce_tensor
     device = local.device
-    rebuild, args = reduce_tensor(local)
+    sends = [None if r == rank else reduce_tensor(local) for r in range(world_size)]  # [peer] -> (rebuild, args)
     uuid_of = lambda d: str(torch.cuda.get_device_properties(d).uuid)  # noqa: E731
-    entries = _all_gather((socket.gethostname(), device.index, uuid_of(device), rebuild, args), group, world_size)
+    entries = _all_gather((socket.gethostname(), device.index, uuid_of(device), sends), group, world_size)
     shards = []
-    for r, (host, index, gpu_uuid, peer_rebuild, peer_args) in enumerate(entries):
+    for r, (host, index, gpu_uuid, peer_sends) in enumerate(entries):
         if r == rank:
             shards.append(local)
             continue
@@ -124,7 +131,7 @@ def _share_cuda(local: Tensor, rank: int, world_size: int, group) -> List[Tensor
                                '(do not restrict CUDA_VISIBLE_DEVICES per process)')
         if not torch.cuda.can_device_access_peer(device, index):
             raise RuntimeError(f'share_shards: cuda:{device.index} cannot read cuda:{index} peer-to-peer')
-        shards.append(_open_on(device, peer_rebuild, peer_args))
+        shards.append(_open_on(device, *peer_sends[rank]))  # (the send made for this process)
     dist.barrier(group=group)  # every process holds its handles before any shard can go
     return shards
 

@@ -1,0 +1,39 @@
+"""One process of tests/test_distributed.py's release run (under torchrun, one GPU per
+process, three or more processes): twice, every process shares a 32 MB block with all
+the others through CUDA IPC, each reads every block, and all let go; each process's GPU
+memory must then be back where it started. Writes 'rank R on DEVICE' to
+$PYG_ACCEL_WORKER_OUT/rank-R when every check passed."""
+import gc
+
+import torch
+import torch.distributed as dist
+
+from pyg_accel.data.shards import share_shards
+from pyg_accel.ops import gather
+from conftest import worker_main
+
+ROWS, WIDTH = 1 << 20, 8  # 32 MB of float32
+
+
+def check(rank: int, world_size: int, device: torch.device) -> None:
+    assert device.type == 'cuda' and world_size >= 3, 'a send opened by several peers needs three processes'
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    for _ in range(2):
+        local = torch.full((ROWS, WIDTH), float(rank), device=device)
+        shards = share_shards(local)
+        index = torch.randint(0, ROWS, (1000,), device=device)
+        for owner, shard in enumerate(shards):
+            assert torch.equal(gather(shard, index), torch.full((1000, WIDTH), float(owner), device=device))
+        torch.cuda.synchronize(device)
+        del shards, local, index
+        gc.collect()
+        dist.barrier()  # every process has let go of the blocks it mapped
+        torch.cuda.ipc_collect()  # (frees sent blocks whose every receiver let go)
+        dist.barrier()
+        assert torch.cuda.memory_allocated(device) == base, \
+            f'rank {rank}: {torch.cuda.memory_allocated(device) - base} bytes still held after the peers let go'
+
+
+if __name__ == '__main__':
+    worker_main(check)
