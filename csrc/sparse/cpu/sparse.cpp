@@ -1,7 +1,8 @@
 // CPU SpMM, SDDMM and edge softmax over a destination-sorted COO graph (schemas and
 // semantics: csrc/ops.cpp). Destinations are independent, so every kernel runs a
 // parallel loop over them and reduces each one's edges in a private accumulator
-// (deterministic, no atomics); the transposed SpMM splits the features instead.
+// (deterministic, no atomics; sum and max are policies of one loop, reduce_rows); the
+// transposed SpMM splits the features instead.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -21,6 +22,85 @@ namespace {
 
 constexpr int64_t kGrain = 64;  // destinations per parallel task
 
+// One destination's reduction of its edges' rows, as a policy of reduce_rows (as ATen's
+// SpmmReduceKernel templates one kernel over the reduction): start(d) before d's edges,
+// add(e, row, first) per edge e (row = x[src_e], first for d's first edge), finish(d,
+// empty) after them. Each parallel task works on its own copy of the policy (its own
+// accumulators).
+template <typename scalar_t>
+struct SumRows {  // out[d] (+)= sum over d's edges of w_e * x[src_e], per head
+  using acc_t = at::opmath_type<scalar_t>;
+  const scalar_t* w;  // [E, H] or null (1)
+  scalar_t* out;      // [num_dst, H, C]
+  int64_t H, C;
+  bool accumulate;    // add to out's rows instead of overwriting them
+  std::vector<acc_t> acc;
+
+  SumRows(const scalar_t* w, scalar_t* out, int64_t H, int64_t C, bool accumulate)
+      : w(w), out(out), H(H), C(C), accumulate(accumulate), acc(H * C) {}
+  void start(int64_t d) {
+    for (int64_t f = 0; f < H * C; ++f) acc[f] = accumulate ? static_cast<acc_t>(out[d * H * C + f]) : acc_t(0);
+  }
+  void add(int64_t e, const scalar_t* row, bool /*first*/) {
+    for (int64_t h = 0; h < H; ++h) {
+      const acc_t we = w != nullptr ? static_cast<acc_t>(w[e * H + h]) : acc_t(1);
+      acc_t* a = acc.data() + h * C;
+      const scalar_t* r = row + h * C;
+      _Pragma("omp simd")
+      for (int64_t c = 0; c < C; ++c) a[c] += we * static_cast<acc_t>(r[c]);
+    }
+  }
+  void finish(int64_t d, bool /*empty*/) {
+    for (int64_t f = 0; f < H * C; ++f) out[d * H * C + f] = static_cast<scalar_t>(acc[f]);
+  }
+};
+
+template <typename scalar_t>
+struct MaxRows {  // out[d] = max over d's edges of x[src_e] (NaN wins; no edges: 0), ties counted
+  using acc_t = at::opmath_type<scalar_t>;
+  scalar_t* out;  // [num_dst, F]
+  int* ties;      // [num_dst, F]: how many edges reach the maximum
+  int64_t F;
+  std::vector<acc_t> best;
+  std::vector<int> count;
+
+  MaxRows(scalar_t* out, int* ties, int64_t F) : out(out), ties(ties), F(F), best(F), count(F) {}
+  void start(int64_t /*d*/) {}
+  void add(int64_t /*e*/, const scalar_t* row, bool first) {
+    if (first) {
+      for (int64_t f = 0; f < F; ++f) best[f] = static_cast<acc_t>(row[f]), count[f] = 1;
+      return;
+    }
+    for (int64_t f = 0; f < F; ++f) {  // (branch-free, so the compiler vectorises it)
+      const acc_t v = static_cast<acc_t>(row[f]);
+      const bool above = max_above(v, best[f]);
+      count[f] = above ? 1 : count[f] + (v == best[f]);
+      best[f] = above ? v : best[f];
+    }
+  }
+  void finish(int64_t d, bool empty) {  // no edges: 0, as PyG's scatter max into zeros
+    for (int64_t f = 0; f < F; ++f) {
+      out[d * F + f] = empty ? scalar_t(0) : static_cast<scalar_t>(best[f]);
+      ties[d * F + f] = empty ? 0 : count[f];
+    }
+  }
+};
+
+// Every destination's reduction of its edges' rows of x ([num_src, F] rows, F = H * C)
+// under `policy`, destinations in parallel (deterministic: one task per destination range).
+template <typename Policy, typename scalar_t>
+void reduce_rows(const int64_t* p, const int64_t* s, const scalar_t* xs, int64_t F, int64_t num_dst,
+                 const Policy& policy) {
+  at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
+    Policy mine = policy;
+    for (int64_t d = begin; d < end; ++d) {
+      mine.start(d);
+      for (int64_t e = p[d]; e < p[d + 1]; ++e) mine.add(e, xs + s[e] * F, e == p[d]);
+      mine.finish(d, p[d] == p[d + 1]);
+    }
+  });
+}
+
 // out[d] (+)= sum over d's edges of w_e * x[src_e]: `accumulate` adds to out's rows
 // instead of overwriting them. out is [num_dst, H, C] in x's dtype.
 void spmm_into(const at::Tensor& ptr_t, const at::Tensor& src_t, const std::optional<at::Tensor>& weight_t,
@@ -29,29 +109,9 @@ void spmm_into(const at::Tensor& ptr_t, const at::Tensor& src_t, const std::opti
   const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
   const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const int64_t* p = ptr.data_ptr<int64_t>();
-    const int64_t* s = src.data_ptr<int64_t>();
-    const scalar_t* xs = x.data_ptr<scalar_t>();
     const scalar_t* w = weight.defined() ? weight.data_ptr<scalar_t>() : nullptr;
-    scalar_t* o = out.data_ptr<scalar_t>();
-    at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> acc(H * C);
-      for (int64_t d = begin; d < end; ++d) {
-        for (int64_t f = 0; f < H * C; ++f) acc[f] = accumulate ? static_cast<acc_t>(o[d * H * C + f]) : acc_t(0);
-        for (int64_t e = p[d]; e < p[d + 1]; ++e) {
-          const scalar_t* row = xs + s[e] * H * C;
-          for (int64_t h = 0; h < H; ++h) {
-            const acc_t we = w != nullptr ? static_cast<acc_t>(w[e * H + h]) : acc_t(1);
-            acc_t* a = acc.data() + h * C;
-            const scalar_t* r = row + h * C;
-            _Pragma("omp simd")
-            for (int64_t c = 0; c < C; ++c) a[c] += we * static_cast<acc_t>(r[c]);
-          }
-        }
-        for (int64_t f = 0; f < H * C; ++f) o[d * H * C + f] = static_cast<scalar_t>(acc[f]);
-      }
-    });
+    reduce_rows(ptr.data_ptr<int64_t>(), src.data_ptr<int64_t>(), x.data_ptr<scalar_t>(), H * C, num_dst,
+                SumRows<scalar_t>(w, out.data_ptr<scalar_t>(), H, C, accumulate));
   });
 }
 
@@ -142,35 +202,8 @@ std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const a
   at::Tensor out = at::empty({num_dst, x.size(1), x.size(2)}, x.options());
   at::Tensor ties = at::empty({num_dst, x.size(1), x.size(2)}, x.options().dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const int64_t* p = ptr.data_ptr<int64_t>();
-    const int64_t* s = src.data_ptr<int64_t>();
-    const scalar_t* xs = x.data_ptr<scalar_t>();
-    scalar_t* o = out.data_ptr<scalar_t>();
-    int* t = ties.data_ptr<int>();
-    at::parallel_for(0, num_dst, kGrain, [&](int64_t begin, int64_t end) {
-      std::vector<acc_t> best(F);
-      for (int64_t d = begin; d < end; ++d) {
-        int* count = t + d * F;
-        if (p[d] == p[d + 1]) {  // no edges: 0, as PyG's scatter max into zeros
-          std::fill(count, count + F, 0);
-          std::fill(o + d * F, o + (d + 1) * F, scalar_t(0));
-          continue;
-        }
-        const scalar_t* first = xs + s[p[d]] * F;
-        for (int64_t f = 0; f < F; ++f) best[f] = static_cast<acc_t>(first[f]), count[f] = 1;
-        for (int64_t e = p[d] + 1; e < p[d + 1]; ++e) {
-          const scalar_t* row = xs + s[e] * F;
-          for (int64_t f = 0; f < F; ++f) {  // (branch-free, so the compiler vectorises it)
-            const acc_t v = static_cast<acc_t>(row[f]);
-            const bool above = max_above(v, best[f]);
-            count[f] = above ? 1 : count[f] + (v == best[f]);
-            best[f] = above ? v : best[f];
-          }
-        }
-        for (int64_t f = 0; f < F; ++f) o[d * F + f] = static_cast<scalar_t>(best[f]);
-      }
-    });
+    reduce_rows(ptr.data_ptr<int64_t>(), src.data_ptr<int64_t>(), x.data_ptr<scalar_t>(), F, num_dst,
+                MaxRows<scalar_t>(out.data_ptr<scalar_t>(), ties.data_ptr<int>(), F));
   });
   return {out, ties};
 }
