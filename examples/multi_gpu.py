@@ -15,6 +15,8 @@ declares virtual hosts of 2 processes on one machine, to try that path).
     torchrun --nproc_per_node 2 examples/multi_gpu.py                       # embedded default
     torchrun --nproc_per_node 2 examples/multi_gpu.py --dataset synthetic-products --epochs 5
     torchrun --nproc_per_node 2 examples/multi_gpu.py --graph shared      # one host copy of the graph
+    torchrun --nproc_per_node 4 examples/multi_gpu.py --dataset synthetic-papers100M --large --bf16 \
+        --graph shared                                                    # 111 M nodes, no process holds all of x
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from tqdm import tqdm
 import pyg_accel.nn.models as accel_models
 from pyg_accel.build import ensure_built
 from pyg_accel.data import from_data
-from pyg_accel.datasets import load_dataset
+from pyg_accel.datasets import load_dataset, synthetic_stores
 from pyg_accel.distributed import setup, share_graph_store, teardown
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.training import TrainStep
@@ -64,9 +66,19 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help='the plain PyG training loop (by default each step, the all-reduce included, is replayed '
                         'as a CUDA graph on a GPU: pyg_accel.training.TrainStep)')
     p.add_argument('--tf32', action='store_true', help='TF32 tensor cores for the fp32 matrix products')
+    p.add_argument('--bf16', action='store_true',
+                   help='features stored in bfloat16 (half the bytes gathered and held) and the forward and loss '
+                        'under bfloat16 autocast (fp32 accumulation; parameters and optimizer stay fp32)')
+    p.add_argument('--large', action='store_true',
+                   help="generate the synthetic preset straight into the stores, each process keeping only its "
+                        "block of the features (for sizes such as synthetic-papers100M, whose x and edge list no "
+                        "process should hold whole)")
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/multi_gpu', help='folder for the metrics JSON and plot (rank 0)')
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.large and not args.dataset.startswith('synthetic-'):
+        p.error('--large generates a synthetic preset: use --dataset synthetic-<preset>')
+    return args
 
 
 def share(nodes: torch.Tensor, rank: int, world: int) -> torch.Tensor:
@@ -77,7 +89,7 @@ def share(nodes: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model, fs, gs, split: Dict[str, torch.Tensor], fanout, batch_size, rank, world, device):
+def evaluate(model, fs, gs, split: Dict[str, torch.Tensor], fanout, batch_size, rank, world, device, amp=False):
     """Accuracy per split: each rank classifies its share of the nodes (sampled
     neighbourhoods, as in training) and the counts are summed over the ranks. Every rank
     runs as many batches (its share padded with repeats, which are not counted): a
@@ -94,7 +106,8 @@ def evaluate(model, fs, gs, split: Dict[str, torch.Tensor], fanout, batch_size, 
         for batch in NeighborLoader((fs, gs), fanout, input_nodes=padded, batch_size=4 * batch_size):
             real = max(0, min(batch.batch_size, mine.numel() - seen))  # (the padding comes last)
             seen += batch.batch_size
-            pred = model(batch.x, batch.edge_index)[:real].argmax(-1)
+            with autocast(device, amp):
+                pred = model(batch.x, batch.edge_index)[:real].argmax(-1)
             counts[i, 0] += (pred == batch.y[:real]).sum()
             counts[i, 1] += real
     dist.all_reduce(counts)
@@ -119,11 +132,18 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     """Loads the data, trains and evaluates on this rank; rank 0 prints and saves."""
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    # The same dataset on every rank (synthetic graphs are generated on this GPU: fast, and seeded).
-    dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
-    # collective: each rank keeps its block of the feature rows
     host = 'pinned' if device.type == 'cuda' else 'cpu'
-    fs, gs = from_data(dataset.data, location='sharded', graph_location=host if args.graph == 'shared' else None)
+    feature_dtype = torch.bfloat16 if args.bf16 else None
+    if args.large:  # collective: each rank generates the same graph and keeps its block of x (no edge_index)
+        dataset = synthetic_stores(args.dataset[len('synthetic-'):], scale=args.scale, seed=args.seed, device=device,
+                                   feature_location='sharded', graph_location=host if args.graph == 'shared' else device,
+                                   float_dtype=feature_dtype, progress=rank == 0)
+        fs, gs = dataset.feature_store, dataset.graph_store
+    else:  # the same dataset on every rank (synthetic graphs are generated on this GPU: fast, and seeded)
+        dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
+        # collective: each rank keeps its block of the feature rows
+        fs, gs = from_data(dataset.data, location='sharded', graph_location=host if args.graph == 'shared' else None,
+                           float_dtype=feature_dtype)
     if args.graph == 'shared':  # collective: each host's first process's graph in one host copy, the rest dropped
         share_graph_store(gs, group=fs.hosts.host_group)
     if rank == 0:
@@ -141,7 +161,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
     if args.tf32:
         torch.set_float32_matmul_precision('high')
-    step = training_step(model, opt, args.eager)
+    step = training_step(model, opt, args.eager, torch.bfloat16 if args.bf16 else None)
     history = []
     bar = progress(range(1, args.epochs + 1), desc=f'rank {rank}', unit='epoch', disable=rank != 0)
     for epoch in bar:
@@ -154,7 +174,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         if device.type == 'cuda':
             torch.cuda.synchronize(device)  # (the epoch's last kernels inside its time)
         seconds = time.perf_counter() - epoch_start
-        acc = evaluate(model, fs, gs, dataset.split, fanout, args.batch_size, rank, world, device)
+        acc = evaluate(model, fs, gs, dataset.split, fanout, args.batch_size, rank, world, device, args.bf16)
         row = {'epoch': epoch, 'loss': float(total) / (train_nodes.numel() * world), 'seconds': seconds,
                **{f'{k}_acc': v for k, v in acc.items()}}
         history.append(row)
@@ -168,16 +188,23 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
     return summary
 
 
-def training_step(model, opt, eager: bool):
+def autocast(device: torch.device, enabled: bool):
+    """bfloat16 autocast on ``device`` when ``enabled``."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+def training_step(model, opt, eager: bool, amp_dtype=None):
     """``step(batch) -> loss`` (no host sync): a :class:`pyg_accel.training.TrainStep`
     over the process group (captured on GPUs, the gradients averaged as DDP averages
-    them), or with ``eager`` the plain PyG loop on the DDP model."""
+    them), or with ``eager`` the plain PyG loop on the DDP model; the forward and loss
+    under autocast in ``amp_dtype`` if given."""
     if not eager:
-        return TrainStep(model, opt, process_group=dist.group.WORLD)
+        return TrainStep(model, opt, process_group=dist.group.WORLD, amp_dtype=amp_dtype)
 
     def step(batch):
         opt.zero_grad()
-        loss = F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+        with torch.autocast(batch.x.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+            loss = F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
         loss.backward()
         opt.step()
         return loss.detach()

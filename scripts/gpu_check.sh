@@ -17,6 +17,7 @@
 #   - hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted and temporal);
 #   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
 #     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
+#     papers_multi = examples/multi_gpu.py at papers100M's size on every GPU (--large --bf16);
 #     wholegraph = pylibwholegraph's gather beside ours (wheels in .wholegraph-wheels/);
 #     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
@@ -122,6 +123,11 @@ for stage in $STAGES; do
         --num-neighbors 15,10,5 --epochs 5 --tf32 --out "$OUT_DIR/example_hosts"
       run hosts_bench python3 -m torch.distributed.run --standalone --nproc_per_node 4 \
         benchmarks/sharded_gather.py --out "$OUT_DIR/hosts" ;;
+    papers_multi)  # papers100M's size on every GPU of the machine: each process generates the graph onto its GPU
+      # and keeps its block of the features, in bfloat16 (7 GB of 28 on each of 4 GPUs)
+      run papers_multi python3 -m torch.distributed.run --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" \
+        examples/multi_gpu.py --dataset synthetic-papers100M --large --bf16 --tf32 --epochs 3 \
+        --out "$OUT_DIR/example_papers_multi" ;;
     scaling)  # 1, 2, 4 GPUs: data-parallel products-size SAGE, then full-graph GCN (benchmarks/scaling.py)
       run scaling python3 benchmarks/scaling.py --nprocs 1 2 4 --out "$OUT_DIR" -- --dataset synthetic-products \
         --hidden 256 --layers 3 --num-neighbors 15,10,5 --epochs 5 --tf32

@@ -171,6 +171,31 @@ def worker_main(check) -> None:
     (Path(os.environ['PYG_ACCEL_WORKER_OUT']) / f'rank-{rank}').write_text(f'rank {rank} on {device.type}')
 
 
+def check_sharded_generation(device) -> None:
+    """Inside a torchrun worker: a synthetic dataset generated into a sharded store, each
+    process keeping only its block of x (FeatureStore.put_block), reads the same rows as
+    the same dataset generated whole, in float32 and in bfloat16; a block of the wrong
+    rows is refused on every process at once."""
+    import torch
+    import torch.distributed as dist
+    from pyg_accel.data import FeatureStore
+    from pyg_accel.datasets import synthetic_stores
+    whole = synthetic_stores('products', scale=0.0005, seed=3, device=device)  # (held on the CPU)
+    index = torch.randint(0, whole.num_nodes, (200,), generator=torch.Generator().manual_seed(dist.get_rank()))
+    expected = whole.feature_store.get_tensor(group_name=None, attr_name='x', index=index)
+    for dtype in (None, torch.bfloat16):
+        sharded = synthetic_stores('products', scale=0.0005, seed=3, device=device, feature_location='sharded',
+                                   float_dtype=dtype)
+        got = sharded.feature_store.get_tensor(group_name=None, attr_name='x', index=index.to(device)).cpu()
+        assert got.dtype == (dtype or torch.float32) and torch.equal(got, expected.to(got.dtype))
+        assert torch.equal(sharded.feature_store.get_tensor(group_name=None, attr_name='y', index=index.to(device))
+                           .cpu(), whole.feature_store.get_tensor(group_name=None, attr_name='y', index=index))
+    fs = FeatureStore('sharded')
+    wrong = torch.zeros(3 + dist.get_rank(), 4)  # (1000 rows over 2 or 4 processes: 500 or 250 each)
+    with pytest.raises(ValueError, match='put_block: process .* must hold rows'):
+        fs.put_block(wrong, 1000, 'x')
+
+
 def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> None:
     """tests/SCRIPT under torchrun with ``nproc`` processes, on as many GPUs or on the CPU
     (CUDA hidden). Each rank writes 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R

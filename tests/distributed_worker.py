@@ -12,7 +12,7 @@ from pyg_accel.data import from_data
 from pyg_accel.distributed import ShardedTensor, row_partition, share_graph_store, share_host_tensor
 from pyg_accel.loader import LinkNeighborLoader, NeighborLoader
 from pyg_accel.sampler import NeighborSampler
-from conftest import paper_author_graph, worker_main
+from conftest import check_sharded_generation, paper_author_graph, worker_main
 
 NUM_ROWS, WIDTH = 1003, 24
 
@@ -74,6 +74,7 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             assert torch.equal(batch[node_type].x.cpu(), hetero[node_type].x[n_id])
             assert batch[node_type].x.device == device
     check_host_copy(rank, device)
+    check_sharded_generation(device)
     check_train_step(rank, device)
 
 

@@ -14,7 +14,7 @@ from torch_geometric.data import Data
 from pyg_accel.data import HostLayout, HostShardedTier, from_data
 from pyg_accel.distributed import row_partition
 from pyg_accel.loader import NeighborLoader
-from conftest import worker_main
+from conftest import check_sharded_generation, worker_main
 
 NUM_ROWS, WIDTH = 1003, 6
 
@@ -85,6 +85,7 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
     # the environment's virtual hosts, as torchrun's LOCAL_WORLD_SIZE would give real ones
     os.environ['PYG_ACCEL_RANKS_PER_HOST'] = str(per_host)
     assert HostLayout.of().num_hosts == 2
+    check_sharded_generation(device)  # (its sharded stores span the 2 hosts: blocks across them)
 
 
 if __name__ == '__main__':

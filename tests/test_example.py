@@ -159,6 +159,15 @@ def test_multi_process_example_trains_with_sharded_features(tmp_path, graph):
 
 
 @pytest.mark.slow  # processes under torchrun
+def test_multi_process_example_generates_a_large_dataset_into_sharded_stores(tmp_path):
+    """--large --bf16: each process generates the synthetic graph and keeps only its block
+    of the features, stored in bfloat16 and trained under bfloat16 autocast."""
+    metrics = run_two_processes('multi_gpu.py', tmp_path, '--dataset', 'synthetic-products', '--scale', '0.01',
+                                '--large', '--bf16', '--batch-size', '128', '--epochs', '4')
+    assert metrics['args']['large'] and metrics['args']['bf16']
+
+
+@pytest.mark.slow  # processes under torchrun
 def test_multi_process_example_trains_the_same_across_two_virtual_hosts(tmp_path):
     """The two processes declared as two hosts: every row of the other process crosses
     torch.distributed instead of being read in place, and training goes as on one host

@@ -126,3 +126,22 @@ def test_slice_ids_are_the_slices_rows_without_every_row_id():
             assert torch.equal(slice_ids(rows, n), torch.arange(n)[rows]), (n, rows)
     with pytest.raises(ValueError, match='step must be greater than zero'):
         slice_ids(slice(None, None, -1), 5)
+
+
+def test_put_block_makes_a_sharded_table_from_this_process_block():
+    """One process: its block is every row. The store reads it as put_tensor would have
+    put it (float_dtype applied); a block of the wrong rows, or a store that is not
+    sharded, is a clear error."""
+    from pyg_accel.data import FeatureStore
+    x = torch.randn(20, 3)
+    fs = FeatureStore('sharded', float_dtype=torch.bfloat16)
+    fs.put_block(x, 20, 'x')
+    index = torch.tensor([0, 7, 19]).to(fs.location.device)
+    assert torch.equal(fs.get_tensor(group_name=None, attr_name='x', index=index).cpu(), x.bfloat16()[index.cpu()])
+    assert tuple(fs.get_tensor_size(group_name=None, attr_name='x')) == (20, 3)
+    with pytest.raises(ValueError, match='put_block: process 0 of 1 must hold rows 0:21 of 21'):
+        fs.put_block(x, 21, 'x')
+    with pytest.raises(ValueError, match='put_block: a block of rows makes a sharded table'):
+        FeatureStore('cpu').put_block(x, 20, 'x')
+    with pytest.raises(TypeError, match='put_block'):
+        fs.put_block([1, 2], 2, 'x')

@@ -23,7 +23,7 @@ from ._rows import slice_ids
 from .hosts import HostLayout
 from .location import Location, LocationLike, resolve_location
 from .row_cache import RowCache
-from .tiers import Tier, read_together
+from .tiers import Tier, read_together, tier_for_block
 
 _UNSET = _FieldStatus.UNSET
 
@@ -190,6 +190,25 @@ class FeatureStore(torch_geometric.data.FeatureStore):
                              f'for {rows.numel()} rows of {attr.attr_name!r}, got {tuple(tensor.shape)}')
         tier.write_rows(rows, tensor)
         return True
+
+    def put_block(self, block: Tensor, num_rows: int, attr_name: str, group_name: Optional[str] = None) -> None:
+        """Collective, for a sharded store: puts attribute ``attr_name`` of ``[num_rows, *]``
+        from each process's own block of rows (``block``: rows ``bounds[rank]:bounds[rank +
+        1]`` of :func:`~pyg_accel.distributed.row_partition` over the store's processes),
+        for tables no process holds whole (generated or read block by block). The block
+        moves to the store's device, in ``float_dtype`` if set, and is kept without a
+        further copy."""
+        if not self.location.sharded:
+            raise ValueError(f"FeatureStore.put_block: a block of rows makes a sharded table; this store's "
+                             f"location is {self.location}: use put_tensor")
+        block = _as_tensor(block, 'FeatureStore.put_block')
+        if self.float_dtype is not None and block.is_floating_point():
+            block = block.to(self.float_dtype)
+        attr = self._tensor_attr_cls.cast(group_name=group_name, attr_name=attr_name, index=None)
+        try:
+            self._tiers[self._key(attr)] = tier_for_block(self.location, block, num_rows, self.hosts)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f'FeatureStore.put_block: {error}') from None
 
     def update_tensor(self, tensor, *args, **kwargs) -> bool:
         """PyG's ``update_tensor``: replaces the whole tensor (``index`` unset or ``None``)

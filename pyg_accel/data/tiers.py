@@ -33,7 +33,7 @@ from ._rows import slice_ids
 from .hosts import HostLayout
 from .shards import ShardedTensor, row_partition
 
-__all__ = ['Tier', 'LocalTier', 'ShardedTier', 'HostShardedTier', 'tier_for', 'read_together']
+__all__ = ['Tier', 'LocalTier', 'ShardedTier', 'HostShardedTier', 'tier_for', 'tier_for_block', 'read_together']
 
 
 class Tier(ABC):
@@ -183,13 +183,25 @@ class HostShardedTier(Tier):
         """Collective: every process passes the same ``[N, *]`` tensor and keeps its block."""
         if not isinstance(full, Tensor) or full.dim() < 1:
             raise TypeError('HostShardedTier: expected a tensor with a row dimension')
-        self.hosts, self.device = hosts, torch.device(device)
-        self.bounds = row_partition(full.shape[0], hosts.world_size)
+        bounds = row_partition(full.shape[0], hosts.world_size)
+        mine = full[bounds[hosts.rank]:bounds[hosts.rank + 1]].to(device, copy=True).contiguous()
+        self._hold(mine, full.shape, hosts)
+
+    @classmethod
+    def from_block(cls, block: Tensor, num_rows: int, hosts: HostLayout) -> 'HostShardedTier':
+        """Collective: this process's block of an ``[num_rows, *]`` table (its rows under
+        :func:`row_partition`, on the device it is to be read on), kept without a copy."""
+        tier = cls.__new__(cls)
+        tier._hold(block, torch.Size((int(num_rows), *block.shape[1:])), hosts)
+        return tier
+
+    def _hold(self, mine: Tensor, shape: torch.Size, hosts: HostLayout) -> None:
+        self.hosts, self.device = hosts, mine.device
+        self.bounds = row_partition(shape[0], hosts.world_size)
         ranks = hosts.ranks_of(hosts.host)
         self.host_rows = range(self.bounds[ranks[0]], self.bounds[ranks[-1] + 1])  # this host's rows
-        mine = full[self.bounds[hosts.rank]:self.bounds[hosts.rank + 1]].to(self.device, copy=True).contiguous()
         self.host_view = ShardedTensor.from_local(mine, hosts.host_group)
-        self._shape = full.shape
+        self._shape = shape
         self._ends = torch.tensor(self.bounds[1:], device=self.device)
 
     @property
@@ -283,6 +295,34 @@ def tier_for(location, tensor: Tensor, hosts: Optional[HostLayout] = None) -> Ti
         return ShardedTier(ShardedTensor.from_full(tensor, hosts.group, location.device))
     placed = location.place(tensor)
     return LocalTier(placed, location.device, borrowed=placed is tensor)
+
+
+def tier_for_block(location, block: Tensor, num_rows: int, hosts: Optional[HostLayout] = None) -> Tier:
+    """The tier of an ``[num_rows, *]`` table sharded at ``location`` (sharded, a
+    :class:`~pyg_accel.data.Location`), built from this process's block alone: its rows
+    ``bounds[rank]:bounds[rank + 1]`` under :func:`row_partition` over ``hosts``' processes
+    (collective; for tables no process can hold whole). The block moves to the
+    location's device and is kept without a further copy."""
+    if not location.sharded:
+        raise ValueError(f'a block of rows makes a sharded table: the location is {location.kind!r}')
+    hosts = hosts if hosts is not None else HostLayout.of()
+    if not isinstance(block, Tensor) or block.dim() < 1:
+        raise TypeError(f'block must be a tensor with a row dimension, got {type(block).__name__}')
+    bounds = row_partition(int(num_rows), hosts.world_size)
+    kind = (int(block.shape[0]), tuple(block.shape[1:]), block.dtype)
+    every = [kind]
+    if hosts.world_size > 1:  # (every process checks every block, so all raise together: none waits)
+        every = [None] * hosts.world_size
+        dist.all_gather_object(every, kind, group=hosts.group)
+    for rank, (rows, row_shape, dtype) in enumerate(every):
+        if rows != bounds[rank + 1] - bounds[rank] or (row_shape, dtype) != every[0][1:]:
+            raise ValueError(f'process {rank} of {hosts.world_size} must hold rows {bounds[rank]}:{bounds[rank + 1]} '
+                             f'of {num_rows} in the row shape and dtype of the others; the blocks are (rows, row '
+                             f'shape, dtype) {every}')
+    block = block.to(location.device).contiguous()
+    if hosts.num_hosts > 1:
+        return HostShardedTier.from_block(block, num_rows, hosts)
+    return ShardedTier(ShardedTensor.from_local(block, hosts.group))
 
 
 def read_together(tiers: Sequence[Tier], index: Tensor) -> List[Tensor]:

@@ -21,14 +21,15 @@ The result is a :class:`StoredNodeDataset`: a ``FeatureStore`` with ``x`` and ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Union
+from typing import Dict, Optional, Union
 
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..data import FeatureStore, GraphStore
-from ..data.location import LocationLike, resolve_device, resolve_location
+from ..data.location import LocationLike, resolve_device
+from ..data.shards import row_partition
 from .synthetic import (PRESETS, EdgeSampler, check_preset, communities, degree_propensity, noisy_labels,
                         random_split, scale_suffix)
 from .topology import generate_csc, in_degrees
@@ -79,7 +80,8 @@ class StoredNodeDataset:
 
 def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int = 0,
                      device: Union[str, torch.device] = 'cpu', feature_location: LocationLike = 'cpu',
-                     graph_location: LocationLike = 'cpu', progress: bool = False) -> StoredNodeDataset:
+                     graph_location: LocationLike = 'cpu', progress: bool = False,
+                     float_dtype: Optional[torch.dtype] = None) -> StoredNodeDataset:
     """A preset's task (see :data:`~pyg_accel.datasets.PRESETS`) at ``scale`` times its
     size, generated on ``device`` by the model in this module's docstring into a
     ``FeatureStore(feature_location)`` and a ``GraphStore(graph_location)``.
@@ -89,7 +91,12 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
         seed: the same seed and device give the same dataset.
         device: where to generate (a GPU makes papers100M's size in about a minute).
         feature_location: where ``x`` and ``y`` live: ``'pinned'`` writes the features
-            straight into page-locked host memory (57 GB at papers100M's size).
+            straight into page-locked host memory (57 GB at papers100M's size);
+            ``'sharded'`` (collective: every process of the run calls this with the same
+            arguments) keeps only this process's block of ``x``, so that no process holds
+            the whole table.
+        float_dtype: the dtype ``x`` is stored in (e.g. ``torch.bfloat16``: half the
+            bytes); float32 by default.
         graph_location: where the CSC lives (no copy when it is ``device``).
         progress: progress bars over the graph's and the features' blocks.
     """
@@ -111,14 +118,26 @@ def synthetic_stores(preset: str = 'papers100M', scale: float = 1.0, seed: int =
     y = noisy_labels(spec, community, num_comm, gen)
     del community
     centroids = torch.randn(spec.num_classes, width, generator=gen, device=device)
-    x = resolve_location(feature_location).empty((n, width), torch.float32)
+    feature_store = FeatureStore(feature_location, float_dtype=float_dtype)
+    location, dtype = feature_store.location, float_dtype or torch.float32
+    # rows [lo, hi) of x kept here: all of them, or this process's block of a sharded table
+    if location.sharded:
+        bounds = row_partition(n, feature_store.hosts.world_size)
+        keep = range(bounds[feature_store.hosts.rank], bounds[feature_store.hosts.rank + 1])
+        x = torch.empty((len(keep), width), dtype=dtype, device=location.device)
+    else:
+        keep, x = range(0, n), location.empty((n, width), dtype)
     for lo in tqdm(range(0, n, _FEATURE_ROWS_PER_BLOCK), desc=f'features of {preset}', unit='block',
                    disable=not progress):
         hi = min(lo + _FEATURE_ROWS_PER_BLOCK, n)
-        block = torch.randn(hi - lo, width, generator=gen, device=device)
-        x[lo:hi] = block.add_(centroids[y[lo:hi]], alpha=spec.feature_signal)
-    feature_store = FeatureStore(feature_location)
-    feature_store.put_tensor(x, group_name=None, attr_name='x', index=None)
+        block = torch.randn(hi - lo, width, generator=gen, device=device)  # (every block drawn: one random stream)
+        a, b = max(lo, keep.start), min(hi, keep.stop)
+        if a < b:
+            x[a - keep.start:b - keep.start] = block[a - lo:b - lo].add_(centroids[y[a:b]], alpha=spec.feature_signal)
+    if location.sharded:
+        feature_store.put_block(x, n, attr_name='x')
+    else:
+        feature_store.put_tensor(x, group_name=None, attr_name='x', index=None)
     feature_store.put_tensor(y, group_name=None, attr_name='y', index=None)
 
     return StoredNodeDataset(f'synthetic-{preset}{scale_suffix(scale)}-stored', feature_store, graph_store,
