@@ -51,7 +51,8 @@ def main():
     p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
     p.add_argument('--loop', action='store_true', help='time loops of steps, loading and both (see above) instead')
     p.add_argument('--trace', metavar='DIR', help='with --loop: one pipelined epoch under torch.profiler, each '
-                                                  "rank's Chrome trace saved as DIR/rank<r>.json.gz")
+                                                  "rank's Chrome trace saved as DIR/rank<r>.json.gz (read them "
+                                                  'with scripts/trace_summary.py)')
     args = p.parse_args()
     end_to_end.TRIM, end_to_end.AMP = not args.no_trim, args.amp
     torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')

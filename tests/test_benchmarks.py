@@ -271,3 +271,33 @@ def test_scaling_benchmark_runs_the_example_at_each_count(tmp_path):
     assert all(r['test acc'] > 0.2 for r in rows)  # (8 classes: chance is 0.125)
     assert (tmp_path / 'scaling' / 'scaling.json').is_file()
     assert (tmp_path / 'scaling' / 'scaling.png').is_file() or scaling.pyplot() is None
+
+
+import trace_summary  # noqa: E402
+
+
+def test_trace_summary_reads_a_training_loop_trace(tmp_path):
+    """scripts/trace_summary.py on a hand-made trace: graph launch gaps, GPU busy as the
+    union over streams, per-stream busy time, syncs, what ran during a long sync, captures."""
+    import gzip
+    import json
+
+    def x(name, cat, ts, dur, stream=None):
+        return {'ph': 'X', 'name': name, 'cat': cat, 'ts': ts, 'dur': dur,
+                **({'args': {'stream': stream}} if stream is not None else {})}
+    events = [x('cudaGraphLaunch', 'cuda_runtime', 0, 5), x('cudaGraphLaunch', 'cuda_runtime', 100, 5),
+              x('cudaGraphLaunch', 'cuda_runtime', 300, 5),
+              x('step_kernel', 'kernel', 10, 80, stream=7), x('gather_kernel', 'kernel', 50, 100, stream=32),
+              x('cudaStreamSynchronize', 'cuda_runtime', 200, 400), x('allreduce', 'kernel', 250, 100, stream=7),
+              x('cudaStreamBeginCapture', 'cuda_runtime', 700, 1), {'ph': 'i', 'name': 'marker', 'ts': 5}]
+    path = tmp_path / 'rank0.json.gz'
+    with gzip.open(path, 'wt') as f:
+        json.dump({'traceEvents': events}, f)
+    s = trace_summary.main([str(path)])[0]
+    assert s['window_us'] == 701 and s['graph_launches'] == 3
+    assert s['between_launches_us'] == {'median': 150, 'p90': 200, 'max': 200}
+    assert s['gpu_busy_us'] == 140 + 100  # [10, 150) and [250, 350)
+    assert {st['stream']: st['busy_us'] for st in s['streams']} == {7: 180, 32: 100}
+    assert s['syncs'] == {'cudaStreamSynchronize': {'calls': 1, 'total_us': 400, 'max_us': 400}}
+    assert s['long_syncs']['gpu_during'] == [((7, 'allreduce'), 100)]
+    assert s['captures_at_us'] == [700]
