@@ -175,11 +175,17 @@ class CooGraph:
         if edge_index.dtype not in (torch.int32, torch.int64):
             raise TypeError(f'CooGraph: edge_index must be int32 or int64, got {edge_index.dtype}')
         size, unsorted = _check_range(edge_index, size)
+        edge_index = edge_index.detach()  # (see _sorted: rows of this, not views of the caller's tensor)
         return cls._sorted(edge_index[0], edge_index[1], int(size[0]), int(size[1]), unsorted)
 
     @classmethod
     def _sorted(cls, src: Tensor, dst: Tensor, num_src: int, num_dst: int, unsorted: Optional[bool] = None
                 ) -> 'CooGraph':
+        """``src`` / ``dst`` may be kept as they are (already the index dtype and sorted).
+        Callers pass rows of a detached ``edge_index``, never views of the caller's tensor:
+        a graph memoised on that tensor (ops/_marks.py) would otherwise keep it alive
+        through the view's base, and the tensor, its facts and its graph would never be
+        freed (int32 edge_index, which no cast copies)."""
         index_dtype = _index_dtype(num_src, num_dst, src.numel())
         key = dst.to(index_dtype)  # 32-bit keys: half the radix-sort passes of int64
         if unsorted is None:  # on a GPU, sorting beats the host sync that checking would cost
@@ -201,7 +207,7 @@ class CooGraph:
     def _from_trusted(cls, edge_index: Tensor, num_src: int, num_dst: int, dst_sorted: bool) -> 'CooGraph':
         """The graph of an ``edge_index`` known to be in range (and, with ``dst_sorted``,
         sorted by destination): no checks, one cast for both rows, no sort if sorted."""
-        ei = edge_index.to(_index_dtype(num_src, num_dst, edge_index.size(1)))
+        ei = edge_index.detach().to(_index_dtype(num_src, num_dst, edge_index.size(1)))  # (see _sorted)
         return cls._sorted(ei[0], ei[1], num_src, num_dst, unsorted=not dst_sorted)
 
     def edge_prefix(self, num_edges: int, num_src: int, num_dst: int, whole_destinations: bool = False
