@@ -76,9 +76,22 @@ TORCH_LIBRARY(pyg_accel, m) {
   // destination d are [ptr[d], ptr[d + 1]); dst[e] / src[e] are edge e's endpoints
   // (int32 or int64, one dtype). Node features are [N, H, C] (H heads), per-edge values
   // [E, H]; values may be fp32, fp16 or bf16 (fp32 accumulation; fp64 stays fp64).
-  // out[d, h, :] = sum over d's edges e of weight[e, h] * x[src[e], h, :]  (weight
-  // None: 1). out is [num_dst, H, C] with num_dst = ptr.numel() - 1, in x's dtype.
-  m.def("spmm(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x) -> Tensor");
+  // spmm reduces each destination's edges under `reduce`, into out [num_dst, H, C] with
+  // num_dst = ptr.numel() - 1, in x's dtype:
+  // - 'sum': out[d, h, :] = sum over d's edges e of weight[e, h] * x[src[e], h, :]
+  //   (weight None: 1); 'mean': the same over max(1, in-degree of d);
+  // - 'max' / 'min' (no weight): out[d, h, c] = the maximum / minimum over d's edges of
+  //   x[src[e], h, c] (0 for a destination without edges, as PyG's scatter max / min;
+  //   NaN propagates), and ties[d, h, c] (int32) = how many of d's edges reach it. Their
+  //   backward runs on the same graph: grad_x[s, h, c] = sum over s's edges to d with
+  //   x[s, h, c] == out[d, h, c] of grad[d, h, c] / ties[d, h, c], as PyG's scatter max /
+  //   min (torch.scatter_reduce 'amax' / 'amin' into zeros): ties share the gradient
+  //   evenly, and an extremum of exactly 0 counts the initial zero as one more tie.
+  //   (CPU: in edge order, deterministic; CUDA: atomic sums.)
+  // The second output is ties for 'max' / 'min', an empty int32 tensor otherwise.
+  m.def("spmm(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x, str reduce=\"sum\") -> (Tensor, Tensor)");
+  m.def("spmm_extremum_backward(Tensor ptr, Tensor dst, Tensor src, Tensor x, Tensor out, Tensor ties, Tensor grad) "
+        "-> Tensor");
   // Building blocks of such a graph. csr_ptr: ptr [num_rows + 1] int64, ptr[r] = how
   // many keys are below r, for keys (int32 / int64) sorted and in [0, num_rows) (not
   // scanned): one binary search per row. mean_edge_weight: [E] 1 / max(1, in-degree of
@@ -110,16 +123,6 @@ TORCH_LIBRARY(pyg_accel, m) {
   // edges in order per feature slice (deterministic: the sums of an SpMM over the
   // reversed graph, bit for bit); CUDA: atomic sums, no sort.
   m.def("spmm_transposed(Tensor ptr, Tensor dst, Tensor src, Tensor? weight, Tensor x, int num_src) -> Tensor");
-  // Max aggregation: out[d, h, c] = max over d's edges e of x[src[e], h, c] (0 for a
-  // destination without edges, as PyG's scatter max), and ties[d, h, c] (int32) = how
-  // many of d's edges reach that maximum. Its backward runs on the same graph:
-  // grad_x[s, h, c] = sum over s's edges to d with x[s, h, c] == out[d, h, c] of
-  // grad[d, h, c] / ties[d, h, c], as PyG's scatter max (torch.scatter_reduce 'amax' into
-  // zeros): ties share the gradient evenly, and a maximum of exactly 0 counts the initial
-  // zero as one more tie. (CPU: in edge order, deterministic; CUDA: atomic sums.)
-  m.def("spmm_max(Tensor ptr, Tensor dst, Tensor src, Tensor x) -> (Tensor, Tensor)");
-  m.def("spmm_max_backward(Tensor ptr, Tensor dst, Tensor src, Tensor x, Tensor out, Tensor ties, Tensor grad) "
-        "-> Tensor");
   // out[e, h] = sum_c a[dst[e], h, c] * b[src[e], h, c]  ([E, H], in a's dtype).
   m.def("sddmm(Tensor ptr, Tensor dst, Tensor src, Tensor a, Tensor b) -> Tensor");
   // Softmax of logits [E, H] over each destination's edges, as PyG's softmax:

@@ -22,7 +22,8 @@
 #     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
-#     one of a sampled batch's size (scripts/max_timing.py --paths: each path timed);
+#     one of a sampled batch's size (scripts/max_timing.py --paths --forms: each path timed, and min
+#     and mean beside the compositions they replaced);
 #     layers = GCN/SAGE/GAT layers vs PyG;
 #   - e2e_step = the captured training step (TrainStep) beside the eager one, SAGE and GAT;
 #     e2e_compile = the model under torch.compile(mode='reduce-overhead'); e2e_peers = WholeGraph's and
@@ -148,9 +149,9 @@ for stage in $STAGES; do
         benchmarks/full_graph.py --out "$OUT_DIR" ${PYG_ACCEL_FULLGRAPH_ARGS:-} ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     adjoint) run adjoint python3 benchmarks/spmm_adjoint.py --out "$OUT_DIR" ;;
-    max)  # the full graph, then one of a sampled batch's size, each with the vectorised kernel forced too
-      run max python3 scripts/max_timing.py --paths --out "$OUT_DIR"
-      run max_small python3 scripts/max_timing.py --scale 0.01 --paths --out "$OUT_DIR/max_small" ;;
+    max)  # the full graph, then one of a sampled batch's size: each path, and min / mean beside their old forms
+      run max python3 scripts/max_timing.py --paths --forms --out "$OUT_DIR"
+      run max_small python3 scripts/max_timing.py --scale 0.01 --paths --forms --out "$OUT_DIR/max_small" ;;
     primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;
     e2e)  # SAGE 3x256 [15, 10, 5] / 1024 against stock PyG tuned and untuned, fp32 and TF32

@@ -7,8 +7,10 @@ Prints, per feature width, the median ms of: sum forward, max forward, max backw
 and the max / sum ratio of the forward; with ``--paths`` also the max forward down each
 path, in the same process: the vectorised kernel in runs of 64, 256 and 1,024 edges
 (``PYG_ACCEL_MAX_RUN_EDGES``; the default picks by the graph's size) and the row
-reductions (``PYG_ACCEL_SPARSE_KERNEL=generic``). ``--scale 0.01`` makes a graph of a
-sampled batch's size.
+reductions (``PYG_ACCEL_SPARSE_KERNEL=generic``); with ``--forms`` the min and the mean
+beside the compositions they replaced, in the same process: min as ``0 - max(-x)`` (two
+elementwise passes more) and mean as a sum weighted by ``1 / deg`` per edge.
+``--scale 0.01`` makes a graph of a sampled batch's size.
 """
 import argparse
 import json
@@ -34,6 +36,8 @@ def main():
     p.add_argument('--out', default=None, help='a folder for max_timing.json')
     p.add_argument('--paths', action='store_true',
                    help="also time the max forward down each path the default chooses between")
+    p.add_argument('--forms', action='store_true',
+                   help='also time min and mean against the compositions of other reductions they replaced')
     p.add_argument('--device', default='cuda')
     args = p.parse_args()
     device = torch.device(args.device)
@@ -58,6 +62,8 @@ def main():
                 with env_setting(variable, value), torch.no_grad():
                     torch.testing.assert_close(spmm(graph, x, reduce='max'), out, rtol=0, atol=0)
                     row[name] = median_time(lambda: spmm(graph, x, reduce='max'), device, reps=args.reps) * 1e3
+        if args.forms:
+            row.update(time_forms(graph, x.detach(), device, args.reps))
         print(f'F={F}: ' + ', '.join(f'{k} {v:.3f}' for k, v in row.items() if k != 'F')
               + f', max / sum {max_ms / sum_ms:.2f}', flush=True)
         rows.append(row)
@@ -65,6 +71,22 @@ def main():
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / 'max_timing.json').write_text(json.dumps({'graph': repr(dataset), 'rows': rows}, indent=1))
+
+
+@torch.no_grad()
+def time_forms(graph: CooGraph, x: torch.Tensor, device, reps: int) -> dict:
+    """Median ms of the min and mean reductions and of the compositions that computed
+    them before the kernels took them (checked equal first)."""
+    mean_w = graph.mean_weight(x.dtype)
+    forms = {'min': (lambda: spmm(graph, x, reduce='min'),
+                     lambda: torch.sub(0, spmm(graph, torch.neg(x), reduce='max'))),
+             'mean': (lambda: spmm(graph, x, reduce='mean'), lambda: spmm(graph, x, mean_w, reduce='sum'))}
+    row = {}
+    for name, (native, composed) in forms.items():
+        torch.testing.assert_close(native(), composed(), rtol=1e-5, atol=1e-6)
+        row[f'{name} ms'] = median_time(native, device, reps=reps) * 1e3
+        row[f'{name} composed ms'] = median_time(composed, device, reps=reps) * 1e3
+    return row
 
 
 if __name__ == '__main__':

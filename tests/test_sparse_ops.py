@@ -654,8 +654,10 @@ def test_opcheck(device):
     x, w = torch.randn(40, 2, 8, device=device), torch.rand(g.num_edges, 2, device=device)
     a = torch.randn(30, 2, 8, device=device)
     logits = torch.randn(g.num_edges, 2, device=device)
-    torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, w, x))
-    torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, None, x))
+    for reduce in ('sum', 'mean'):
+        torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, w, x, reduce))
+        torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, None, x, reduce))
+    torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, None, x))  # (reduce defaults to 'sum')
     torch.library.opcheck(ops().spmm_add_.default, (torch.randn(30, 2, 8, device=device), g.ptr, g.dst, g.src, w, x))
     torch.library.opcheck(ops().sddmm.default, (g.ptr, g.dst, g.src, a, x))
     torch.library.opcheck(ops().spmm_transposed.default, (g.ptr, g.dst, g.src, w, a, 40))
@@ -667,9 +669,16 @@ def test_opcheck(device):
         ops().spmm_transposed(g.ptr, g.dst, g.src, w, a, -1)
     torch.library.opcheck(ops().edge_softmax.default, (g.ptr, logits))
     torch.library.opcheck(ops().edge_softmax_backward.default, (g.ptr, logits.softmax(-1), logits))
-    out, ties = ops().spmm_max(g.ptr, g.dst, g.src, x)
-    torch.library.opcheck(ops().spmm_max.default, (g.ptr, g.dst, g.src, x))
-    torch.library.opcheck(ops().spmm_max_backward.default, (g.ptr, g.dst, g.src, x, out, ties, torch.randn_like(out)))
+    for reduce in ('max', 'min'):
+        out, ties = ops().spmm(g.ptr, g.dst, g.src, None, x, reduce)
+        assert ties.shape == out.shape and ties.dtype == torch.int32
+        torch.library.opcheck(ops().spmm.default, (g.ptr, g.dst, g.src, None, x, reduce))
+        torch.library.opcheck(ops().spmm_extremum_backward.default,
+                              (g.ptr, g.dst, g.src, x, out, ties, torch.randn_like(out)))
+    with pytest.raises(RuntimeError, match="reduce must be 'sum', 'mean', 'max' or 'min', got 'prod'"):
+        ops().spmm(g.ptr, g.dst, g.src, None, x, 'prod')
+    with pytest.raises(RuntimeError, match="reduce='max' takes no edge weights"):
+        ops().spmm(g.ptr, g.dst, g.src, w, x, 'max')
 
 
 def test_take_rows_handles_tables_without_rows(device):

@@ -34,9 +34,11 @@ void check_edge_values(const at::Tensor& t, const at::Tensor& ptr, int64_t num_e
 }
 
 void check_spmm(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
-                const std::optional<at::Tensor>& weight, const at::Tensor& x, const char* op) {
+                const std::optional<at::Tensor>& weight, const at::Tensor& x, const char* op, Reduce reduce) {
   const int64_t E = check_sparse_graph(ptr, dst, src, op);
   check_node_values(x, ptr, op, "x");
+  TORCH_CHECK(!(weight.has_value() && is_extremum(reduce)), op, ": reduce='",
+              reduce == Reduce::Max ? "max" : "min", "' takes no edge weights");
   if (weight.has_value()) {
     check_edge_values(*weight, ptr, E, x.size(1), op, "weight");
     TORCH_CHECK(weight->scalar_type() == x.scalar_type(), op, ": weight and x must share one dtype");
@@ -75,18 +77,19 @@ void check_accumulator(const at::Tensor& out, const at::Tensor& ptr, const at::T
               ": out must be a contiguous tensor of x's dtype on x's device");
 }
 
-int64_t check_max_backward(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
-                           const at::Tensor& out, const at::Tensor& ties, const at::Tensor& grad) {
-  const int64_t E = check_sparse_graph(ptr, dst, src, "spmm_max_backward");
-  check_node_values(x, ptr, "spmm_max_backward", "x");
-  check_node_values(out, ptr, "spmm_max_backward", "out");
-  TORCH_CHECK(out.size(0) == ptr.numel() - 1, "spmm_max_backward: out needs a row per destination of the graph");
+int64_t check_extremum_backward(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                                const at::Tensor& x, const at::Tensor& out, const at::Tensor& ties,
+                                const at::Tensor& grad) {
+  const int64_t E = check_sparse_graph(ptr, dst, src, "spmm_extremum_backward");
+  check_node_values(x, ptr, "spmm_extremum_backward", "x");
+  check_node_values(out, ptr, "spmm_extremum_backward", "out");
+  TORCH_CHECK(out.size(0) == ptr.numel() - 1, "spmm_extremum_backward: out needs a row per destination of the graph");
   TORCH_CHECK(out.size(1) == x.size(1) && out.size(2) == x.size(2) && out.scalar_type() == x.scalar_type(),
-              "spmm_max_backward: out must share x's heads, channels and dtype");
+              "spmm_extremum_backward: out must share x's heads, channels and dtype");
   TORCH_CHECK(grad.sizes() == out.sizes() && grad.scalar_type() == out.scalar_type() && grad.device() == out.device(),
-              "spmm_max_backward: grad must match out");
+              "spmm_extremum_backward: grad must match out");
   TORCH_CHECK(ties.sizes() == out.sizes() && ties.scalar_type() == at::kInt && ties.device() == out.device(),
-              "spmm_max_backward: ties must be spmm_max's int32 tie counts");
+              "spmm_extremum_backward: ties must be spmm's int32 tie counts (max / min)");
   return E;
 }
 

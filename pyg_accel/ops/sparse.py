@@ -359,7 +359,7 @@ def _scatters(graph: CooGraph, x: Tensor) -> bool:
 # backward passes below compute their gradients with the autograd functions of this
 # module (and differentiable PyTorch ops) instead of the raw kernels, so that those
 # gradients can be differentiated again; a plain backward keeps the raw kernels.
-# (Only the max's second derivative builds per-edge [E, H, C] values: see _MaxRoute.)
+# (Only the max's and min's second derivative builds per-edge [E, H, C] values: see _ExtremumRoute.)
 
 def _tracked() -> bool:
     """Whether the running backward builds a graph (``create_graph=True``)."""
@@ -369,8 +369,8 @@ def _tracked() -> bool:
 def _spmm_of_backward(graph: CooGraph, weight: Optional[Tensor], x: Tensor) -> Tensor:
     """The raw SpMM, or under :func:`_tracked` the differentiable one."""
     if _tracked():
-        return _SpMM.apply(graph, weight, x)
-    return ops().spmm(graph.ptr, graph.dst, graph.src, weight, x)
+        return _SpMM.apply(graph, weight, x, 'sum')
+    return ops().spmm(graph.ptr, graph.dst, graph.src, weight, x, 'sum')[0]
 
 
 def _spmm_transposed(graph: CooGraph, weight: Optional[Tensor], grad: Tensor) -> Tensor:
@@ -386,62 +386,60 @@ def _spmm_transposed(graph: CooGraph, weight: Optional[Tensor], grad: Tensor) ->
 
 
 class _SpMM(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, graph: CooGraph, weight: Optional[Tensor], x: Tensor) -> Tensor:
-        ctx.graph = graph
-        ctx.save_for_backward(weight, x)
-        return ops().spmm(graph.ptr, graph.dst, graph.src, weight, x)
+    """spmm under any reduction: the kernel takes the reduction; the backward of a sum or
+    mean is the one adjoint (:func:`spmm_adjoint`) and, for the weights, an SDDMM; that
+    of a max or min routes the gradient to the sources that reach the extremum."""
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
-        graph = ctx.graph
-        weight, x = ctx.saved_tensors
-        grad = grad.contiguous()
-        grad_w = grad_x = None
-        if ctx.needs_input_grad[1]:  # d out[d] / d w[e] = <grad[d], x[src]>
-            grad_w = _SDDMM.apply(graph, grad, x) if _tracked() else \
-                ops().sddmm(graph.ptr, graph.dst, graph.src, grad, x)
-        if ctx.needs_input_grad[2]:
-            grad_x = _spmm_transposed(graph, weight, grad)
-        return None, grad_w, grad_x
-
-
-class _SpMMMax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, graph: CooGraph, x: Tensor) -> Tensor:
-        out, ties = ops().spmm_max(graph.ptr, graph.dst, graph.src, x)
-        ctx.graph = graph
-        ctx.save_for_backward(x, out, ties)
+    def forward(ctx, graph: CooGraph, weight: Optional[Tensor], x: Tensor, reduce: str) -> Tensor:
+        out, ties = ops().spmm(graph.ptr, graph.dst, graph.src, weight, x, reduce)
+        ctx.graph, ctx.reduce = graph, reduce
+        if reduce in EXTREMA:
+            ctx.save_for_backward(x, out, ties)
+        else:
+            ctx.save_for_backward(weight, x)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        x, out, ties = ctx.saved_tensors
-        if _tracked():
-            return None, _MaxRoute.apply(ctx.graph, x, out, ties, grad.contiguous())
-        graph = ctx.graph
-        return None, ops().spmm_max_backward(graph.ptr, graph.dst, graph.src, x, out, ties, grad.contiguous())
+        graph, reduce, grad = ctx.graph, ctx.reduce, grad.contiguous()
+        if reduce in EXTREMA:
+            x, out, ties = ctx.saved_tensors
+            if _tracked():
+                return None, None, _ExtremumRoute.apply(graph, x, out, ties, grad), None
+            return None, None, ops().spmm_extremum_backward(graph.ptr, graph.dst, graph.src, x, out, ties, grad), None
+        weight, x = ctx.saved_tensors
+        grad_w = grad_x = None
+        if ctx.needs_input_grad[1]:  # d out[d] / d w[e] = <grad[d], x[src]> (mean: over d's in-degree)
+            grad_w = _SDDMM.apply(graph, grad, x) if _tracked() else \
+                ops().sddmm(graph.ptr, graph.dst, graph.src, grad, x)
+            if reduce == 'mean':
+                grad_w = grad_w * graph.mean_weight(grad_w.dtype).unsqueeze(1)
+        if ctx.needs_input_grad[2]:
+            grad_x = _adjoint(graph, grad, reduce, weight)
+        return None, grad_w, grad_x, None
 
 
-class _MaxRoute(torch.autograd.Function):
-    """spmm max's gradient with respect to ``x`` as a function of the output gradient,
-    for second derivatives: linear in it (the route, which sources reach each maximum,
-    is piecewise constant in ``x``, so it has no derivative in ``x``). Forward is the
-    backward kernel; backward its adjoint, each destination's share-weighted sum of its
-    maximal sources' values, through ``[E, H, C]`` per-edge values (this path only)."""
+class _ExtremumRoute(torch.autograd.Function):
+    """spmm max's (or min's) gradient with respect to ``x`` as a function of the output
+    gradient, for second derivatives: linear in it (the route, which sources reach each
+    extremum, is piecewise constant in ``x``, so it has no derivative in ``x``). Forward
+    is the backward kernel; backward its adjoint, each destination's share-weighted sum
+    of its extremal sources' values, through ``[E, H, C]`` per-edge values (this path
+    only)."""
 
     @staticmethod
     def forward(ctx, graph: CooGraph, x: Tensor, out: Tensor, ties: Tensor, grad: Tensor) -> Tensor:
         ctx.graph = graph
         ctx.save_for_backward(x, out, ties)
-        return ops().spmm_max_backward(graph.ptr, graph.dst, graph.src, x, out, ties, grad)
+        return ops().spmm_extremum_backward(graph.ptr, graph.dst, graph.src, x, out, ties, grad)
 
     @staticmethod
     def backward(ctx, grad_x: Tensor):
         x, out, ties = ctx.saved_tensors
         src, dst = ctx.graph.src, ctx.graph.dst
         best = take_rows(out, dst)
-        share = (ties.index_select(0, dst) + (best == 0)).to(grad_x.dtype)  # as max_share in csrc
+        share = (ties.index_select(0, dst) + (best == 0)).to(grad_x.dtype)  # as extremum_share in csrc
         values = torch.where(take_rows(x, src) == best, take_rows(grad_x, src) / share, 0)
         return None, None, None, None, out.new_zeros(out.shape).index_add(0, dst, values)
 
@@ -486,9 +484,16 @@ class _EdgeSoftmax(torch.autograd.Function):
         return None, out * (grad - total.index_select(0, dst))
 
 
-# Dtypes whose mean is a sum weighted by 1/deg. In bf16 the rounded weight errs by at
-# most 2^-9 relative, as the sum's rounding before a division would, and bf16 has fp32's
-# range; fp16's 1/deg goes subnormal past degree 16,384, so fp16 divides the output.
+# spmm's reductions, each taken down to the kernels (csrc/ops.cpp: spmm's `reduce`;
+# csrc/sparse/sparse_common.h: their families), and the extrema among them (max, min:
+# no edge weights; ties counted; their gradient routed to the sources that reach them).
+REDUCTIONS = ('sum', 'mean', 'max', 'min')
+EXTREMA = ('max', 'min')
+
+# Dtypes whose mean's adjoint is a transposed sum weighted by 1/deg. In bf16 the rounded
+# weight errs by at most 2^-9 relative, as the sum's rounding before a division would,
+# and bf16 has fp32's range; fp16's 1/deg goes subnormal past degree 16,384, so fp16
+# divides the gradient first.
 _MEAN_BY_WEIGHT = (torch.float32, torch.float64, torch.bfloat16)
 
 
@@ -505,35 +510,36 @@ def spmm(graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None, reduce: st
             maximum, exactly as PyG's scatter max (``torch.scatter_reduce`` 'amax' into
             zeros): split evenly among ties, and where the maximum is exactly 0 the
             initial zero counts as one more tie, whose share is dropped; ``'min'`` the
-            same with 'amin' (it runs as the maximum of ``-x``: two elementwise passes
-            more).
+            same with 'amin'. The reduction runs in the kernel (one pass, fp32
+            accumulation; a mean divides each sum in fp32 before rounding).
 
     Returns:
-        ``[num_dst, F]`` or ``[num_dst, H, C]``, in ``x``'s dtype (fp32 accumulation).
+        ``[num_dst, F]`` or ``[num_dst, H, C]``, in ``x``'s dtype.
     """
-    if reduce not in ('sum', 'mean', 'max', 'min'):
-        raise ValueError(f"spmm: reduce must be 'sum', 'mean', 'max' or 'min', got {reduce!r}")
+    if reduce not in REDUCTIONS:
+        names = ', '.join(map(repr, REDUCTIONS[:-1])) + f' or {REDUCTIONS[-1]!r}'
+        raise ValueError(f'spmm: reduce must be {names}, got {reduce!r}')
     x3, flat = _heads3(x, 'spmm: x')
     _check_graph_and(graph, x3, *([] if weight is None else [weight]))
     if x3.size(0) != graph.num_src:
         raise ValueError(f'spmm: x has {x3.size(0)} rows but the graph has {graph.num_src} source nodes')
-    if reduce in ('max', 'min'):
-        if weight is not None:
-            raise ValueError(f"spmm: reduce='{reduce}' takes no edge weights")
-        if reduce == 'max':
-            out = _SpMMMax.apply(graph, x3.contiguous())
-        else:  # min x = -max(-x), ties and NaNs alike; (0 - m: an isolated node's 0 stays +0)
-            out = torch.sub(0, _SpMMMax.apply(graph, torch.neg(x3).contiguous()))
-        return out.squeeze(1) if flat else out
-    w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm: weight').to(x3.dtype)
-    divide = reduce == 'mean' and x3.dtype not in _MEAN_BY_WEIGHT
-    if reduce == 'mean' and not divide:  # the mean as a weighted sum: no extra pass over [N, F] either way
-        mean_w = graph.mean_weight(x3.dtype)
-        w = mean_w.unsqueeze(1).expand(graph.num_edges, x3.size(1)) if w is None else w * mean_w.unsqueeze(1)
-    out = _SpMM.apply(graph, None if w is None else w.contiguous(), x3.contiguous())
-    if divide:  # (fp16: see _MEAN_BY_WEIGHT)
-        out = out / graph.in_degree().clamp(min=1).to(out.dtype).view(-1, 1, 1)
+    if weight is not None and reduce in EXTREMA:
+        raise ValueError(f"spmm: reduce='{reduce}' takes no edge weights")
+    w = None if weight is None else _edge2(weight, graph, x3.size(1), 'spmm: weight').to(x3.dtype).contiguous()
+    if reduce == 'mean' and torch.is_grad_enabled() and (x3.requires_grad or (w is not None and w.requires_grad)):
+        _fill_mean_memos(graph, x3.dtype, weighted=w is not None)
+    out = _SpMM.apply(graph, w, x3.contiguous(), reduce)
     return out.squeeze(1) if flat else out
+
+
+def _fill_mean_memos(graph: CooGraph, dtype: torch.dtype, weighted: bool) -> None:
+    """Builds the graph facts a mean's backward reads (:func:`_adjoint`; the weights'
+    gradient), here rather than inside the autograd function, where filling a memo on
+    the graph is a side effect that torch.compile cannot trace (a graph break)."""
+    if dtype in _MEAN_BY_WEIGHT or weighted:
+        graph.mean_weight(dtype)
+    if dtype not in _MEAN_BY_WEIGHT:
+        graph.in_degree()
 
 
 def spmm_add_(out: Tensor, graph: CooGraph, x: Tensor, weight: Optional[Tensor] = None) -> Tensor:
@@ -577,13 +583,19 @@ def spmm_adjoint(graph: CooGraph, grad: Tensor, reduce: str = 'sum', weight: Opt
         raise ValueError(f'spmm_adjoint: grad has {grad3.size(0)} rows but the graph has {graph.num_dst} '
                          f'destinations')
     w = None if weight is None else _edge2(weight, graph, grad3.size(1), 'spmm_adjoint: weight').to(grad3.dtype)
-    if reduce == 'mean' and grad3.dtype in _MEAN_BY_WEIGHT:
-        mean_w = graph.mean_weight(grad3.dtype).unsqueeze(1)
-        w = mean_w if w is None else w * mean_w
-    elif reduce == 'mean':
-        grad3 = grad3 / graph.in_degree().clamp(min=1).to(grad3.dtype).view(-1, 1, 1)
-    out = _spmm_transposed(graph, None if w is None else w.contiguous(), grad3.contiguous())
+    out = _adjoint(graph, grad3.contiguous(), reduce, w)
     return out.squeeze(1) if flat else out
+
+
+def _adjoint(graph: CooGraph, grad: Tensor, reduce: str, weight: Optional[Tensor]) -> Tensor:
+    """:func:`spmm_adjoint` on checked inputs: ``grad`` ``[num_dst, H, C]`` contiguous,
+    ``weight`` ``[E, H]`` in its dtype or ``None``; a sum or a mean."""
+    if reduce == 'mean' and grad.dtype in _MEAN_BY_WEIGHT:
+        mean_w = graph.mean_weight(grad.dtype).unsqueeze(1).expand(graph.num_edges, grad.size(1))
+        weight = mean_w if weight is None else weight * mean_w
+    elif reduce == 'mean':
+        grad = grad / graph.in_degree().clamp(min=1).to(grad.dtype).view(-1, 1, 1)
+    return _spmm_transposed(graph, None if weight is None else weight.contiguous(), grad)
 
 
 def sddmm(graph: CooGraph, a: Tensor, b: Tensor, op: str = 'dot') -> Tensor:
@@ -630,8 +642,9 @@ def edge_softmax(graph: CooGraph, logits: Tensor) -> Tensor:
 
 # Fake kernels ################################################################
 
-def _fake_spmm(ptr, dst, src, weight, x):
-    return x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
+def _fake_spmm(ptr, dst, src, weight, x, reduce='sum'):
+    out = x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
+    return out, out.new_empty(out.shape if reduce in EXTREMA else (0,), dtype=torch.int32)
 
 
 def _fake_csr_ptr(key, num_rows):
@@ -646,11 +659,6 @@ def _fake_spmm_transposed(ptr, dst, src, weight, x, num_src):
     return x.new_empty((num_src, x.shape[1], x.shape[2]))
 
 
-def _fake_spmm_max(ptr, dst, src, x):
-    out = x.new_empty((ptr.shape[0] - 1, x.shape[1], x.shape[2]))
-    return out, out.new_empty(out.shape, dtype=torch.int32)
-
-
 def _fake_sddmm(ptr, dst, src, a, b):
     return a.new_empty((src.shape[0], a.shape[1]))
 
@@ -663,8 +671,7 @@ def _register() -> None:
     torch.library.register_fake('pyg_accel::csr_ptr')(_fake_csr_ptr)
     torch.library.register_fake('pyg_accel::mean_edge_weight')(_fake_mean_edge_weight)
     torch.library.register_fake('pyg_accel::sddmm')(_fake_sddmm)
-    torch.library.register_fake('pyg_accel::spmm_max')(_fake_spmm_max)
-    torch.library.register_fake('pyg_accel::spmm_max_backward')(
+    torch.library.register_fake('pyg_accel::spmm_extremum_backward')(
         lambda ptr, dst, src, x, out, ties, grad: torch.empty_like(x))
     torch.library.register_fake('pyg_accel::edge_softmax')(lambda ptr, logits: torch.empty_like(logits))
     torch.library.register_fake('pyg_accel::edge_softmax_backward')(lambda ptr, out, grad: torch.empty_like(out))

@@ -1,7 +1,7 @@
 // CPU SpMM, SDDMM and edge softmax over a destination-sorted COO graph (schemas and
 // semantics: csrc/ops.cpp). Destinations are independent, so every kernel runs a
 // parallel loop over them and reduces each one's edges in a private accumulator
-// (deterministic, no atomics; sum and max are policies of one loop, reduce_rows); the
+// (deterministic, no atomics; every reduction is a policy of one loop, reduce_rows); the
 // transposed SpMM splits the features instead.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
@@ -28,16 +28,17 @@ constexpr int64_t kGrain = 64;  // destinations per parallel task
 // empty) after them. Each parallel task works on its own copy of the policy (its own
 // accumulators).
 template <typename scalar_t>
-struct SumRows {  // out[d] (+)= sum over d's edges of w_e * x[src_e], per head
+struct SumRows {  // out[d] (+)= sum over d's edges of w_e * x[src_e], per head (mean: over the in-degree)
   using acc_t = at::opmath_type<scalar_t>;
-  const scalar_t* w;  // [E, H] or null (1)
-  scalar_t* out;      // [num_dst, H, C]
+  const scalar_t* w;      // [E, H] or null (1)
+  scalar_t* out;          // [num_dst, H, C]
   int64_t H, C;
-  bool accumulate;    // add to out's rows instead of overwriting them
+  bool accumulate;        // add to out's rows instead of overwriting them
+  const int64_t* degree;  // mean: ptr, whose steps are the in-degrees (null: sum)
   std::vector<acc_t> acc;
 
-  SumRows(const scalar_t* w, scalar_t* out, int64_t H, int64_t C, bool accumulate)
-      : w(w), out(out), H(H), C(C), accumulate(accumulate), acc(H * C) {}
+  SumRows(const scalar_t* w, scalar_t* out, int64_t H, int64_t C, bool accumulate, const int64_t* mean_ptr = nullptr)
+      : w(w), out(out), H(H), C(C), accumulate(accumulate), degree(mean_ptr), acc(H * C) {}
   void start(int64_t d) {
     for (int64_t f = 0; f < H * C; ++f) acc[f] = accumulate ? static_cast<acc_t>(out[d * H * C + f]) : acc_t(0);
   }
@@ -51,20 +52,22 @@ struct SumRows {  // out[d] (+)= sum over d's edges of w_e * x[src_e], per head
     }
   }
   void finish(int64_t d, bool /*empty*/) {
-    for (int64_t f = 0; f < H * C; ++f) out[d * H * C + f] = static_cast<scalar_t>(acc[f]);
+    const int64_t count = degree != nullptr ? std::max<int64_t>(1, degree[d + 1] - degree[d]) : 1;
+    const acc_t scale = acc_t(1) / static_cast<acc_t>(count);
+    for (int64_t f = 0; f < H * C; ++f) out[d * H * C + f] = static_cast<scalar_t>(acc[f] * scale);
   }
 };
 
-template <typename scalar_t>
-struct MaxRows {  // out[d] = max over d's edges of x[src_e] (NaN wins; no edges: 0), ties counted
+template <typename scalar_t, Reduce R>
+struct ExtremumRows {  // out[d] = the extremum R over d's edges of x[src_e] (NaN wins; no edges: 0), ties counted
   using acc_t = at::opmath_type<scalar_t>;
   scalar_t* out;  // [num_dst, F]
-  int* ties;      // [num_dst, F]: how many edges reach the maximum
+  int* ties;      // [num_dst, F]: how many edges reach the extremum
   int64_t F;
   std::vector<acc_t> best;
   std::vector<int> count;
 
-  MaxRows(scalar_t* out, int* ties, int64_t F) : out(out), ties(ties), F(F), best(F), count(F) {}
+  ExtremumRows(scalar_t* out, int* ties, int64_t F) : out(out), ties(ties), F(F), best(F), count(F) {}
   void start(int64_t /*d*/) {}
   void add(int64_t /*e*/, const scalar_t* row, bool first) {
     if (first) {
@@ -73,12 +76,12 @@ struct MaxRows {  // out[d] = max over d's edges of x[src_e] (NaN wins; no edges
     }
     for (int64_t f = 0; f < F; ++f) {  // (branch-free, so the compiler vectorises it)
       const acc_t v = static_cast<acc_t>(row[f]);
-      const bool above = max_above(v, best[f]);
+      const bool above = beats<R>(v, best[f]);
       count[f] = above ? 1 : count[f] + (v == best[f]);
       best[f] = above ? v : best[f];
     }
   }
-  void finish(int64_t d, bool empty) {  // no edges: 0, as PyG's scatter max into zeros
+  void finish(int64_t d, bool empty) {  // no edges: 0, as PyG's scatter max / min into zeros
     for (int64_t f = 0; f < F; ++f) {
       out[d * F + f] = empty ? scalar_t(0) : static_cast<scalar_t>(best[f]);
       ties[d * F + f] = empty ? 0 : count[f];
@@ -101,26 +104,51 @@ void reduce_rows(const int64_t* p, const int64_t* s, const scalar_t* xs, int64_t
   });
 }
 
-// out[d] (+)= sum over d's edges of w_e * x[src_e]: `accumulate` adds to out's rows
-// instead of overwriting them. out is [num_dst, H, C] in x's dtype.
+// out[d] (+)= sum over d's edges of w_e * x[src_e] (mean: over d's in-degree):
+// `accumulate` adds to out's rows instead of overwriting them. out is [num_dst, H, C] in
+// x's dtype.
 void spmm_into(const at::Tensor& ptr_t, const at::Tensor& src_t, const std::optional<at::Tensor>& weight_t,
-               const at::Tensor& x_t, at::Tensor& out, bool accumulate) {
+               const at::Tensor& x_t, at::Tensor& out, bool accumulate, bool mean = false) {
   const int64_t H = x_t.size(1), C = x_t.size(2), num_dst = ptr_t.numel() - 1;
   const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
   const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cpu", [&] {
     const scalar_t* w = weight.defined() ? weight.data_ptr<scalar_t>() : nullptr;
-    reduce_rows(ptr.data_ptr<int64_t>(), src.data_ptr<int64_t>(), x.data_ptr<scalar_t>(), H * C, num_dst,
-                SumRows<scalar_t>(w, out.data_ptr<scalar_t>(), H, C, accumulate));
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    reduce_rows(p, src.data_ptr<int64_t>(), x.data_ptr<scalar_t>(), H * C, num_dst,
+                SumRows<scalar_t>(w, out.data_ptr<scalar_t>(), H, C, accumulate, mean ? p : nullptr));
   });
 }
 
-at::Tensor spmm_cpu(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
-                    const std::optional<at::Tensor>& weight, const at::Tensor& x) {
-  check_spmm(ptr, dst, src, weight, x, "spmm");
+// out[d] = the extremum R (max, min) over d's edges of x[src_e], and its tie counts.
+template <Reduce R>
+void spmm_extremum_into(const at::Tensor& ptr_t, const at::Tensor& src_t, const at::Tensor& x_t, at::Tensor& out,
+                        at::Tensor& ties) {
+  const int64_t F = x_t.size(1) * x_t.size(2), num_dst = ptr_t.numel() - 1;
+  const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_extremum_cpu", [&] {
+    reduce_rows(ptr.data_ptr<int64_t>(), src.data_ptr<int64_t>(), x.data_ptr<scalar_t>(), F, num_dst,
+                ExtremumRows<scalar_t, R>(out.data_ptr<scalar_t>(), ties.data_ptr<int>(), F));
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> spmm_cpu(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                                            const std::optional<at::Tensor>& weight, const at::Tensor& x,
+                                            c10::string_view reduce_name) {
+  const Reduce reduce = parse_reduce(reduce_name, "spmm");
+  check_spmm(ptr, dst, src, weight, x, "spmm", reduce);
   at::Tensor out = at::empty({ptr.numel() - 1, x.size(1), x.size(2)}, x.options());
-  spmm_into(ptr, src, weight, x, out, /*accumulate=*/false);
-  return out;
+  return dispatch_reduce(reduce, [&](auto r) -> std::tuple<at::Tensor, at::Tensor> {
+    constexpr Reduce R = decltype(r)::value;
+    if constexpr (is_extremum(R)) {
+      at::Tensor ties = at::empty(out.sizes(), x.options().dtype(at::kInt));
+      spmm_extremum_into<R>(ptr, src, x, out, ties);
+      return {out, ties};
+    } else {
+      spmm_into(ptr, src, weight, x, out, /*accumulate=*/false, divides_by_degree(R));
+      return {out, at::empty({0}, x.options().dtype(at::kInt))};
+    }
+  });
 }
 
 void spmm_add_cpu(at::Tensor& out, const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
@@ -193,34 +221,19 @@ at::Tensor spmm_transposed_cpu(const at::Tensor& ptr, const at::Tensor& dst_t, c
   return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
 }
 
-std::tuple<at::Tensor, at::Tensor> spmm_max_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t,
-                                                const at::Tensor& src_t, const at::Tensor& x_t) {
-  check_sparse_graph(ptr_t, dst_t, src_t, "spmm_max");
-  check_node_values(x_t, ptr_t, "spmm_max", "x");
-  const int64_t F = x_t.size(1) * x_t.size(2), num_dst = ptr_t.numel() - 1;
-  const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous();
-  at::Tensor out = at::empty({num_dst, x.size(1), x.size(2)}, x.options());
-  at::Tensor ties = at::empty({num_dst, x.size(1), x.size(2)}, x.options().dtype(at::kInt));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_cpu", [&] {
-    reduce_rows(ptr.data_ptr<int64_t>(), src.data_ptr<int64_t>(), x.data_ptr<scalar_t>(), F, num_dst,
-                MaxRows<scalar_t>(out.data_ptr<scalar_t>(), ties.data_ptr<int>(), F));
-  });
-  return {out, ties};
-}
-
-// Over spmm_max's own graph: every source that reaches a destination's maximum gets the
-// destination's gradient over its share of the ties. Threads take slices of the
+// Over the forward's own graph: every source that reaches a destination's maximum (or
+// minimum) gets the destination's gradient over its share of the ties. Threads take slices of the
 // features, each walking all edges in order, so sums come in edge order (deterministic)
 // and no two threads write one element.
-at::Tensor spmm_max_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
-                                 const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
-                                 const at::Tensor& grad_t) {
-  check_max_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
+at::Tensor spmm_extremum_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
+                                      const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
+                                      const at::Tensor& grad_t) {
+  check_extremum_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
   const int64_t F = x_t.size(1) * x_t.size(2), num_dst = ptr_t.numel() - 1;
   const at::Tensor ptr = ptr_t.contiguous(), src = src_t.to(at::kLong).contiguous(), x = x_t.contiguous(),
                    out = out_t.contiguous(), ties = ties_t.contiguous(), grad = grad_t.contiguous();
   at::Tensor grad_x = at::zeros(x.sizes(), x.options().dtype(at::toOpMathType(x.scalar_type())));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_backward_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_extremum_backward_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const int64_t* p = ptr.data_ptr<int64_t>();
     const int64_t* s = src.data_ptr<int64_t>();
@@ -235,13 +248,13 @@ at::Tensor spmm_max_backward_cpu(const at::Tensor& ptr_t, const at::Tensor& dst_
         if (p[d] == p[d + 1]) continue;
         for (int64_t f = f0; f < f1; ++f) {
           best[f - f0] = static_cast<acc_t>(os[d * F + f]);
-          share[f - f0] = static_cast<acc_t>(gs[d * F + f]) / max_share(best[f - f0], ts[d * F + f]);
+          share[f - f0] = static_cast<acc_t>(gs[d * F + f]) / extremum_share(best[f - f0], ts[d * F + f]);
         }
         for (int64_t e = p[d]; e < p[d + 1]; ++e) {
           const scalar_t* row = xs + s[e] * F;
           acc_t* to = gx + s[e] * F;
-          for (int64_t f = f0; f < f1; ++f) {  // (a branch: few sources reach a maximum, so few writes)
-            if (max_reaches(static_cast<acc_t>(row[f]), best[f - f0])) to[f] += share[f - f0];
+          for (int64_t f = f0; f < f1; ++f) {  // (a branch: few sources reach an extremum, so few writes)
+            if (extremum_reaches(static_cast<acc_t>(row[f]), best[f - f0])) to[f] += share[f - f0];
           }
         }
       }
@@ -365,8 +378,7 @@ TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
   m.impl("spmm_transposed", &spmm_transposed_cpu);
   m.impl("csr_ptr", &csr_ptr_cpu);
   m.impl("mean_edge_weight", &mean_edge_weight_cpu);
-  m.impl("spmm_max", &spmm_max_cpu);
-  m.impl("spmm_max_backward", &spmm_max_backward_cpu);
+  m.impl("spmm_extremum_backward", &spmm_extremum_backward_cpu);
   m.impl("sddmm", &sddmm_cpu);
   m.impl("edge_softmax", &edge_softmax_cpu);
   m.impl("edge_softmax_backward", &edge_softmax_backward_cpu);

@@ -48,14 +48,25 @@ int log2_exact(int64_t power_of_two) {
   return shift;
 }
 
+// 1 / max(1, in-degree of d) for a mean (ptr: the destinations'), 1 for a sum (nullptr).
+template <typename acc_t>
+__device__ __forceinline__ acc_t mean_scale(const int64_t* __restrict__ ptr, int64_t d) {
+  if (ptr == nullptr) return acc_t(1);
+  const int64_t degree = ptr[d + 1] - ptr[d];
+  return acc_t(1) / static_cast<acc_t>(degree > 1 ? degree : 1);
+}
+
 unsigned blocks_for(int64_t threads) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(1, (threads + kThreads - 1) / kThreads), 65535 * 32));
 }
 
+// mean_ptr: the destinations' ptr for a mean (each run's sum scaled by 1 / max(1,
+// in-degree) before it is added), nullptr for a sum.
 template <typename scalar_t, typename acc_t, typename index_t>
 __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
                             const scalar_t* __restrict__ weight, const scalar_t* __restrict__ x, acc_t* __restrict__ out,
-                            int64_t num_edges, int64_t heads, int64_t channels, int tpg) {
+                            int64_t num_edges, int64_t heads, int64_t channels, int tpg,
+                            const int64_t* __restrict__ mean_ptr) {
   const int64_t F = heads * channels;
   const int lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg, groups = 32 / tpg;
   const int64_t f0 = static_cast<int64_t>(blockIdx.y) * tpg * kPerLane + gl;  // this lane's first feature
@@ -73,10 +84,11 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
       const int64_t d = dst[e];
       if (d != cur) {
         if (cur >= 0) {
+          const acc_t scale = mean_scale<acc_t>(mean_ptr, cur);
 #pragma unroll
           for (int j = 0; j < kPerLane; ++j) {
             const int64_t f = f0 + j * tpg;
-            if (f < F) atomicAdd(out + cur * F + f, acc[j]);
+            if (f < F) atomicAdd(out + cur * F + f, acc[j] * scale);
             acc[j] = 0;
           }
         }
@@ -93,10 +105,11 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
       }
     }
     if (cur >= 0) {
+      const acc_t scale = mean_scale<acc_t>(mean_ptr, cur);
 #pragma unroll
       for (int j = 0; j < kPerLane; ++j) {
         const int64_t f = f0 + j * tpg;
-        if (f < F) atomicAdd(out + cur * F + f, acc[j]);
+        if (f < F) atomicAdd(out + cur * F + f, acc[j] * scale);
       }
     }
   }
@@ -129,15 +142,15 @@ __global__ void sddmm_kernel(const index_t* __restrict__ dst, const index_t* __r
   }
 }
 
-// Max aggregation (schema: csrc/ops.cpp). Rows of whole 16-byte vectors in fp32 / fp16
-// / bf16 take the vectorised kernels (sparse_vec.cuh: MaxRun forward, MaxGradRun
-// backward). Others: the forward as a row reduction over the graph's destinations (each
-// feature's maximum and how many edges reach it) and the backward by
-// max_grad_scatter_kernel. An Op holds one row reduction: its per-feature State, the
-// Item an edge loads for a feature and how it adds to a State, how two States merge,
-// and where a row's result goes.
-template <typename scalar_t, typename index_t>
-struct MaxForward {
+// Max and min aggregation (schema: csrc/ops.cpp). Rows of whole 16-byte vectors in fp32
+// / fp16 / bf16 take the vectorised kernels (sparse_vec.cuh: ExtremumRun forward,
+// ExtremumGradRun backward). Others: the forward as a row reduction over the graph's
+// destinations (each feature's maximum or minimum and how many edges reach it) and the
+// backward by extremum_grad_scatter_kernel. An Op holds one row reduction: its
+// per-feature State, the Item an edge loads for a feature and how it adds to a State,
+// how two States merge, and where a row's result goes.
+template <typename scalar_t, typename index_t, Reduce R>
+struct ExtremumForward {
   using acc_t = at::opmath_type<scalar_t>;
   struct State {
     acc_t best;
@@ -154,15 +167,15 @@ struct MaxForward {
     return static_cast<acc_t>(x[static_cast<int64_t>(src[e]) * F + f]);
   }
   __device__ void add(State& s, const Item& v) const {
-    if (s.count == 0 || max_above(v, s.best)) {
+    if (s.count == 0 || beats<R>(v, s.best)) {
       s = {v, 1};
     } else if (v == s.best) {
       ++s.count;
     }
   }
   __device__ State merge(const State& a, const State& b) const {
-    if (a.count == 0 || (b.count > 0 && max_above(b.best, a.best))) return b;
-    if (b.count == 0 || max_above(a.best, b.best)) return a;
+    if (a.count == 0 || (b.count > 0 && beats<R>(b.best, a.best))) return b;
+    if (b.count == 0 || beats<R>(a.best, b.best)) return a;
     return {a.best, a.count + b.count};
   }
   __device__ void write(int64_t row, int64_t f, const State& s) const {
@@ -387,12 +400,13 @@ bool shared_rows_fill(int64_t row_bytes) {
   return row_bytes >= 512;
 }
 
-// The vectorised SpMM into the [num_dst, H, C] acc_type tensor `out`, if x's layout
-// allows it (else false, nothing launched): allocated here, or with `accumulate` given,
-// with values the sums are added to (x's dtype is then acc_type).
+// The vectorised SpMM (sum, or `mean`) into the [num_dst, H, C] acc_type tensor `out`,
+// if x's layout allows it (else false, nothing launched): allocated here, or with
+// `accumulate` given (a sum), with values the sums are added to (x's dtype is then
+// acc_type).
 bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight,
-                  const at::Tensor& x, at::ScalarType acc_type, at::Tensor& out, bool accumulate, int64_t E,
-                  int64_t H, int64_t C, cudaStream_t stream) {
+                  const at::Tensor& x, at::ScalarType acc_type, at::Tensor& out, bool accumulate, bool mean,
+                  int64_t E, int64_t H, int64_t C, cudaStream_t stream) {
   if (!vec_layout(x, C) || (accumulate && !vec_layout(out, C))) return false;
   const int64_t vecs = H * C / (16 / x.element_size()), num_dst = ptr.numel() - 1;
   const int tpg = group_size(vecs);
@@ -414,14 +428,21 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_vec", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_vec_index", [&] {
+      const index_t* d = dst.data_ptr<index_t>();
+      const index_t* s = src.data_ptr<index_t>();
+      const scalar_t* w = weight.defined() ? weight.data_ptr<scalar_t>() : nullptr;
+      if (mean) {
+        vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, false, true>>
+            <<<grid, vec::kThreads, 0, stream>>>(d, s, w, x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C,
+                                                 tpg, exact, vec::MeanParams{ptr.data_ptr<int64_t>()});
+        return;
+      }
       auto kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, false>>;
       if constexpr (std::is_same_v<scalar_t, acc_t>) {  // (accumulating needs x in acc_type)
         if (accumulate) kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, true>>;
       }
-      kernel<<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
-                                                 weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
-                                                 x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C, tpg,
-                                                 exact, vec::NoParams{});
+      kernel<<<grid, vec::kThreads, 0, stream>>>(d, s, w, x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C,
+                                                 tpg, exact, vec::NoParams{});
     });
   });
   return true;
@@ -453,31 +474,33 @@ bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tenso
 }
 
 void generic_spmm(const at::Tensor& key, const at::Tensor& row, const at::Tensor& weight, const at::Tensor& x,
-                  at::Tensor& acc, cudaStream_t stream);
+                  at::Tensor& acc, cudaStream_t stream, const int64_t* mean_ptr = nullptr);
 
-// SpMM into the [num_dst, H, C] acc_type tensor `acc`: allocated here, or with
-// `accumulate` given (x's dtype is then acc_type), holding values the sums are added to.
+// SpMM (sum, or `mean`) into the [num_dst, H, C] acc_type tensor `acc`: allocated here,
+// or with `accumulate` given (a sum; x's dtype is then acc_type), holding values the sums
+// are added to.
 void spmm_acc_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::Tensor& src_t,
                    const std::optional<at::Tensor>& weight_t, const at::Tensor& x_t, at::Tensor& acc,
-                   bool accumulate) {
+                   bool accumulate, bool mean = false) {
   const int64_t E = src_t.numel(), H = x_t.size(1), C = x_t.size(2), num_dst = ptr.numel() - 1, F = H * C;
   const at::Tensor dst = dst_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous();
   const at::Tensor weight = weight_t.has_value() ? weight_t->contiguous() : at::Tensor();
   const at::ScalarType acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (E > 0 && F > 0 && use_vec_kernels() &&
-      try_spmm_vec(ptr, dst, src, weight, x, acc_type, acc, accumulate, E, H, C, stream)) {
+      try_spmm_vec(ptr, dst, src, weight, x, acc_type, acc, accumulate, mean, E, H, C, stream)) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
   if (!accumulate) acc = at::zeros({num_dst, H, C}, x.options().dtype(acc_type));
-  generic_spmm(dst, src, weight, x, acc, stream);
+  generic_spmm(dst, src, weight, x, acc, stream, mean ? ptr.data_ptr<int64_t>() : nullptr);
 }
 
 // The generic kernel: acc[key[e]] += w_e * x[row[e]] (acc zero-filled or accumulated
-// into, [*, H, C] of x's acc_type; keys in any order: sorted keys make fewer atomics).
+// into, [*, H, C] of x's acc_type; keys in any order: sorted keys make fewer atomics;
+// mean_ptr: the keys' ptr, each sum over the key's count, for a mean).
 void generic_spmm(const at::Tensor& key, const at::Tensor& row, const at::Tensor& weight, const at::Tensor& x,
-                  at::Tensor& acc, cudaStream_t stream) {
+                  at::Tensor& acc, cudaStream_t stream, const int64_t* mean_ptr) {
   const int64_t E = key.numel(), H = x.size(1), C = x.size(2), F = H * C;
   if (E == 0 || F == 0) return;
   const int tpg = group_size((F + kPerLane - 1) / kPerLane);
@@ -488,7 +511,7 @@ void generic_spmm(const at::Tensor& key, const at::Tensor& row, const at::Tensor
     AT_DISPATCH_INDEX_TYPES(key.scalar_type(), "spmm_cuda_index", [&] {
       spmm_kernel<scalar_t, acc_t, index_t><<<grid, kThreads, 0, stream>>>(
           key.data_ptr<index_t>(), row.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
-          x.data_ptr<scalar_t>(), acc.data_ptr<acc_t>(), E, H, C, tpg);
+          x.data_ptr<scalar_t>(), acc.data_ptr<acc_t>(), E, H, C, tpg, mean_ptr);
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -563,13 +586,27 @@ at::Tensor spmm_transposed_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, 
   return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
 }
 
-at::Tensor spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
-                     const std::optional<at::Tensor>& weight, const at::Tensor& x) {
-  check_spmm(ptr, dst, src, weight, x, "spmm");
+template <Reduce R>
+std::tuple<at::Tensor, at::Tensor> spmm_extremum_cuda(const at::Tensor& ptr, const at::Tensor& dst,
+                                                      const at::Tensor& src, const at::Tensor& x);
+
+std::tuple<at::Tensor, at::Tensor> spmm_cuda(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
+                                             const std::optional<at::Tensor>& weight, const at::Tensor& x,
+                                             c10::string_view reduce_name) {
+  const Reduce reduce = parse_reduce(reduce_name, "spmm");
+  check_spmm(ptr, dst, src, weight, x, "spmm", reduce);
   const c10::cuda::CUDAGuard guard(ptr.device());
-  at::Tensor acc;
-  spmm_acc_cuda(ptr, dst, src, weight, x, acc, /*accumulate=*/false);
-  return acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
+  return dispatch_reduce(reduce, [&](auto r) -> std::tuple<at::Tensor, at::Tensor> {
+    constexpr Reduce R = decltype(r)::value;
+    if constexpr (is_extremum(R)) {
+      return spmm_extremum_cuda<R>(ptr, dst, src, x);
+    } else {
+      at::Tensor acc;
+      spmm_acc_cuda(ptr, dst, src, weight, x, acc, /*accumulate=*/false, divides_by_degree(R));
+      at::Tensor out = acc.scalar_type() == x.scalar_type() ? acc : acc.to(x.scalar_type());
+      return {out, at::empty({0}, x.options().dtype(at::kInt))};
+    }
+  });
 }
 
 void spmm_add_cuda(at::Tensor& out, const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src,
@@ -620,9 +657,9 @@ at::Tensor sddmm_cuda(const at::Tensor& ptr, const at::Tensor& dst_t, const at::
   return out;
 }
 
-// Unpacks spmm_vec_kernel<MaxOf>'s (maximum, count) states into out and ties.
+// Unpacks spmm_vec_kernel<ExtremumOf>'s (extremum, count) states into out and ties.
 template <typename scalar_t>
-__global__ void unpack_max_kernel(const unsigned long long* __restrict__ packed, scalar_t* __restrict__ out,
+__global__ void unpack_extremum_kernel(const unsigned long long* __restrict__ packed, scalar_t* __restrict__ out,
                                   int* __restrict__ ties, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -632,11 +669,12 @@ __global__ void unpack_max_kernel(const unsigned long long* __restrict__ packed,
   }
 }
 
-// Max aggregation by the vectorised SpMM's edge-balanced chunks of kRunEdges-edge runs:
-// each feature's maximum and tie count, packed per element (8 bytes, as out and ties
-// together) so that the runs that groups share merge by compare-and-swap, then unpacked.
-template <int kRunEdges>
-void spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
+// Max / min (reduction R) aggregation by the vectorised SpMM's edge-balanced chunks of
+// kRunEdges-edge runs: each feature's extremum and tie count, packed per element (8
+// bytes, as out and ties together) so that the runs that groups share merge by
+// compare-and-swap, then unpacked.
+template <int kRunEdges, Reduce R>
+void spmm_extremum_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
                   at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
   const int64_t E = src.numel(), H = x.size(1), C = x.size(2), F = H * C, num_dst = ptr.numel() - 1;
   const int64_t vecs = F / (16 / x.element_size());
@@ -657,23 +695,23 @@ void spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   auto* slots = reinterpret_cast<unsigned long long*>(packed.data_ptr<int64_t>());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_vec", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_extremum_vec", [&] {
     if constexpr (!std::is_same_v<scalar_t, double>) {
-      AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_vec_index", [&] {
-        vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxOf<scalar_t, kRunEdges>>
+      AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_extremum_vec_index", [&] {
+        vec::spmm_vec_kernel<scalar_t, float, index_t, vec::ExtremumOf<scalar_t, R, kRunEdges>>
             <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
                                                  x.data_ptr<scalar_t>(), slots, E, H, C, tpg, exact,
                                                  vec::NoParams{});
       });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      unpack_max_kernel<scalar_t><<<blocks_for(num_dst * F), kThreads, 0, stream>>>(
+      unpack_extremum_kernel<scalar_t><<<blocks_for(num_dst * F), kThreads, 0, stream>>>(
           slots, out.data_ptr<scalar_t>(), ties.data_ptr<int>(), num_dst * F);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });
 }
 
-// The run length max aggregation takes on a graph of `edges` edges: the longest of
+// The run length max (and min) aggregation takes on a graph of `edges` edges: the longest of
 // kMaxRun, 256 and kRun edges whose warps per feature slice fill half a wave of the
 // resident ones, else kRun. Long runs cut few rows, so few runs merge by CAS (one loop
 // per feature); but each group walks its run four gathers at a time, so a graph too
@@ -699,43 +737,43 @@ int max_run_edges(int64_t edges, int tpg) {
   return vec::kRun;
 }
 
-// Max aggregation on the vectorised kernel (fp32 / fp16 / bf16 x whose rows split into
-// 16-byte vectors; else false, nothing launched), in runs of max_run_edges.
-bool try_spmm_max_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
-                      at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
+// Max / min (reduction R) aggregation on the vectorised kernel (fp32 / fp16 / bf16 x whose rows
+// split into 16-byte vectors; else false, nothing launched), in runs of max_run_edges.
+template <Reduce R>
+bool try_spmm_extremum_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& x,
+                           at::Tensor& out, at::Tensor& ties, cudaStream_t stream) {
   const int64_t C = x.size(2), F = x.size(1) * C;
   if (x.scalar_type() == at::kDouble || !vec_layout(x, C)) return false;
   const int64_t vecs = F / (16 / x.element_size());
   const int tpg = group_size(vecs);
   const int run = max_run_edges(src.numel(), tpg);
   if (run == vec::kMaxRun) {
-    spmm_max_vec<vec::kMaxRun>(ptr, dst, src, x, out, ties, stream);
+    spmm_extremum_vec<vec::kMaxRun, R>(ptr, dst, src, x, out, ties, stream);
   } else if (run == 256) {
-    spmm_max_vec<256>(ptr, dst, src, x, out, ties, stream);
+    spmm_extremum_vec<256, R>(ptr, dst, src, x, out, ties, stream);
   } else {
-    spmm_max_vec<vec::kRun>(ptr, dst, src, x, out, ties, stream);
+    spmm_extremum_vec<vec::kRun, R>(ptr, dst, src, x, out, ties, stream);
   }
   return true;
 }
 
-std::tuple<at::Tensor, at::Tensor> spmm_max_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t,
-                                                 const at::Tensor& src_t, const at::Tensor& x_t) {
-  check_sparse_graph(ptr_t, dst_t, src_t, "spmm_max");
-  check_node_values(x_t, ptr_t, "spmm_max", "x");
+// spmm's max / min (reduction R) on checked inputs, under the caller's device guard.
+template <Reduce R>
+std::tuple<at::Tensor, at::Tensor> spmm_extremum_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t,
+                                                      const at::Tensor& src_t, const at::Tensor& x_t) {
   const int64_t F = x_t.size(1) * x_t.size(2), num_dst = ptr_t.numel() - 1;
-  const c10::cuda::CUDAGuard guard(ptr_t.device());
   const at::Tensor ptr = ptr_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous();
   at::Tensor out = at::empty({num_dst, x.size(1), x.size(2)}, x.options());
   at::Tensor ties = at::empty({num_dst, x.size(1), x.size(2)}, x.options().dtype(at::kInt));
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (num_dst > 0 && F > 0 && src.numel() > 0 && use_vec_kernels() &&
-      try_spmm_max_vec(ptr, dst_t.contiguous(), src, x, out, ties, stream)) {
+      try_spmm_extremum_vec<R>(ptr, dst_t.contiguous(), src, x, out, ties, stream)) {
     return {out, ties};
   }
   if (num_dst > 0 && F > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_cuda", [&] {
-      AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_cuda_index", [&] {
-        const MaxForward<scalar_t, index_t> op{src.data_ptr<index_t>(), x.data_ptr<scalar_t>(),
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_extremum_cuda", [&] {
+      AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_extremum_cuda_index", [&] {
+        const ExtremumForward<scalar_t, index_t, R> op{src.data_ptr<index_t>(), x.data_ptr<scalar_t>(),
                                                out.data_ptr<scalar_t>(), ties.data_ptr<int>(), F};
         reduce_rows(ptr, op, num_dst, F);
       });
@@ -744,11 +782,11 @@ std::tuple<at::Tensor, at::Tensor> spmm_max_cuda(const at::Tensor& ptr_t, const 
   return {out, ties};
 }
 
-// Max aggregation's backward for the layouts the vectorised kernel does not take: a
-// thread per (edge, feature) adds the destination's gradient over its share of the ties
-// to every source that reaches the maximum (grid-stride; atomics into acc_t grad_x).
+// Max / min aggregation's backward for the layouts the vectorised kernel does not take:
+// a thread per (edge, feature) adds the destination's gradient over its share of the
+// ties to every source that reaches the extremum (grid-stride; atomics into acc_t grad_x).
 template <typename scalar_t, typename acc_t, typename index_t>
-__global__ void max_grad_scatter_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
+__global__ void extremum_grad_scatter_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
                                         const scalar_t* __restrict__ x, const scalar_t* __restrict__ out,
                                         const int* __restrict__ ties, const scalar_t* __restrict__ grad,
                                         acc_t* __restrict__ grad_x, int64_t num_edges, int64_t F) {
@@ -757,16 +795,16 @@ __global__ void max_grad_scatter_kernel(const index_t* __restrict__ dst, const i
     const int64_t e = i / F, f = i % F;
     const int64_t at = static_cast<int64_t>(dst[e]) * F + f, from = static_cast<int64_t>(src[e]) * F + f;
     const acc_t best = static_cast<acc_t>(out[at]);
-    if (max_reaches(static_cast<acc_t>(x[from]), best)) {
-      atomicAdd(grad_x + from, static_cast<acc_t>(grad[at]) / max_share(best, ties[at]));
+    if (extremum_reaches(static_cast<acc_t>(x[from]), best)) {
+      atomicAdd(grad_x + from, static_cast<acc_t>(grad[at]) / extremum_share(best, ties[at]));
     }
   }
 }
 
-at::Tensor spmm_max_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
-                                  const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
-                                  const at::Tensor& grad_t) {
-  const int64_t E = check_max_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
+at::Tensor spmm_extremum_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst_t, const at::Tensor& src_t,
+                                       const at::Tensor& x_t, const at::Tensor& out_t, const at::Tensor& ties_t,
+                                       const at::Tensor& grad_t) {
+  const int64_t E = check_extremum_backward(ptr_t, dst_t, src_t, x_t, out_t, ties_t, grad_t);
   const int64_t H = x_t.size(1), C = x_t.size(2), F = H * C;
   const c10::cuda::CUDAGuard guard(ptr_t.device());
   const at::Tensor dst = dst_t.contiguous(), src = src_t.contiguous(), x = x_t.contiguous(), out = out_t.contiguous(),
@@ -777,9 +815,9 @@ at::Tensor spmm_max_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const bool vectorised = use_vec_kernels() && acc_type == at::kFloat && vec_layout(x, C) && vec_layout(out, C) &&
                           vec_layout(grad, C);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_max_backward_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_extremum_backward_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_max_backward_cuda_index", [&] {
+    AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_extremum_backward_cuda_index", [&] {
       if constexpr (std::is_same_v<acc_t, float>) {
         if (vectorised) {
           const int64_t vecs = F / (16 / x.element_size());
@@ -787,16 +825,16 @@ at::Tensor spmm_max_backward_cuda(const at::Tensor& ptr_t, const at::Tensor& dst
           const int64_t warps = (E + vec::Chunk(tpg, vec::kRun).edges() - 1) / vec::Chunk(tpg, vec::kRun).edges();
           const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                           static_cast<unsigned>((vecs + tpg - 1) / tpg));
-          const typename vec::MaxGradOf<scalar_t>::Params params{out.data_ptr<scalar_t>(), ties.data_ptr<int>(),
+          const typename vec::ExtremumGradOf<scalar_t>::Params params{out.data_ptr<scalar_t>(), ties.data_ptr<int>(),
                                                                  grad.data_ptr<scalar_t>(), grad_x.data_ptr<float>()};
-          vec::spmm_vec_kernel<scalar_t, float, index_t, vec::MaxGradOf<scalar_t>>
+          vec::spmm_vec_kernel<scalar_t, float, index_t, vec::ExtremumGradOf<scalar_t>>
               <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
                                                    x.data_ptr<scalar_t>(), grad_x.data_ptr<float>(), E, H, C, tpg,
-                                                   true, params);  // (out: unused, MaxGradRun adds to grad_x)
+                                                   true, params);  // (out: unused, ExtremumGradRun adds to grad_x)
           return;
         }
       }
-      max_grad_scatter_kernel<scalar_t, acc_t, index_t><<<blocks_for(E * F), kThreads, 0, stream>>>(
+      extremum_grad_scatter_kernel<scalar_t, acc_t, index_t><<<blocks_for(E * F), kThreads, 0, stream>>>(
           dst.data_ptr<index_t>(), src.data_ptr<index_t>(), x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
           ties.data_ptr<int>(), grad.data_ptr<scalar_t>(), grad_x.data_ptr<acc_t>(), E, F);
     });
@@ -848,8 +886,7 @@ TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
   m.impl("spmm_transposed", &spmm_transposed_cuda);
   m.impl("csr_ptr", &csr_ptr_cuda);
   m.impl("mean_edge_weight", &mean_edge_weight_cuda);
-  m.impl("spmm_max", &spmm_max_cuda);
-  m.impl("spmm_max_backward", &spmm_max_backward_cuda);
+  m.impl("spmm_extremum_backward", &spmm_extremum_backward_cuda);
   m.impl("sddmm", &sddmm_cuda);
   m.impl("edge_softmax", &edge_softmax_cuda);
   m.impl("edge_softmax_backward", &edge_softmax_backward_cuda);

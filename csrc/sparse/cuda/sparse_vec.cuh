@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace pyg_accel {
 namespace vec {
@@ -118,54 +119,72 @@ __device__ __forceinline__ void flush(double* o, double (&acc)[N], bool shared_r
 // weight w and x[s]'s features v, and flush(o, shared) ends the run into its output row
 // o (shared: other groups add to that row too).
 // - SumRun: w * v summed in acc_t, flushed by `flush` (plain stores, or atomic adds for
-//   shared runs).
-// - MaxRun: each feature's maximum and how many edges reach it, packed into 64 bits
-//   ((float bits) << 32 | count; a packed 0 is "no edge yet"), flushed by plain stores,
-//   or for shared runs by a compare-and-swap merge (spmm_max_cuda unpacks them into the
-//   maximum and its tie count).
-// - MaxGradRun: max aggregation's backward over the same edges: each source whose feature
-//   equals the run's maximum gets the destination's gradient over its share of the ties,
-//   added atomically to an fp32 grad_x (its flush writes nothing).
+//   shared runs); with kMean scaled first by 1 / max(1, in-degree of d) (a shared run's
+//   part too: the parts then add up to the mean).
+// - ExtremumRun: each feature's extremum (reduction R: max or min) and how many edges reach it,
+//   packed into 64 bits ((float bits) << 32 | count; a packed 0 is "no edge yet"),
+//   flushed by plain stores, or for shared runs by a compare-and-swap merge (spmm_cuda
+//   unpacks them into the extremum and its tie count).
+// - ExtremumGradRun: the backward of max / min over the same edges: each source whose
+//   feature equals the run's extremum gets the destination's gradient over its share of
+//   the ties, added atomically to an fp32 grad_x (its flush writes nothing).
 struct NoParams {};
+struct MeanParams {
+  const int64_t* ptr;  // the graph's ptr: the in-degree of d is ptr[d + 1] - ptr[d]
+};
 
-template <typename acc_t, int V, bool kAdd>
+template <typename acc_t, int V, bool kAdd, bool kMean>
 struct SumRun {
   using Out = acc_t;
-  using Params = NoParams;
+  using Params = std::conditional_t<kMean, MeanParams, NoParams>;
   static constexpr int kMinRun = kRun;
   acc_t acc[V] = {};
-  __device__ __forceinline__ SumRun(const Params&, int64_t, int64_t) {}
-  __device__ __forceinline__ void begin(int64_t) {}
+  Params p;
+  acc_t scale = acc_t(1);
+  __device__ __forceinline__ SumRun(const Params& params, int64_t, int64_t) : p(params) {}
+  __device__ __forceinline__ void begin(int64_t d) {
+    if constexpr (kMean) {
+      const int64_t degree = __ldg(p.ptr + d + 1) - __ldg(p.ptr + d);
+      scale = acc_t(1) / static_cast<acc_t>(degree > 1 ? degree : 1);
+    }
+  }
   __device__ __forceinline__ void add(acc_t w, const acc_t (&v)[V], int64_t) {
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] += w * v[j];
   }
-  __device__ __forceinline__ void flush(Out* o, bool shared_row) { vec::flush<kAdd>(o, acc, shared_row); }
+  __device__ __forceinline__ void flush(Out* o, bool shared_row) {
+    if constexpr (kMean) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] *= scale;
+    }
+    vec::flush<kAdd>(o, acc, shared_row);
+  }
 };
 
-__device__ __forceinline__ unsigned long long pack_max(float best, int count) {
+__device__ __forceinline__ unsigned long long pack_extremum(float best, int count) {
   return (static_cast<unsigned long long>(__float_as_uint(best)) << 32) | static_cast<unsigned>(count);
 }
 
-// Two (maximum, count) states merged, as MaxForward::merge in sparse.cu.
-__device__ __forceinline__ unsigned long long merge_max(unsigned long long a, unsigned long long b) {
+// Two (extremum, count) states of reduction R merged, as ExtremumForward::merge in sparse.cu.
+template <Reduce R>
+__device__ __forceinline__ unsigned long long merge_extremum(unsigned long long a, unsigned long long b) {
   const unsigned ca = static_cast<unsigned>(a), cb = static_cast<unsigned>(b);
   const float ba = __uint_as_float(static_cast<unsigned>(a >> 32)), bb = __uint_as_float(static_cast<unsigned>(b >> 32));
-  if (ca == 0 || (cb > 0 && max_above(bb, ba))) return b;
-  if (cb == 0 || max_above(ba, bb)) return a;
+  if (ca == 0 || (cb > 0 && beats<R>(bb, ba))) return b;
+  if (cb == 0 || beats<R>(ba, bb)) return a;
   return (a & 0xffffffff00000000ull) | (ca + cb);
 }
 
 // kRunEdges: the fewest edges per group (kMaxRun, 256 or kRun: a graph too small to fill
 // the GPU with long runs takes shorter ones, see max_run_edges in sparse.cu).
-template <int V, int kRunEdges>
-struct MaxRun {
+template <int V, int kRunEdges, Reduce R>
+struct ExtremumRun {
   using Out = unsigned long long;
   using Params = NoParams;
   static constexpr int kMinRun = kRunEdges;
   float best[V];
   int count[V];
-  __device__ __forceinline__ MaxRun(const Params&, int64_t, int64_t) { clear(); }
+  __device__ __forceinline__ ExtremumRun(const Params&, int64_t, int64_t) { clear(); }
   __device__ __forceinline__ void clear() {
 #pragma unroll
     for (int j = 0; j < V; ++j) best[j] = 0.f, count[j] = 0;
@@ -174,7 +193,7 @@ struct MaxRun {
   __device__ __forceinline__ void add(float, const float (&v)[V], int64_t) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      if (count[j] == 0 || max_above(v[j], best[j])) {
+      if (count[j] == 0 || beats<R>(v[j], best[j])) {
         best[j] = v[j], count[j] = 1;
       } else if (v[j] == best[j]) {
         ++count[j];
@@ -184,15 +203,16 @@ struct MaxRun {
   __device__ __forceinline__ void flush(Out* o, bool shared_row) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const Out mine = pack_max(best[j], count[j]);
+      const Out mine = pack_extremum(best[j], count[j]);
       if (!shared_row) {
         o[j] = mine;
       } else {
-        // (States only grow, so a stale read that already dominates `mine` needs no write.)
+        // (States only move towards the extremum, so a stale read that already dominates
+        // `mine` needs no write.)
         Out old = o[j], seen, merged;
         do {
           seen = old;
-          merged = merge_max(seen, mine);
+          merged = merge_extremum<R>(seen, mine);
           if (merged == seen) break;
           old = atomicCAS(o + j, seen, merged);
         } while (old != seen);
@@ -203,11 +223,11 @@ struct MaxRun {
 };
 
 template <typename scalar_t, int V>
-struct MaxGradRun {
+struct ExtremumGradRun {
   using Out = float;
   static constexpr int kMinRun = kRun;
   struct Params {
-    const scalar_t* out;  // spmm_max's outputs and the gradient of out, [num_dst, F]
+    const scalar_t* out;  // the forward's extremum and the gradient of out, [num_dst, F]
     const int* ties;
     const scalar_t* grad;
     float* grad_x;  // [num_src, F], zero-filled
@@ -215,29 +235,29 @@ struct MaxGradRun {
   Params p;
   int64_t F, f;
   float best[V], route[V];
-  __device__ __forceinline__ MaxGradRun(const Params& params, int64_t F, int64_t f) : p(params), F(F), f(f) {}
+  __device__ __forceinline__ ExtremumGradRun(const Params& params, int64_t F, int64_t f) : p(params), F(F), f(f) {}
   __device__ __forceinline__ void begin(int64_t d) {
     const int64_t at = d * F + f;
     widen<scalar_t, float>(load16(p.out + at), best);
     widen<scalar_t, float>(load16(p.grad + at), route);
 #pragma unroll
-    for (int j = 0; j < V; ++j) route[j] /= max_share(best[j], __ldg(p.ties + at + j));
+    for (int j = 0; j < V; ++j) route[j] /= extremum_share(best[j], __ldg(p.ties + at + j));
   }
   __device__ __forceinline__ void add(float, const float (&v)[V], int64_t s) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      if (max_reaches(v[j], best[j])) atomicAdd(p.grad_x + s * F + f + j, route[j]);
+      if (extremum_reaches(v[j], best[j])) atomicAdd(p.grad_x + s * F + f + j, route[j]);
     }
   }
   __device__ __forceinline__ void flush(Out*, bool) {}
 };
 
-template <typename scalar_t, typename acc_t, bool kAdd>
-using SumOf = SumRun<acc_t, Width<scalar_t>::kVec, kAdd>;
-template <typename scalar_t, int kRunEdges = kMaxRun>
-using MaxOf = MaxRun<Width<scalar_t>::kVec, kRunEdges>;
+template <typename scalar_t, typename acc_t, bool kAdd, bool kMean = false>
+using SumOf = SumRun<acc_t, Width<scalar_t>::kVec, kAdd, kMean>;
+template <typename scalar_t, Reduce R, int kRunEdges = kMaxRun>
+using ExtremumOf = ExtremumRun<Width<scalar_t>::kVec, kRunEdges, R>;
 template <typename scalar_t>
-using MaxGradOf = MaxGradRun<scalar_t, Width<scalar_t>::kVec>;
+using ExtremumGradOf = ExtremumGradRun<scalar_t, Width<scalar_t>::kVec>;
 
 // Stage 1, round r of the chunk at `base`: group g's edges
 // [base + g * per_group + r * per_round, + per_round) into its cache row
@@ -295,8 +315,8 @@ __device__ __forceinline__ bool cuts_row(const index_t* __restrict__ dst, int64_
 // kAdd: out holds values to add to (nothing was zero-filled; call with exact = false):
 // rows held whole by a group are read, added to and stored.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
-// Run: the reduction (SumOf above, or MaxOf / MaxGradOf for max aggregation and its
-// backward, with no weights; Run::kMinRun edges per group at least).
+// Run: the reduction (SumOf above, or ExtremumOf / ExtremumGradOf for max / min
+// aggregation and its backward, with no weights; Run::kMinRun edges per group at least).
 template <typename scalar_t, typename acc_t, typename index_t, typename Run>
 __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,

@@ -12,11 +12,11 @@ from torch.nn.parameter import UninitializedParameter
 from torch_geometric.typing import OptPairTensor
 
 from ...ops import spmm
-from ...ops.sparse import spmm_adjoint
+from ...ops.sparse import REDUCTIONS, spmm_adjoint
 from ._graph import PyGPropagate, accelerated, coo_graph, is_row_prefix, plain_edge_index
 from ._row_gemm import row_addmm_, row_mm
 
-_REDUCE = {'mean': 'mean', 'sum': 'sum', 'add': 'sum', 'max': 'max', 'min': 'min'}
+_REDUCE = {**{name: name for name in REDUCTIONS}, 'add': 'sum'}  # PyG's aggr names: spmm's, and 'add'
 _LINEAR = ('mean', 'sum')  # aggregations that commute with the linear map
 
 
