@@ -70,18 +70,21 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
     assert batches == 4
     with pytest.raises(ValueError, match='written by other processes'):
         fs.cache_rows('x', rows=torch.arange(5))
-    # x and y read together: one exchange of ids for both (a batch's features and labels)
+    # x and y read together: one exchange of counts, one of ids and one group of row transfers for both
     from pyg_accel.data.tiers import read_together
-    exchanges = []
-    real = dist.all_to_all_single
+    exchanges, groups = [], []
+    real, real_batch = dist.all_to_all_single, dist.batch_isend_irecv
     dist.all_to_all_single = lambda *args, **kwargs: exchanges.append(1) or real(*args, **kwargs)
+    dist.batch_isend_irecv = lambda ops: groups.append(len(ops)) or real_batch(ops)
     try:
         index = torch.randint(0, 300, (77,), generator=torch.Generator().manual_seed(rank)).to(device)
         x, y = read_together([fs.tier('x'), fs.tier('y')], index)
     finally:
-        dist.all_to_all_single = real
+        dist.all_to_all_single, dist.batch_isend_irecv = real, real_batch
     assert torch.equal(x.cpu(), data.x[index.cpu()]) and torch.equal(y.cpu(), data.y[index.cpu()])
-    assert len(exchanges) == 4  # counts, ids, then x's rows and y's rows
+    assert len(exchanges) == 2  # counts, then ids
+    # then x's and y's rows in one group: a send and a receive per table with each rank of the other host
+    assert len(groups) == 1 and groups[0] <= 2 * 2 * per_host
     # the environment's virtual hosts, as torchrun's LOCAL_WORLD_SIZE would give real ones
     os.environ['PYG_ACCEL_RANKS_PER_HOST'] = str(per_host)
     assert HostLayout.of().num_hosts == 2

@@ -28,7 +28,7 @@ from torch import Tensor
 
 import torch.distributed as dist
 
-from ..ops import gather, multi_gather
+from ..ops import gather, multi_gather, sharded_gather as gather_shards
 from ._rows import slice_ids
 from .hosts import HostLayout
 from .shards import ShardedTensor, row_partition
@@ -226,7 +226,13 @@ class HostShardedTier(Tier):
     @staticmethod
     def read_many(tiers: Sequence['HostShardedTier'], index: Tensor) -> List[Tensor]:
         """``[tier.read(index) for tier in tiers]`` (tiers of one layout and length, e.g. a
-        batch's ``x`` and ``y``) with one exchange of counts and ids for all of them."""
+        batch's ``x`` and ``y``) with one exchange of counts, one of ids and one of rows
+        (every tier's, grouped) for all of them.
+
+        Order of the work, so that the big transfer overlaps the local reads: counts (the
+        read's one host sync), ids; the owners gather the rows asked of them and send them
+        back while this process reads this host's rows in place; then one launch per tier
+        places both kinds of rows (``[fetched; near]`` read back in the caller's order)."""
         first = tiers[0]
         if any(t.hosts != first.hosts or t.bounds != first.bounds for t in tiers[1:]):
             raise ValueError('HostShardedTier.read_many: the tiers must share one host layout and row count')
@@ -235,7 +241,7 @@ class HostShardedTier(Tier):
         # every position keyed by the rank to ask, or by `world` when this host holds the row
         key = torch.searchsorted(first._ends, index, right=True)
         key = torch.where((index >= lo) & (index < hi), torch.full_like(key, world), key)
-        order = torch.argsort(key, stable=True)
+        order = torch.argsort(key, stable=True)  # positions of the rows to fetch (by owner), then this host's
         counts = torch.bincount(key, minlength=world + 1)
         # to every rank: how many rows this one wants from it, and whether any id here is out of
         # range (so that every rank raises, none waiting for the others in the next exchange)
@@ -243,27 +249,24 @@ class HostShardedTier(Tier):
         recv = torch.empty((world, 2), dtype=torch.long, device=first.device)
         dist.all_to_all_single(recv, torch.stack([counts[:world], bad], 1), group=group)
         sizes = torch.cat([counts, recv.view(-1)]).tolist()  # (the read's one host sync)
-        send_sizes, recv_sizes, bad_on = sizes[:world], sizes[world + 1::2], sizes[world + 2::2]
+        wanted_from, asked_by, bad_on = sizes[:world], sizes[world + 1::2], sizes[world + 2::2]
         if any(bad_on):
             raise IndexError(f'HostShardedTier: an index is out of range for {num_rows} rows on rank(s) '
                              f'{[r for r, b in enumerate(bad_on) if b]} (every rank of the read raises)')
-        away, near = order[:sum(send_sizes)], order[sum(send_sizes):]
-        wanted = index[away]
-        asked = wanted.new_empty(sum(recv_sizes))
-        ids_sent = dist.all_to_all_single(asked, wanted, recv_sizes, send_sizes, group=group, async_op=True)
-        outs = []
-        for tier in tiers:  # this host's rows while the ids travel
-            out = torch.empty((index.numel(), *tier._shape[1:]), dtype=tier.dtype, device=tier.device)
-            out[near] = tier.host_view.gather(index[near] - lo, check_bounds=False)
-            outs.append(out)
-        ids_sent.wait()
+        num_away = sum(wanted_from)
+        wanted, near = index[order[:num_away]], index[order[num_away:]] - lo
+        asked = wanted.new_empty(sum(asked_by))
+        dist.all_to_all_single(asked, wanted, asked_by, wanted_from, group=group)
         asked -= lo  # (asked of this process: its own rows)
-        for tier, out in zip(tiers, outs):
-            served = tier.host_view.gather(asked, check_bounds=False)
-            fetched = served.new_empty((wanted.numel(), *tier._shape[1:]))
-            dist.all_to_all_single(fetched, served, send_sizes, recv_sizes, group=group)
-            out[away] = fetched
-        return outs
+        served = [tier.host_view.gather(asked, check_bounds=False) for tier in tiers]
+        fetched = [s.new_empty((num_away, *s.shape[1:])) for s in served]
+        rows_sent = _exchange_rows(served, fetched, asked_by, wanted_from, group)
+        near_rows = [tier.host_view.gather(near, check_bounds=False) for tier in tiers]  # (while rows travel)
+        where = torch.empty_like(order)  # position p of the read takes row where[p] of [fetched; near]
+        where[order] = torch.arange(order.numel(), device=order.device)
+        for work in rows_sent:
+            work.wait()
+        return [gather_shards([f, n], where, check_bounds=False) for f, n in zip(fetched, near_rows)]
 
     def whole(self) -> Tensor:
         return self.read(torch.arange(self._shape[0], device=self.device))
@@ -280,6 +283,24 @@ class HostShardedTier(Tier):
         return (f'HostShardedTier(shape={tuple(self._shape)}, dtype={self.dtype}, rank {self.hosts.rank} of '
                 f'{self.hosts.world_size} on host {self.hosts.host} of {self.hosts.num_hosts}, rows '
                 f'{mine.start}:{mine.stop} on {self.device})')
+
+
+def _exchange_rows(served: List[Tensor], fetched: List[Tensor], send_sizes: List[int], recv_sizes: List[int],
+                   group) -> list:
+    """Sends ``served[t]``'s rows to the ranks of ``group`` (``send_sizes[r]`` rows to
+    rank ``r``, in rank order) and receives into ``fetched[t]`` (``recv_sizes[r]`` from
+    rank ``r``), every table ``t`` in one group of point-to-point operations (on NCCL:
+    one launch, one rendezvous per peer, however many tables). Pairs with nothing to
+    send or receive are left out. Returns the works to wait on."""
+    ops = []
+    for tag, (out_rows, in_rows) in enumerate(zip(served, fetched)):
+        for peer, (rows, n) in enumerate(zip(out_rows.split(send_sizes), send_sizes)):
+            if n:
+                ops.append(dist.P2POp(dist.isend, rows, dist.get_global_rank(group, peer), group, tag))
+        for peer, (rows, n) in enumerate(zip(in_rows.split(recv_sizes), recv_sizes)):
+            if n:
+                ops.append(dist.P2POp(dist.irecv, rows, dist.get_global_rank(group, peer), group, tag))
+    return dist.batch_isend_irecv(ops) if ops else []
 
 
 def tier_for(location, tensor: Tensor, hosts: Optional[HostLayout] = None) -> Tier:
