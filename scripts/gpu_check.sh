@@ -18,6 +18,8 @@
 #   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
 #     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
 #     papers_multi = examples/multi_gpu.py at papers100M's size on every GPU (--large --bf16);
+#     dp_probe = the data-parallel loop's timings with the peer gather's SM cap, 1 and 2 hosts, and
+#     NCCL's transports and all-to-all bandwidth (scripts/nccl_probe.py);
 #     wholegraph = pylibwholegraph's gather beside ours (wheels in .wholegraph-wheels/);
 #     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
@@ -124,6 +126,18 @@ for stage in $STAGES; do
         --num-neighbors 15,10,5 --epochs 5 --tf32 --out "$OUT_DIR/example_hosts"
       run hosts_bench python3 -m torch.distributed.run --standalone --nproc_per_node 4 \
         benchmarks/sharded_gather.py --out "$OUT_DIR/hosts" ;;
+    dp_probe)  # where the data-parallel step loses its overlap: loop timings (ms per batch, rank 0) with the
+      # peer-reading gather capped to 1/k of the SMs, on one host and on 2 virtual hosts; then NCCL's transports
+      for hosts in 1 2; do
+        for k in 0 2 4 8; do
+          echo "--- $hosts host(s), PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$k"
+          PYG_ACCEL_RANKS_PER_HOST=$(( $(nvidia-smi -L | wc -l) / hosts )) PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$k \
+            python3 -m torch.distributed.run --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" \
+            scripts/profile_step.py --loop --graph --tf32 2>&1 | grep '^rank 0' | tee -a "$OUT_DIR/dp_probe.log"
+        done
+      done
+      NCCL_DEBUG=INFO python3 -m torch.distributed.run --standalone --nproc_per_node 2 scripts/nccl_probe.py 2>&1 \
+        | grep -E 'via|NCCL version|nccl_probe' | sort -u | head -20 | tee -a "$OUT_DIR/dp_probe.log" ;;
     papers_multi)  # papers100M's size on every GPU of the machine: each process generates the graph onto its GPU
       # and keeps its block of the features, in bfloat16 (7 GB of 28 on each of 4 GPUs)
       run papers_multi python3 -m torch.distributed.run --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" \

@@ -301,3 +301,19 @@ def test_trace_summary_reads_a_training_loop_trace(tmp_path):
     assert s['syncs'] == {'cudaStreamSynchronize': {'calls': 1, 'total_us': 400, 'max_us': 400}}
     assert s['long_syncs']['gpu_during'] == [((7, 'allreduce'), 100)]
     assert s['captures_at_us'] == [700]
+
+
+@pytest.mark.slow  # processes under torchrun
+def test_nccl_probe_runs_on_gloo():
+    """scripts/nccl_probe.py's dry run without GPUs: both exchanges move the data and rank
+    0 reports a line per exchange and size."""
+    import os
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, 'CUDA_VISIBLE_DEVICES': '', 'PYTHONPATH': str(root)}
+    done = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
+                           str(root / 'scripts' / 'nccl_probe.py'), '--mb', '0.01', '--reps', '1'],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith('nccl_probe:')]
+    assert [line.split(', ')[2].split(':')[0] for line in lines] == ['all_to_all_single', 'batch_isend_irecv']
