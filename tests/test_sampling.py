@@ -133,6 +133,39 @@ def test_opcheck(sample_device, random_seed):
                           test_utils=('test_schema', 'test_faketensor', 'test_autograd_registration'))
 
 
+def test_raw_ops_check_their_inputs_in_one_place(sample_device):
+    """The C++ front door (sampler_inputs.cpp), behind the Python checks: the CPU and CUDA
+    ops refuse the same bad inputs with the same errors, homogeneous and heterogeneous
+    alike for the rules they share."""
+    from pyg_accel.ops._library import ops
+    colptr, row = random_graph(50, 300, device=sample_device)
+    seed = torch.tensor([0, 3, 7], device=sample_device)
+    times = torch.arange(50, device=sample_device)
+    seed_time = torch.full((3,), 100, device=sample_device)
+
+    def homo(*, disjoint=True, weight=None, node_time=None, seed_time=seed_time, strategy='uniform', graph=None):
+        c, r = graph or (colptr, row)
+        return ops().neighbor_sample(c, r, seed, [2], False, disjoint, 1, weight, node_time, None, seed_time, strategy)
+
+    def hetero(*, disjoint=True, weight=None, node_time=None, strategy='uniform'):
+        return ops().hetero_neighbor_sample([50], [0], [0], [colptr], [row], [seed], [2], 1, False, disjoint, 1,
+                                            [weight], [node_time], [], [seed_time], strategy)
+    for run, name in ((homo, 'neighbor_sample'), (hetero, 'hetero_neighbor_sample')):
+        with pytest.raises(RuntimeError, match=f"{name}: temporal_strategy must be 'uniform' or 'last'"):
+            run(strategy='first')
+        with pytest.raises(RuntimeError, match=f'{name}: temporal sampling needs disjoint=True'):
+            run(node_time=times, disjoint=False)
+        with pytest.raises(RuntimeError, match=f'{name}: weighted temporal sampling is not supported'):
+            run(node_time=times, weight=torch.ones(row.numel(), device=sample_device))
+    with pytest.raises(RuntimeError, match='neighbor_sample: temporal sampling needs one seed_time per seed'):
+        homo(node_time=times, seed_time=seed_time[:2])
+    with pytest.raises(RuntimeError, match='neighbor_sample: colptr must have num_nodes \\+ 1 entries'):
+        homo(graph=(colptr[:0], row))
+    with pytest.raises(RuntimeError, match='neighbor_sample: colptr, row and seed must be int64'):
+        homo(graph=(colptr.int(), row))
+    assert homo(node_time=times)[0].numel() >= 3  # (the good call)
+
+
 def test_same_sample_with_any_thread_count():
     colptr, row = random_graph(2000, 40_000)
     seed = torch.arange(0, 1990, 3)

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "../edge_weights.h"
-#include "../hetero_inputs.h"
+#include "../sampler_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "../time_order.h"
@@ -253,9 +253,8 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
                                  const std::optional<at::Tensor>& node_time_t,
                                  const std::optional<at::Tensor>& edge_time_t,
                                  const std::optional<at::Tensor>& seed_time_t, c10::string_view temporal_strategy) {
-  TORCH_CHECK(colptr_t.scalar_type() == at::kLong && row_t.scalar_type() == at::kLong &&
-                  seed_t.scalar_type() == at::kLong,
-              "neighbor_sample: colptr, row and seed must be int64");
+  const bool temporal = check_neighbor_sample_inputs(colptr_t, row_t, seed_t, edge_weight, node_time_t, edge_time_t,
+                                                     seed_time_t, disjoint, temporal_strategy, std::nullopt);
   const int64_t random_seed = resolve_random_seed(random_seed_arg);
   const at::Tensor colptr_c = colptr_t.contiguous(), row_c = row_t.contiguous(), seed_c = seed_t.contiguous();
   const int64_t* colptr = colptr_c.data_ptr<int64_t>();
@@ -266,7 +265,6 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   const int64_t num_seeds = seed_c.numel();
   at::Tensor weight_c;
   if (edge_weight.has_value()) {
-    TORCH_CHECK(edge_weight->numel() == row_c.numel(), "neighbor_sample: edge_weight must have one entry per edge");
     weight_c = edge_weight->to(sampler_weight_dtype(edge_weight->scalar_type())).contiguous();  // (float32: no copy)
   }
   const EdgeWeights weight = edge_weights_of(weight_c);
@@ -275,16 +273,6 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
   };
   const at::Tensor node_time_c = as_long(node_time_t), edge_time_c = as_long(edge_time_t),
                    seed_time_c = as_long(seed_time_t);
-  const bool temporal = node_time_c.defined() || edge_time_c.defined();
-  TORCH_CHECK(!temporal || (disjoint && seed_time_c.defined() && seed_time_c.numel() == num_seeds),
-              "neighbor_sample: temporal sampling needs disjoint=True and one seed_time per seed");
-  TORCH_CHECK(!temporal || !weight, "neighbor_sample: weighted temporal sampling is not supported");
-  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
-              "neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
-  TORCH_CHECK(!edge_time_c.defined() || edge_time_c.numel() == row_c.numel(),
-              "neighbor_sample: edge_time must have one entry per edge");
-  TORCH_CHECK(!node_time_c.defined() || node_time_c.numel() >= num_dst,
-              "neighbor_sample: node_time must have one entry per node");
   const int64_t* node_time = node_time_c.defined() ? node_time_c.data_ptr<int64_t>() : nullptr;
   const int64_t* edge_time = edge_time_c.defined() ? edge_time_c.data_ptr<int64_t>() : nullptr;
   const auto given = [](const std::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); };

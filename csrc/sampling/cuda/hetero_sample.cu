@@ -42,7 +42,7 @@
 
 #include <cub/cub.cuh>
 
-#include "../hetero_inputs.h"
+#include "../sampler_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "sample_draws.cuh"

@@ -56,6 +56,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../sampler_inputs.h"
 #include "../sampling_seed.h"
 #include "sample_kernels.cuh"
 #include "sample_table.cuh"
@@ -614,29 +615,9 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
                                   const std::optional<at::Tensor>& edge_time,
                                   const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
   const auto entry = std::chrono::steady_clock::now();
-  TORCH_CHECK(colptr_t.is_cuda() && row_t.is_cuda() && seed_t.is_cuda() && colptr_t.device() == row_t.device() &&
-                  seed_t.device() == colptr_t.device(),
-              "neighbor_sample: colptr, row and seed must be on one GPU");
-  TORCH_CHECK(colptr_t.scalar_type() == at::kLong && row_t.scalar_type() == at::kLong &&
-                  seed_t.scalar_type() == at::kLong,
-              "neighbor_sample: colptr, row and seed must be int64");
-  TORCH_CHECK(colptr_t.numel() >= 1, "neighbor_sample: colptr must have num_nodes + 1 entries");
-  const bool temporal = node_time.has_value() || edge_time.has_value();
-  TORCH_CHECK(!temporal || (disjoint && seed_time.has_value() && seed_time->numel() == seed_t.numel()),
-              "neighbor_sample: temporal sampling needs disjoint=True and one seed_time per seed");
-  TORCH_CHECK(!temporal || !edge_weight.has_value(), "neighbor_sample: weighted temporal sampling is not supported");
-  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
-              "neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
-  for (const auto* t : {&edge_weight, &node_time, &edge_time, &seed_time}) {
-    TORCH_CHECK(!t->has_value() || (*t)->device() == colptr_t.device(),
-                "neighbor_sample: edge_weight, node_time, edge_time and seed_time must be on the graph's GPU");
-  }
-  TORCH_CHECK(!edge_weight.has_value() || edge_weight->numel() == row_t.numel(),
-              "neighbor_sample: edge_weight must have one entry per edge");
-  TORCH_CHECK(!edge_time.has_value() || edge_time->numel() == row_t.numel(),
-              "neighbor_sample: edge_time must have one entry per edge");
-  TORCH_CHECK(!node_time.has_value() || node_time->numel() >= colptr_t.numel() - 1,
-              "neighbor_sample: node_time must have one entry per node");
+  TORCH_CHECK(colptr_t.is_cuda(), "neighbor_sample: colptr, row and seed must be on one GPU");
+  const bool temporal = check_neighbor_sample_inputs(colptr_t, row_t, seed_t, edge_weight, node_time, edge_time,
+                                                     seed_time, disjoint, temporal_strategy, colptr_t.device());
   const c10::cuda::CUDAGuard guard(colptr_t.device());
   const at::Tensor colptr = colptr_t.contiguous(), row = row_t.contiguous(), seed = seed_t.contiguous();
   const Mode mode = temporal ? (temporal_strategy == "last" ? Mode::kTemporalLast : Mode::kTemporalUniform)

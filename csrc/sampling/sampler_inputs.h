@@ -1,13 +1,34 @@
-// Shared by the CPU and CUDA heterogeneous samplers: the per-type inputs of
-// hetero_neighbor_sample, checked and converted once (schema: csrc/ops.cpp).
+// The samplers' one validation of their inputs (schemas: csrc/ops.cpp), shared by the
+// CPU and CUDA kernels: the rules every sampling op obeys, neighbor_sample's inputs (a
+// homogeneous graph, the one-type case) and hetero_neighbor_sample's per-type inputs,
+// checked (and for the heterogeneous op converted) once.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/util/string_view.h>
 
 #include <optional>
 #include <vector>
 
 namespace pyg_accel {
+
+// The rules of the sampling modes, whatever the op (`op` names it in the error):
+// temporal_strategy 'uniform' or 'last'; temporal sampling needs disjoint trees; no
+// weighted temporal sampling.
+void check_sampling_modes(const char* op, bool weighted, bool temporal, bool disjoint,
+                          c10::string_view temporal_strategy);
+
+// neighbor_sample's inputs: colptr, row and seed int64 (with `device`, the CUDA kernel's
+// GPU, every tensor on it), colptr of num_nodes + 1 entries, edge_weight and edge_time
+// one entry per edge, node_time one per node, and for temporal sampling (node or edge
+// times given) one seed_time per seed and the rules of check_sampling_modes. Returns
+// whether the sample is temporal.
+bool check_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
+                                  const std::optional<at::Tensor>& edge_weight,
+                                  const std::optional<at::Tensor>& node_time,
+                                  const std::optional<at::Tensor>& edge_time,
+                                  const std::optional<at::Tensor>& seed_time, bool disjoint,
+                                  c10::string_view temporal_strategy, std::optional<at::Device> device);
 
 // The graph and the optional per-type tensors, contiguous: colptr / row / edge_time /
 // node_time / seed_time int64, edge_weight float32 or float64 (sampler_weight_dtype);

@@ -1,4 +1,4 @@
-#include "hetero_inputs.h"
+#include "sampler_inputs.h"
 
 #include <c10/util/Exception.h>
 
@@ -37,6 +37,42 @@ at::Tensor list_entry(const c10::List<std::optional<at::Tensor>>& list, int64_t 
 
 }  // namespace
 
+void check_sampling_modes(const char* op, bool weighted, bool temporal, bool disjoint,
+                          c10::string_view temporal_strategy) {
+  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last", op,
+              ": temporal_strategy must be 'uniform' or 'last'");
+  TORCH_CHECK(!temporal || disjoint, op, ": temporal sampling needs disjoint=True");
+  TORCH_CHECK(!(temporal && weighted), op, ": weighted temporal sampling is not supported");
+}
+
+bool check_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
+                                  const std::optional<at::Tensor>& edge_weight,
+                                  const std::optional<at::Tensor>& node_time,
+                                  const std::optional<at::Tensor>& edge_time,
+                                  const std::optional<at::Tensor>& seed_time, bool disjoint,
+                                  c10::string_view temporal_strategy, std::optional<at::Device> device) {
+  TORCH_CHECK(!device || (colptr.device() == *device && row.device() == *device && seed.device() == *device),
+              "neighbor_sample: colptr, row and seed must be on one GPU");
+  TORCH_CHECK(colptr.scalar_type() == at::kLong && row.scalar_type() == at::kLong && seed.scalar_type() == at::kLong,
+              "neighbor_sample: colptr, row and seed must be int64");
+  TORCH_CHECK(colptr.dim() == 1 && colptr.numel() >= 1, "neighbor_sample: colptr must have num_nodes + 1 entries");
+  for (const auto* t : {&edge_weight, &node_time, &edge_time, &seed_time}) {
+    TORCH_CHECK(!device || !t->has_value() || (*t)->device() == *device,
+                "neighbor_sample: edge_weight, node_time, edge_time and seed_time must be on the graph's GPU");
+  }
+  TORCH_CHECK(!edge_weight.has_value() || edge_weight->numel() == row.numel(),
+              "neighbor_sample: edge_weight must have one entry per edge");
+  TORCH_CHECK(!edge_time.has_value() || edge_time->numel() == row.numel(),
+              "neighbor_sample: edge_time must have one entry per edge");
+  TORCH_CHECK(!node_time.has_value() || node_time->numel() >= colptr.numel() - 1,
+              "neighbor_sample: node_time must have one entry per node");
+  const bool temporal = node_time.has_value() || edge_time.has_value();
+  check_sampling_modes("neighbor_sample", edge_weight.has_value(), temporal, disjoint, temporal_strategy);
+  TORCH_CHECK(!temporal || (seed_time.has_value() && seed_time->numel() == seed.numel()),
+              "neighbor_sample: temporal sampling needs one seed_time per seed");
+  return temporal;
+}
+
 HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
                                 at::TensorList colptr_list, at::TensorList row_list, at::TensorList seed_list,
                                 at::IntArrayRef num_neighbors, int64_t num_hops, bool disjoint,
@@ -50,8 +86,6 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
                   static_cast<int64_t>(row_list.size()) == R && static_cast<int64_t>(seed_list.size()) == T &&
                   num_hops >= 0 && static_cast<int64_t>(num_neighbors.size()) == R * num_hops,
               "hetero_neighbor_sample: inconsistent numbers of node types, edge types or fanouts");
-  TORCH_CHECK(temporal_strategy == "uniform" || temporal_strategy == "last",
-              "hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last'");
   HeteroInputs in;
   for (int64_t r = 0; r < R; ++r) {
     TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
@@ -82,8 +116,7 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
                 "hetero_neighbor_sample: seed_time of node type ", std::to_string(t), " needs one entry per seed");
     in.temporal |= in.node_times[t].defined();
   }
-  TORCH_CHECK(!in.temporal || disjoint, "hetero_neighbor_sample: temporal sampling needs disjoint=True");
-  TORCH_CHECK(!(in.temporal && in.weighted), "hetero_neighbor_sample: weighted temporal sampling is not supported");
+  check_sampling_modes("hetero_neighbor_sample", in.weighted, in.temporal, disjoint, temporal_strategy);
   for (int64_t t = 0; t < T; ++t) {
     TORCH_CHECK(!in.temporal || seed_list[t].numel() == 0 || in.seed_times[t].defined(), "hetero_neighbor_sample: "
                 "temporal sampling needs the seed times of node type ", std::to_string(t));
