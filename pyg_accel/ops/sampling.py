@@ -132,19 +132,28 @@ def _check_fanouts(num_neighbors: Sequence[int]) -> List[int]:
 _MAX_FANOUT = 2 ** 31 - 1  # (with replacement a node draws `fanout` times: room is made for them up front)
 
 
+def _check_modes(op: str, strategy, temporal: bool, disjoint: bool, weighted: bool) -> None:
+    """The rules of the sampling modes for either op, as the kernels' own check
+    (``check_sampling_modes`` in csrc/sampling/sampler_inputs.cpp) with the argument
+    named: temporal_strategy 'uniform' or 'last'; temporal sampling needs disjoint
+    trees; no weighted temporal sampling."""
+    if strategy not in ('uniform', 'last'):
+        raise ValueError(f"{op}: temporal_strategy must be 'uniform' or 'last', got {strategy!r}")
+    if temporal and not disjoint:
+        raise ValueError(f'{op}: temporal sampling needs disjoint=True (one tree per seed and time)')
+    if temporal and weighted:
+        raise ValueError(f'{op}: weighted temporal sampling is not supported')
+
+
 def _check_times(node_time, edge_time, seed_time, seed, num_nodes, num_edges, disjoint, strategy, edge_weight,
                  device):
     """Validated (node_time, edge_time, seed_time) on ``device`` for temporal sampling."""
-    if strategy not in ('uniform', 'last'):
-        raise ValueError(f"neighbor_sample: temporal_strategy must be 'uniform' or 'last', got {strategy!r}")
-    if node_time is None and edge_time is None:
+    temporal = node_time is not None or edge_time is not None
+    _check_modes('neighbor_sample', strategy, temporal, disjoint, edge_weight is not None)
+    if not temporal:
         if seed_time is not None:
             raise ValueError('neighbor_sample: seed_time was given without node_time or edge_time')
         return None, None, None
-    if not disjoint:
-        raise ValueError('neighbor_sample: temporal sampling needs disjoint=True (one tree per seed and time)')
-    if edge_weight is not None:
-        raise ValueError('neighbor_sample: weighted temporal sampling is not supported')
     for name, t, n in (('node_time', node_time, num_nodes), ('edge_time', edge_time, num_edges),
                        ('seed_time', seed_time, seed.numel())):
         if t is not None and (not isinstance(t, Tensor) or t.is_floating_point() or t.dtype == torch.bool
@@ -458,15 +467,8 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
     seed_times = _per_type(seed_time, node_types, {t: s.numel() for t, s in zip(node_types, seeds)}, 'seed_time',
                            device)
     temporal = any(t is not None for t in node_times + edge_times)
-    if temporal_strategy not in ('uniform', 'last'):
-        raise ValueError(f"hetero_neighbor_sample: temporal_strategy must be 'uniform' or 'last', got "
-                         f'{temporal_strategy!r}')
+    _check_modes('hetero_neighbor_sample', temporal_strategy, temporal, disjoint, any(w is not None for w in weights))
     if temporal:
-        if not disjoint:
-            raise ValueError('hetero_neighbor_sample: temporal sampling needs disjoint=True (one tree per seed '
-                             'and time)')
-        if any(w is not None for w in weights):
-            raise ValueError('hetero_neighbor_sample: weighted temporal sampling is not supported')
         for i, t in enumerate(node_types):  # seed times default to the seeds' node times
             if seed_times[i] is None and seeds[i].numel():
                 if node_times[i] is None:
