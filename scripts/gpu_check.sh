@@ -18,8 +18,8 @@
 #   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
 #     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
 #     papers_multi = examples/multi_gpu.py at papers100M's size on every GPU (--large --bf16);
-#     dp_probe = the data-parallel loop's timings with the peer gather's SM cap, 1 and 2 hosts, and
-#     NCCL's transports and all-to-all bandwidth (scripts/nccl_probe.py);
+#     dp_probe = the data-parallel loop's timings with the peer gather's SM cap and the loader stream's
+#     priority, 1 and 2 hosts, and NCCL's transports and all-to-all bandwidth (scripts/nccl_probe.py);
 #     wholegraph = pylibwholegraph's gather beside ours (wheels in .wholegraph-wheels/);
 #     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
@@ -127,14 +127,17 @@ for stage in $STAGES; do
       run hosts_bench python3 -m torch.distributed.run --standalone --nproc_per_node 4 \
         benchmarks/sharded_gather.py --out "$OUT_DIR/hosts" ;;
     dp_probe)  # where the data-parallel step loses its overlap: loop timings (ms per batch, rank 0) with the
-      # peer-reading gather capped to 1/k of the SMs, on one host and on 2 virtual hosts; then NCCL's transports
-      for hosts in 1 2; do
-        for k in 0 2 4 8; do
-          echo "--- $hosts host(s), PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$k"
-          PYG_ACCEL_RANKS_PER_HOST=$(( $(nvidia-smi -L | wc -l) / hosts )) PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$k \
-            python3 -m torch.distributed.run --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" \
-            scripts/profile_step.py --loop --graph --tf32 2>&1 | grep '^rank 0' | tee -a "$OUT_DIR/dp_probe.log"
-        done
+      # peer-reading gather capped to 1/k of the SMs (PYG_ACCEL_GATHER_PEER_SM_DIVISOR) and the loader's stream
+      # at normal rather than high priority (PYG_ACCEL_PREFETCH_PRIORITY), on one host and on 2 virtual hosts;
+      # then NCCL's transports and bandwidths (scripts/nccl_probe.py)
+      gpus=$(nvidia-smi -L | wc -l)
+      for setting in "1 0 -1" "1 4 -1" "1 0 0" "1 4 0" "2 0 -1" "2 4 -1" "2 0 0"; do
+        set -- $setting
+        echo "--- $1 host(s), PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$2, PYG_ACCEL_PREFETCH_PRIORITY=$3" \
+          | tee -a "$OUT_DIR/dp_probe.log"
+        PYG_ACCEL_RANKS_PER_HOST=$(( gpus / $1 )) PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$2 PYG_ACCEL_PREFETCH_PRIORITY=$3 \
+          python3 -m torch.distributed.run --standalone --nproc_per_node "$gpus" \
+          scripts/profile_step.py --loop --graph --tf32 2>&1 | grep '^rank 0' | tee -a "$OUT_DIR/dp_probe.log"
       done
       NCCL_DEBUG=INFO python3 -m torch.distributed.run --standalone --nproc_per_node 2 scripts/nccl_probe.py 2>&1 \
         | grep -E 'via|NCCL version|nccl_probe' | sort -u | head -20 | tee -a "$OUT_DIR/dp_probe.log" ;;

@@ -251,3 +251,13 @@ def test_index_batches_defers_to_the_dataloader_when_it_must():
     assert index_batches(with_replacement) is None
     plain = NeighborLoader((fs, gs), [3], input_nodes=torch.arange(40), batch_size=8)
     assert [t.tolist() for t in index_batches(plain)][-1] == list(range(32, 40))
+
+
+def test_side_stream_priority_from_the_environment(monkeypatch):
+    from pyg_accel.loader.prefetch import _side_priority
+    assert _side_priority() == -1  # high by default
+    monkeypatch.setenv('PYG_ACCEL_PREFETCH_PRIORITY', '0')
+    assert _side_priority() == 0
+    monkeypatch.setenv('PYG_ACCEL_PREFETCH_PRIORITY', 'low')
+    with pytest.raises(ValueError, match="PYG_ACCEL_PREFETCH_PRIORITY must be '0' .* got 'low'"):
+        _side_priority()

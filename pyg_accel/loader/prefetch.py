@@ -28,6 +28,7 @@ With CPU batches (or no GPU) iteration is plain.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, Iterator, Optional, Union
 
 import torch
@@ -54,6 +55,14 @@ def _record_stream(batch: Any, stream: torch.cuda.Stream) -> Any:
     return batch
 
 
+def _side_priority() -> int:
+    """The side stream's priority: -1 (high), or ``PYG_ACCEL_PREFETCH_PRIORITY`` (0 or -1)."""
+    value = os.environ.get('PYG_ACCEL_PREFETCH_PRIORITY', '-1')
+    if value not in ('0', '-1'):
+        raise ValueError(f"PYG_ACCEL_PREFETCH_PRIORITY must be '0' (normal) or '-1' (high), got {value!r}")
+    return int(value)
+
+
 def prefetch_batches(batches: Iterable[Any], device: Union[torch.device, str, None] = None) -> Iterator[Any]:
     """Yields the items of ``batches`` one ahead, each produced on a side stream of
     ``device`` (default: the current CUDA device); plain iteration without CUDA."""
@@ -64,7 +73,9 @@ def prefetch_batches(batches: Iterable[Any], device: Union[torch.device, str, No
     # High priority: the GPU schedules the sampler's small kernels ahead of the blocks of
     # the training step already queued, so the host's wait for the per-hop counts (and
     # with it the enqueueing of the next step) does not sit behind the whole step.
-    side = torch.cuda.Stream(device, priority=-1)
+    # (PYG_ACCEL_PREFETCH_PRIORITY=0 gives the side stream normal priority, to measure
+    # whether a gather reading peer GPUs at high priority starves the step.)
+    side = torch.cuda.Stream(device, priority=_side_priority())
     side.wait_stream(torch.cuda.current_stream(device))  # what the caller prepared before the loop
     iterator = iter(batches)
 
