@@ -576,8 +576,8 @@ def test_csr_ptr_and_mean_edge_weight(device, index_dtype):
         ops().mean_edge_weight(torch.zeros(3, **long), torch.zeros(2, **long), torch.int64)
 
 
-@pytest.mark.parametrize('op', ['spmm', 'spmm-flat', 'spmm-mean', 'spmm-max', 'spmm-min', 'sddmm', 'sddmm-flat',
-                                'edge_softmax'])
+@pytest.mark.parametrize('op', ['spmm', 'spmm-flat', 'spmm-mean', 'spmm-mean-weighted', 'spmm-max', 'spmm-min',
+                                'sddmm', 'sddmm-flat', 'edge_softmax'])
 def test_second_derivatives(device, op):
     """Gradients taken with create_graph=True (a differentiable backward path) equal the
     plain backward's and differentiate again (gradient penalties, Hessian-vector
@@ -594,6 +594,7 @@ def test_second_derivatives(device, op):
     fn, inputs = {'spmm': (lambda x, w: spmm(g, x, w), (x, w)),
                   'spmm-flat': (lambda x, w: spmm(g, x, w), (leaf(20, 4), leaf(g.num_edges))),
                   'spmm-mean': (lambda x: spmm(g, x, reduce='mean'), (x,)),
+                  'spmm-mean-weighted': (lambda x, w: spmm(g, x, w, reduce='mean'), (x, w)),
                   'spmm-max': (lambda x: spmm(g, x, reduce='max'), (x,)),
                   'spmm-min': (lambda x: spmm(g, x, reduce='min'), (x,)),
                   'sddmm': (lambda a, x: sddmm(g, a, x), (a, x)),
