@@ -19,8 +19,10 @@ products-size synthetic graph, several ways, in one process on the same data.
   counts.
 * ``accel-graph``: ``accel`` with the whole step replayed as a CUDA graph
   (:class:`pyg_accel.training.TrainStep`: batches padded to a few shapes).
-* ``accel-compile``: ``accel`` with the model under ``torch.compile(mode='reduce-overhead',
-  dynamic=True)`` (CUDA graphs through Inductor; compiled models run untrimmed).
+* ``accel-compile``: ``accel`` with the model under ``torch.compile(mode=--compile-mode,
+  dynamic=True)`` (default ``'reduce-overhead'``: CUDA graphs through Inductor, one
+  recorded per distinct input size; compiled models run untrimmed). Like the captured
+  step it is timed after a whole warm-up epoch, which compiles and records every shape.
 
 pyg_accel's models trim each layer to the nodes later layers need by themselves;
 PyG's models (``pyg``, ``pyg-0w``, ``accel-sampler``) are handed the per-hop counts for
@@ -132,17 +134,18 @@ def run_batches(step, loader, device, limit: int, host: Optional[List[float]] = 
     return count
 
 
-def timed_epoch(step, loader, device, max_batches: int, row: dict) -> Tuple[float, float]:
+def timed_epoch(step, loader, device, max_batches: int, row: dict, whole_warmup: bool = False) -> Tuple[float, float]:
     """Seconds for one epoch (``max_batches`` timed, scaled to ``len(loader)``) and the
     median ms the host spends inside a step call. A loader with worker processes is timed
     over a whole epoch after a whole warm-up epoch: it starts each epoch with its
     workers' pipeline empty and ends it drained, and a cut epoch would time the workers'
-    start or leave batches in flight. A captured step is timed after a whole epoch too,
-    which captures each batch shape (``row['first epoch s']``)."""
+    start or leave batches in flight. A captured or compiled step (``whole_warmup``) is
+    timed after a whole epoch too, which captures or compiles each batch shape
+    (``row['first epoch s']``)."""
     if getattr(loader, 'num_workers', 0) > 0:
         run_batches(step, loader, device, len(loader))  # warm-up: workers started, kernels, allocator
         max_batches = len(loader)
-    elif isinstance(step, TrainStep):
+    elif whole_warmup:
         start = time.perf_counter()
         count = run_batches(step, loader, device, len(loader))  # every batch shape warmed up and captured
         row['first epoch s'] = (time.perf_counter() - start) / count * len(loader)
@@ -225,6 +228,9 @@ def main(argv=None) -> dict:
     p.add_argument('--hidden', type=int, default=256)
     p.add_argument('--layers', type=int, default=3)
     p.add_argument('--max-batches', type=int, default=1000, help='batches timed per epoch (the rest scaled)')
+    p.add_argument('--compile-mode', default='reduce-overhead',
+                   choices=['reduce-overhead', 'default', 'max-autotune-no-cudagraphs'],
+                   help="torch.compile's mode for 'accel-compile'")
     p.add_argument('--pyg-workers', type=int, default=default_workers(),
                    help="DataLoader workers of the tuned stock PyG loader, 'pyg' (default: the cores this process "
                         f"may use less two, here {default_workers()}), with persistent_workers=True and "
@@ -309,14 +315,16 @@ def main(argv=None) -> dict:
         opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=device.type == 'cuda')
         if name == 'accel-graph':
             step = TrainStep(model, opt, amp_dtype=torch.bfloat16 if AMP else None)
-        elif name == 'accel-compile':
-            step = eager_step(torch.compile(model, mode='reduce-overhead', dynamic=True), opt, device)
+        elif name == 'accel-compile':  # (each layer's forward is compiled per weight shape: room for them all)
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+            step = eager_step(torch.compile(model, mode=args.compile_mode, dynamic=True), opt, device)
         else:
             step = eager_step(model, opt, device)
         row = {'config': spec, 'batches/epoch': len(loader)}
         if name == 'pyg':
             row['workers'] = args.pyg_workers
-        row['epoch s'], row['host ms/step'] = timed_epoch(step, loader, device, limit, row)
+        row['epoch s'], row['host ms/step'] = timed_epoch(step, loader, device, limit, row,
+                                                          whole_warmup=name in ('accel-graph', 'accel-compile'))
         if name in ('pyg-0w', 'accel-sampler', 'accel-sync'):  # (the others overlap loading with compute)
             row.update(split_step(step, loader, device, min(args.split_batches, limit)))
         if device.type == 'cuda' and not name.startswith('pyg'):

@@ -196,11 +196,12 @@ def check_sharded_generation(device) -> None:
         fs.put_block(wrong, 1000, 'x')
 
 
-def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> None:
+def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2, timeout: int = 600) -> None:
     """tests/SCRIPT under torchrun with ``nproc`` processes, on as many GPUs or on the CPU
     (CUDA hidden). Each rank writes 'rank R on DEVICE' to $PYG_ACCEL_WORKER_OUT/rank-R
-    once every check passed."""
+    once every check passed; the run may take ``timeout`` seconds."""
     import os
+    import signal
     import subprocess
     import sys
     from pathlib import Path
@@ -211,9 +212,17 @@ def run_torchrun_worker(script: str, tmp_path, gpus: bool, nproc: int = 2) -> No
         env['CUDA_VISIBLE_DEVICES'] = ''
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(nproc),
            str(root / 'tests' / script)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert IPC_EXIT_WARNING not in done.stdout + done.stderr, 'a process exited while a peer still mapped its memory'
+    # (a session of its own: on a timeout the workers go down with torchrun rather than hold their GPUs)
+    run = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        stdout, stderr = run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        stdout, stderr = run.communicate()
+        pytest.fail(f'{script} still ran after {timeout} s:\n' + stdout[-4000:] + stderr[-4000:])
+    assert run.returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert IPC_EXIT_WARNING not in stdout + stderr, 'a process exited while a peer still mapped its memory'
     expected = 'cuda' if gpus else 'cpu'
     assert [(Path(tmp_path) / f'rank-{r}').read_text() for r in range(nproc)] == [
         f'rank {r} on {expected}' for r in range(nproc)]

@@ -32,8 +32,9 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
         dist.barrier()  # every process has let go of the blocks it mapped
         torch.cuda.ipc_collect()  # (frees sent blocks whose every receiver let go)
         dist.barrier()
-        assert torch.cuda.memory_allocated(device) == base, \
-            f'rank {rank}: {torch.cuda.memory_allocated(device) - base} bytes still held after the peers let go'
+        held = [None] * world_size  # (every rank's count, so that all fail together rather than some hang)
+        dist.all_gather_object(held, torch.cuda.memory_allocated(device) - base)
+        assert held == [0] * world_size, f'bytes still held per rank after the peers let go: {held}'
 
 
 if __name__ == '__main__':

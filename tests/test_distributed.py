@@ -150,7 +150,7 @@ def test_blocks_shared_with_several_peers_are_released(tmp_path):
     """Three or more processes share GPU blocks with every other one (one IPC send per
     receiver): once all let go, every process's GPU memory is back where it started,
     twice over, and no process warns at exit that a peer still held its memory."""
-    run_torchrun_worker('release_worker.py', tmp_path, gpus=True, nproc=min(4, torch.cuda.device_count()))
+    run_torchrun_worker('release_worker.py', tmp_path, gpus=True, nproc=min(4, torch.cuda.device_count()), timeout=180)
 
 
 def test_host_layouts_in_one_process(monkeypatch):
