@@ -7,3 +7,11 @@
 #else
 #define PYG_ACCEL_HD inline
 #endif
+
+// PYG_ACCEL_HD_INLINE: the same for larger shared functions (inlined where the compiler
+// chooses).
+#ifdef __CUDACC__
+#define PYG_ACCEL_HD_INLINE __host__ __device__ inline
+#else
+#define PYG_ACCEL_HD_INLINE inline
+#endif

@@ -15,7 +15,6 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <unordered_set>
 #include <vector>
 
 #include "../edge_weights.h"
@@ -23,6 +22,7 @@
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "../time_order.h"
+#include "../node_draw.h"
 #include "flat_map.h"
 
 namespace pyg_accel {
@@ -44,41 +44,40 @@ inline int64_t checked_degree(const int64_t* colptr, int64_t v, int64_t num_edge
   return end - start;
 }
 
-// Writes the CSC positions of the neighbours drawn for one frontier node.
-void draw_neighbors(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t* out) {
-  const int64_t k = num_to_draw(fanout, degree, replace);
-  if (k == degree && (fanout < 0 || !replace)) {
-    for (int64_t j = 0; j < degree; ++j) out[j] = start + j;
-  } else if (replace) {
-    for (int64_t j = 0; j < k; ++j) out[j] = start + uniform_below(key, j, degree);
-  } else if (k <= 64) {  // Floyd's algorithm with a linear-scan set
-    for (int64_t j = degree - k, n = 0; j < degree; ++j, ++n) {
-      int64_t t = uniform_below(key, j, j + 1);
-      if (std::find(out, out + n, start + t) != out + n) t = j;
-      out[n] = start + t;
-    }
-  } else {
-    std::unordered_set<int64_t> chosen;
-    chosen.reserve(2 * k);
-    for (int64_t j = degree - k, n = 0; j < degree; ++j, ++n) {
-      int64_t t = uniform_below(key, j, j + 1);
-      if (!chosen.insert(t).second) {
-        t = j;
-        chosen.insert(t);
-      }
-      out[n] = start + t;
-    }
+// Edge weights as the host's draws read them: finite and non-negative, or an error.
+// (Checked where read rather than once per graph: the caller's tensor may change
+// between calls, also through numpy, which no version counter sees.)
+void check_weights(EdgeWeights weight, int64_t start, int64_t degree, const char* op) {
+  for (int64_t e = start; e < start + degree; ++e) {
+    const double w = weight[e];
+    TORCH_CHECK_VALUE(w >= 0 && w < std::numeric_limits<double>::infinity(), op, ": edge_weight must be finite and ",
+                      "non-negative, got ", std::to_string(w), " at edge ", std::to_string(e));
   }
 }
 
-// An edge weight as a draw reads it: finite and non-negative, or an error. (Checked
-// where read rather than once per graph: the caller's tensor may change between
-// calls, also through numpy, which no version counter sees.)
-inline double checked_weight(EdgeWeights weight, int64_t e) {
-  const double w = weight[e];
-  TORCH_CHECK_VALUE(w >= 0 && w < std::numeric_limits<double>::infinity(), "neighbor_sample: edge_weight must be "
-                    "finite and non-negative, got ", std::to_string(w), " at edge ", std::to_string(e));
-  return w;
+// One node's draws (NodeDraw's, shared with the CUDA samplers) into out; returns their
+// count. The host also checks the weights it reads, and in a column taken as sorted by
+// time (a fact remembered about the caller's tensors, which numpy writes can change
+// unseen) that every edge drawn is eligible; if one is not, the column is scanned
+// instead: a tree never reaches a node or an edge later than its seed's time. `keys`:
+// scratch, grown as needed.
+int64_t draw_node(NodeDraw d, uint64_t key, int64_t* out, std::vector<double>& keys, const char* op) {
+  if (d.weighted()) check_weights(d.weight, d.start, d.degree, op);
+  int64_t k = d.count();
+  if (static_cast<int64_t>(keys.size()) < k) keys.resize(k);
+  d.draw(key, k, out, keys.data());
+  if (d.temporal() && d.time_sorted) {
+    for (int64_t j = 0; j < k; ++j) {
+      if (!d.time(out[j])) {
+        d.time_sorted = false;
+        k = d.count();
+        if (static_cast<int64_t>(keys.size()) < k) keys.resize(k);
+        d.draw(key, k, out, keys.data());
+        break;
+      }
+    }
+  }
+  return k;
 }
 
 // The most draws one hop's buffers are made for (4 x 8 bytes each): a fanout drawn
@@ -88,160 +87,6 @@ constexpr int64_t kMaxHopDraws = int64_t{1} << 34;
 inline void check_hop_size(int64_t draws, int64_t hop, const char* op) {
   TORCH_CHECK_VALUE(draws <= kMaxHopDraws, op, ": hop ", std::to_string(hop), " would draw more than ",
                     std::to_string(kMaxHopDraws), " neighbours (fanout x frontier); use smaller fanouts or batches");
-}
-
-// Up to this many weighted draws without replacement keep a running top-k (the
-// CUDA kernels' insertion), in one pass over the node's edges; more sort all keys.
-constexpr int64_t kInsertedTopK = 64;
-
-// The min(fanout, positive weights) largest keys log(u) / w of edges [start, start +
-// degree), in decreasing order, equal keys by position, into out; returns their count.
-// Once `fanout` are held, a key enters only if log(u) / w > kth, so u > exp(kth w) >=
-// exp(kth heaviest) (kth <= 0; heaviest: the largest weight seen so far, this edge's
-// included): below that bound (less a 1e-6 margin, far above the rounding of the
-// exact test) u is passed over without its log, which is almost every edge of a
-// large node.
-int64_t weighted_top_k(int64_t start, int64_t degree, int64_t fanout, uint64_t key, EdgeWeights weight,
-                       int64_t* out) {
-  if (fanout == 0) return 0;
-  double top_key[kInsertedTopK];
-  int64_t top_pos[kInsertedTopK];
-  int64_t held = 0;
-  double heaviest = 0.0, bound = 0.0;  // (bound: valid once `fanout` are held)
-  for (int64_t e = start; e < start + degree; ++e) {
-    const double w = checked_weight(weight, e);
-    if (w == 0) continue;
-    if (w > heaviest) {
-      heaviest = w;
-      if (held == fanout) bound = std::exp(top_key[fanout - 1] * heaviest) * (1.0 - 1e-6);
-    }
-    const double u = uniform_open(key, e - start);
-    if (held == fanout && u < bound) continue;
-    const double c = std::log(u) / w;
-    if (held == fanout && !(c > top_key[fanout - 1])) continue;
-    int64_t q = held < fanout ? held++ : fanout - 1;  // insertion after the equal keys held
-    for (; q > 0 && top_key[q - 1] < c; --q) top_key[q] = top_key[q - 1], top_pos[q] = top_pos[q - 1];
-    top_key[q] = c;
-    top_pos[q] = e;
-    if (held == fanout) bound = std::exp(top_key[fanout - 1] * heaviest) * (1.0 - 1e-6);
-  }
-  std::copy(top_pos, top_pos + held, out);
-  return held;
-}
-
-// Weighted draws (probability proportional to weight). Without replacement: the
-// Efraimidis-Spirakis keys u^(1/w), the k largest kept (the same distribution as
-// drawing one at a time and renormalising), in decreasing key order; with
-// replacement: inverse-CDF draws. Zero-weight edges are never drawn; k is capped at the
-// number of positive weights, and fanout -1 takes them all in CSC order.
-int64_t draw_weighted(int64_t start, int64_t degree, int64_t fanout, bool replace, uint64_t key,
-                      EdgeWeights weight, int64_t* out) {
-  if (!replace && fanout >= 0 && fanout <= kInsertedTopK) {
-    return weighted_top_k(start, degree, fanout, key, weight, out);
-  }
-  std::vector<int64_t> positive;  // the draw-able positions, in CSC order
-  double total = 0.0;
-  for (int64_t e = start; e < start + degree; ++e) {
-    if (checked_weight(weight, e) > 0) {
-      positive.push_back(e);
-      total += weight[e];
-    }
-  }
-  const int64_t n = static_cast<int64_t>(positive.size());
-  if (n == 0) return 0;
-  if (replace && fanout >= 0) {
-    std::vector<double> cdf(n);
-    double running = 0.0;
-    for (int64_t j = 0; j < n; ++j) cdf[j] = (running += weight[positive[j]]);
-    for (int64_t j = 0; j < fanout; ++j) {
-      const double target = uniform_open(key, degree + j) * total;
-      const int64_t at = std::lower_bound(cdf.begin(), cdf.end(), target) - cdf.begin();
-      out[j] = positive[std::min(at, n - 1)];
-    }
-    return fanout;
-  }
-  if (fanout < 0) {  // all positive-weight neighbours, in CSC order
-    std::copy(positive.begin(), positive.end(), out);
-    return n;
-  }
-  const int64_t k = std::min(fanout, n);
-  std::vector<std::pair<double, int64_t>> keyed(n);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t e = positive[j];
-    keyed[j] = {std::log(uniform_open(key, e - start)) / weight[e], e};  // log(u^(1/w))
-  }
-  // The k best keys, equal keys in CSC order (as the CUDA kernel's insertion keeps them).
-  std::partial_sort(keyed.begin(), keyed.begin() + k, keyed.end(), [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  });
-  for (int64_t j = 0; j < k; ++j) out[j] = keyed[j].second;
-  return k;
-}
-
-// Temporal draws: only edges whose neighbour (node_time) and edge (edge_time) are
-// not later than `limit`; 'last' keeps the last eligible ones, 'uniform' draws
-// among them (Floyd without replacement, uniform with). In a column sorted by time
-// (`time_sorted`: remembered_columns_sorted_by_time) the eligible edges are a prefix,
-// found by binary search instead of a scan (the same draws).
-int64_t draw_temporal(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last, uint64_t key,
-                      int64_t limit, const int64_t* row, int64_t num_src, const int64_t* node_time,
-                      const int64_t* edge_time, bool time_sorted, int64_t* out) {
-  const auto eligible_edge = [&](int64_t e) {
-    if (node_time != nullptr) {
-      TORCH_CHECK_INDEX(row[e] >= 0 && row[e] < num_src, "neighbor_sample: row holds node ", std::to_string(row[e]),
-                        ", outside the ", std::to_string(num_src), " nodes of node_time");
-      if (node_time[row[e]] > limit) return false;
-    }
-    return edge_time == nullptr || edge_time[e] <= limit;
-  };
-  std::vector<int64_t> eligible;
-  int64_t n = 0;
-  if (time_sorted) {
-    for (int64_t hi = degree; n < hi;) {  // eligible: [0, n); not: [hi, degree)
-      const int64_t mid = n + (hi - n) / 2;
-      if (eligible_edge(start + mid)) {
-        n = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-  } else {
-    for (int64_t e = start; e < start + degree; ++e) {
-      if (eligible_edge(e)) eligible.push_back(e);
-    }
-    n = static_cast<int64_t>(eligible.size());
-  }
-  const auto position = [&](int64_t j) { return time_sorted ? start + j : eligible[j]; };  // of eligible edge j
-  if (last) {
-    const int64_t k = fanout < 0 ? n : std::min(fanout, n);
-    for (int64_t j = 0; j < k; ++j) out[j] = position(n - k + j);
-    return k;
-  }
-  const int64_t k = num_to_draw(fanout, n, replace);
-  std::vector<int64_t> picked(k);
-  draw_neighbors(0, n, fanout, replace, key, picked.data());
-  for (int64_t j = 0; j < k; ++j) out[j] = position(picked[j]);
-  return k;
-}
-
-// draw_temporal, and in a column taken as sorted by time (a fact remembered about the
-// caller's tensors, which numpy writes can change unseen) a check that every edge drawn
-// is eligible; if one is not, the column is scanned instead: a tree never reaches a
-// node or an edge later than its seed's time.
-int64_t draw_temporal_checked(int64_t start, int64_t degree, int64_t fanout, bool replace, bool last, uint64_t key,
-                              int64_t limit, const int64_t* row, int64_t num_src, const int64_t* node_time,
-                              const int64_t* edge_time, bool time_sorted, int64_t* out) {
-  const int64_t k = draw_temporal(start, degree, fanout, replace, last, key, limit, row, num_src, node_time, edge_time,
-                                  time_sorted, out);
-  if (!time_sorted) return k;
-  for (int64_t j = 0; j < k; ++j) {
-    const int64_t e = out[j];
-    if ((node_time != nullptr && node_time[row[e]] > limit) || (edge_time != nullptr && edge_time[e] > limit)) {
-      return draw_temporal(start, degree, fanout, replace, last, key, limit, row, num_src, node_time, edge_time,
-                           false, out);
-    }
-  }
-  return k;
 }
 
 using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
@@ -320,19 +165,14 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr_t, const at::Tensor& r
     const std::vector<int64_t>& key = disjoint ? tree_key : nbr;
     const uint64_t key_of_hop = hop_key(random_seed, static_cast<int64_t>(hop));
     at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
+      std::vector<double> keys;
       for (int64_t i = begin; i < end; ++i) {
         const int64_t v = node[frontier[i]];
-        const int64_t start = colptr[v], degree = colptr[v + 1] - start;
-        const uint64_t rng = slot_key(key_of_hop, i);
-        if (temporal) {
-          count[i] = draw_temporal_checked(start, degree, fanout, replace, last, rng, seed_time[batch[frontier[i]]],
-                                           row, num_dst, node_time, edge_time, time_sorted, drawn.data() + offset[i]);
-        } else if (weight) {
-          count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, drawn.data() + offset[i]);
-        } else {
-          draw_neighbors(start, degree, fanout, replace, rng, drawn.data() + offset[i]);
-          count[i] = offset[i + 1] - offset[i];
-        }
+        NodeDraw d;
+        d.start = colptr[v], d.degree = colptr[v + 1] - d.start, d.fanout = fanout, d.replace = replace;
+        d.weight = weight, d.last = last, d.time_sorted = time_sorted;
+        if (temporal) d.time = {seed_time[batch[frontier[i]]], row, node_time, edge_time, num_dst};
+        count[i] = draw_node(d, slot_key(key_of_hop, i), drawn.data() + offset[i], keys, "neighbor_sample");
         // the neighbours' ids and keys too: these random reads run in parallel, not in the pass below
         for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
           nbr[p] = row[drawn[p]];
@@ -463,21 +303,14 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
       const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
       const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
+        std::vector<double> keys;
         for (int64_t i = begin; i < end; ++i) {
           const int64_t v = node[d_t][from[i]];
-          const int64_t start = colptr[v], degree = colptr[v + 1] - start;
-          const uint64_t rng = slot_key(type_key, i);
-          int64_t* out = drawn.data() + offset[i];
-          if (temporal && (node_time != nullptr || edge_time != nullptr)) {
-            count[i] = draw_temporal_checked(start, degree, fanout, replace, last, rng,
-                                             tree_time[batch[d_t][from[i]]], row, num_nodes[s_t], node_time,
-                                             edge_time, in.time_sorted[r], out);
-          } else if (weight) {
-            count[i] = draw_weighted(start, degree, fanout, replace, rng, weight, out);
-          } else {
-            draw_neighbors(start, degree, fanout, replace, rng, out);
-            count[i] = offset[i + 1] - offset[i];
-          }
+          NodeDraw d;
+          d.start = colptr[v], d.degree = colptr[v + 1] - d.start, d.fanout = fanout, d.replace = replace;
+          d.weight = weight, d.last = last, d.time_sorted = in.time_sorted[r];
+          if (temporal) d.time = {tree_time[batch[d_t][from[i]]], row, node_time, edge_time, num_nodes[s_t]};
+          count[i] = draw_node(d, slot_key(type_key, i), drawn.data() + offset[i], keys, "hetero_neighbor_sample");
           for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {  // (random reads, in parallel)
             nbr[p] = row[drawn[p]];
             if (disjoint) tree_key[p] = batch[d_t][from[i]] * stride + nbr[p];

@@ -45,7 +45,7 @@
 #include "../sampler_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
-#include "sample_draws.cuh"
+#include "../node_draw.h"
 #include "sample_hub_queue.cuh"
 #include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
@@ -316,24 +316,12 @@ __device__ Task task_of(const HopArgs& a, int64_t q) {
   return k;
 }
 
-// The CPU's choice per edge type: temporal draws when the type has times, else weighted
-// when it has weights, else uniform.
-struct Draw {
-  const int64_t* row;
-  EdgeWeights weight;
-  const int64_t* node_time;
-  const int64_t* edge_time;
-  int64_t start, degree, fanout;
-  bool time_sorted;  // temporal, columns in time order: the eligible edges are a prefix (eligible_prefix)
-};
-
-__device__ Draw draw_of(const HopArgs& a, const Task& k) {
+// Task k's draw (node_draw.h: the policy the CPU and the homogeneous sampler share):
+// its edge type's bias, temporal when the type has times, else weighted when it has
+// weights, else uniform (bias_of).
+__device__ NodeDraw draw_of(const HopArgs& a, const Task& k) {
   const int64_t* colptr = ptr<const int64_t>(a.m.colptr, k.rel);
-  Draw d;
-  d.row = ptr<const int64_t>(a.m.row, k.rel);
-  d.weight = {ptr<const void>(a.m.weight, k.rel), a.m.weight_single[k.rel] != 0};
-  d.node_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.node_time, a.m.src_type[k.rel]) : nullptr;
-  d.edge_time = a.tree_time != nullptr ? ptr<const int64_t>(a.m.edge_time, k.rel) : nullptr;
+  NodeDraw d;
   // (checked where read, as edge_range in sample_kernels.cuh: a range outside the row
   // is noted and read as empty; the call raises once the counters are back)
   const int64_t start = colptr[k.node], end = colptr[k.node + 1];
@@ -343,23 +331,15 @@ __device__ Draw draw_of(const HopArgs& a, const Task& k) {
     atomicCAS(reinterpret_cast<unsigned long long*>(a.c.bad + 2), 0ull, static_cast<unsigned long long>(k.rel + 1));
     d.start = 0, d.degree = 0;
   }
-  d.fanout = a.fanout[k.rel];
-  d.time_sorted = a.tree_time != nullptr && a.m.time_sorted[k.rel] != 0;
+  d.fanout = a.fanout[k.rel], d.replace = a.replace, d.last = a.last;
+  d.weight = {ptr<const void>(a.m.weight, k.rel), a.m.weight_single[k.rel] != 0};
+  if (a.tree_time != nullptr) {
+    const int64_t s = a.m.src_type[k.rel];
+    d.time = {a.tree_time[k.tree], ptr<const int64_t>(a.m.row, k.rel), ptr<const int64_t>(a.m.node_time, s),
+              ptr<const int64_t>(a.m.edge_time, k.rel), a.m.num_nodes[s]};
+    d.time_sorted = a.m.time_sorted[k.rel] != 0;
+  }
   return d;
-}
-
-// Whether edge type d's draws are temporal (it has times), or weighted (it has weights):
-// both look at every neighbour (`filtered`), but for temporal ones in time-sorted columns,
-// which search them instead.
-__device__ __forceinline__ bool temporal(const Draw& d) { return d.node_time != nullptr || d.edge_time != nullptr; }
-__device__ __forceinline__ bool filtered(const Draw& d) {
-  return (temporal(d) && !d.time_sorted) || d.weight;
-}
-
-// The weighted draws' weights (null for temporal ones) and the temporal filter of task k.
-__device__ __forceinline__ EdgeWeights weights_of(const Draw& d) { return temporal(d) ? EdgeWeights{} : d.weight; }
-__device__ __forceinline__ NotLater not_later(const HopArgs& a, const Task& k, const Draw& d) {
-  return {temporal(d) ? a.tree_time[k.tree] : 0, d.row, d.node_time, d.edge_time};
 }
 
 // The draws of task q (`valid`: the lane has one). kFiltered (some edge type has weights
@@ -370,20 +350,12 @@ template <bool kFiltered>
 struct DrawCount {
   HopArgs a;
   __device__ int64_t operator()(int64_t q, bool valid) const {
-    Task task{};
-    Draw d{};
-    if (valid) task = task_of(a, q), d = draw_of(a, task);
-    const int64_t uniform = valid ? num_to_draw(d.fanout, d.degree, a.replace) : 0;
+    NodeDraw d{};
+    if (valid) d = draw_of(a, task_of(a, q));
     if constexpr (!kFiltered) {
-      return uniform;
+      return valid ? num_to_draw(d.fanout, d.degree, d.replace) : 0;
     } else {
-      const bool mine = valid && filtered(d);
-      const int64_t n = warp_assisted_count(mine, weights_of(d), mine ? not_later(a, task, d) : NotLater{}, a.last,
-                                            d.start, d.degree, d.fanout, a.replace);
-      if (valid && temporal(d) && d.time_sorted) {
-        return temporal_draws(eligible_prefix(not_later(a, task, d), d.start, d.degree), d.fanout, a.replace, a.last);
-      }
-      return mine ? n : uniform;
+      return warp_assisted_count(valid, d);
     }
   }
 };
@@ -422,32 +394,15 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
     const bool valid = q < tasks;
     int64_t k = 0, base = 0;
     Task task{};
-    Draw d{};
+    NodeDraw d{};
     if (valid) {
       k = element(scan, q), base = scan[q] - k;
       if (k > 0) task = task_of(a, q), d = draw_of(a, task);
     }
-    const bool heavy = kFiltered && k > 0 && filtered(d) && d.degree > kWarpDegree &&
-                       warp_can_draw(!temporal(d), a.last, d.fanout, a.replace, k);
-    if (k > 0 && !heavy) {
-      const uint64_t key = task_key(key_of_hop, task);
-      int64_t* out = edge + base;
-      if (temporal(d) && d.time_sorted) {
-        const int64_t n = eligible_prefix(not_later(a, task, d), d.start, d.degree);
-        draw_temporal_prefix(d.start, n, d.fanout, a.replace, a.last, key, k, out);
-      } else if (temporal(d)) {
-        draw_temporal(d.start, d.degree, d.fanout, a.replace, a.last, key, k, a.tree_time[task.tree], d.row,
-                      d.node_time, d.edge_time, out);
-      } else if (d.weight) {
-        draw_weighted(d.weight, d.start, d.degree, d.fanout, a.replace, key, k, out, keys + base);
-      } else if (k == d.degree && (d.fanout < 0 || !a.replace)) {
-        for (int64_t j = 0; j < k; ++j) out[j] = d.start + j;
-      } else {
-        draw_uniform(d.start, d.degree, k, a.replace, key, out);
-      }
-    }
+    const bool heavy = kFiltered && k > 0 && warp_draws(d, k);
+    if (k > 0 && !heavy) d.draw(task_key(key_of_hop, task), k, edge + base, keys != nullptr ? keys + base : nullptr);
     if constexpr (kFiltered) {
-      enqueue_hub(heavy, is_giant(!temporal(d), d.fanout, d.degree), q, a.c.hubs + a.hop, a.c.giants + a.hop,
+      enqueue_hub(heavy, is_giant(d), q, a.c.hubs + a.hop, a.c.giants + a.hop,
                   hub_queue, bound);
     }
     for (int64_t j = 0; j < k; ++j) {
@@ -466,12 +421,11 @@ __global__ void __launch_bounds__(kThreads) hub_draw_kernel(HopArgs a, const int
   auto draw = [&](int64_t q, bool by_block) {
     const int64_t k = element(scan, q), base = scan[q] - k;
     const Task t = task_of(a, q);
-    const Draw e = draw_of(a, t);
+    const NodeDraw e = draw_of(a, t);
     if (by_block) {
       block_draw_weighted<kThreads / 32>(e.weight, e.start, e.degree, task_key(key_of_hop, t), k, edge + base);
     } else {
-      warp_draw_filtered(weights_of(e), not_later(a, t, e), a.last, e.start, e.degree, e.fanout, a.replace,
-                         task_key(key_of_hop, t), k, edge + base);
+      warp_draw_filtered(e, task_key(key_of_hop, t), k, edge + base);
     }
   };
   draw_hub_queue<kThreads / 32>(

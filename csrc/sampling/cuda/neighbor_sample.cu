@@ -19,7 +19,7 @@
 // look-back. Per hop:
 //   draw    one thread (or lane group) per frontier node: the CSC positions it draws
 //           (Floyd without replacement, uniform with, weighted or temporal draws;
-//           sample_draws.cuh); weighted and temporal nodes with many neighbours are
+//           NodeDraw, node_draw.h, shared with the CPU); weighted and temporal nodes with many neighbours are
 //           queued and drawn by the next kernel (hub_draw_kernel: a warp each, or a
 //           block for weighted ones of more than kBlockDegree, taken by whichever is
 //           free), and temporal columns in time order are binary-searched;
@@ -75,7 +75,8 @@ struct PlanKey {
   std::vector<int64_t> fanouts;
   int64_t num_seeds;
   bool replace, disjoint;
-  Mode mode;
+  Bias bias;  // bias_of(weights, times)
+  bool last;  // temporal strategy 'last'
   std::vector<TensorId> inputs;  // colptr, row, edge_weight, node_time, edge_time
 
   bool alive() const {
@@ -83,7 +84,7 @@ struct PlanKey {
   }
   bool same(const PlanKey& o) const {
     if (device != o.device || fanouts != o.fanouts || num_seeds != o.num_seeds || replace != o.replace ||
-        disjoint != o.disjoint || mode != o.mode || inputs.size() != o.inputs.size()) {
+        disjoint != o.disjoint || bias != o.bias || last != o.last || inputs.size() != o.inputs.size()) {
       return false;
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -203,7 +204,7 @@ class SamplePlan {
     nbr_ = at::empty({edge_len_}, opts);
     tree_ = at::empty({key_.disjoint ? edge_len_ : std::max<int64_t>(S, 1)}, opts);
     slot_of_ = at::empty({2 * edge_len_}, opts);  // two levels' worth (enqueue's slots())
-    if (key_.mode == Mode::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
+    if (key_.bias == Bias::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
     hub_queue_ = at::empty({warp_draws() ? frontier_len_ : 1}, opts);
     seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
     counters_ = at::zeros({Counters::size(hops_)}, opts);
@@ -354,9 +355,9 @@ class SamplePlan {
 
   // Whether a hop of fanout f draws in lane groups (uniform, 0 <= f <= 32), and so (with
   // kFusedExpand) expands its draws in the same kernel.
-  bool group_draws(int64_t f) const { return key_.mode == Mode::kUniform && f >= 0 && f <= 32; }
+  bool group_draws(int64_t f) const { return key_.bias == Bias::kUniform && f >= 0 && f <= 32; }
   // Weighted and temporal draws look at every neighbour: their kernels let warps take hubs.
-  bool filtered() const { return key_.mode != Mode::kUniform; }
+  bool filtered() const { return key_.bias != Bias::kUniform; }
   // Whether hubs are queued for warp draws (hub_draw_kernel): filtered draws, except
   // temporal ones in time-sorted columns (a binary search per node instead).
   bool warp_draws() const { return filtered() && !time_sorted_; }
@@ -389,7 +390,7 @@ class SamplePlan {
     const Outputs* out = &params->out;
     const GraphPtrs g{colptr_ptr_, row_ptr_, weights_, node_time_ptr_, edge_time_ptr_, num_nodes_, num_edges_};
     auto hop_args = [&](int64_t h) {
-      return HopArgs{g, key_.mode, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
+      return HopArgs{g, key_.bias, key_.last, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
                      seg_.data_ptr<int64_t>(), hub_queue_.data_ptr<int64_t>(), hub_queue_.numel()};
@@ -620,10 +621,9 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
                                                      seed_time, disjoint, temporal_strategy, colptr_t.device());
   const c10::cuda::CUDAGuard guard(colptr_t.device());
   const at::Tensor colptr = colptr_t.contiguous(), row = row_t.contiguous(), seed = seed_t.contiguous();
-  const Mode mode = temporal ? (temporal_strategy == "last" ? Mode::kTemporalLast : Mode::kTemporalUniform)
-                             : (edge_weight.has_value() ? Mode::kWeighted : Mode::kUniform);
+  const Bias bias = bias_of(edge_weight.has_value(), temporal);
   auto id_of = [](const std::optional<at::Tensor>& t) { return TensorId::of(t.has_value() ? &*t : nullptr); };
-  PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, mode,
+  PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, bias, temporal_strategy == "last",
               {TensorId::of(&colptr), TensorId::of(&row), id_of(edge_weight), id_of(node_time), id_of(edge_time)}};
   auto plan = PlanCache::instance().get(std::move(key), colptr, row, edge_weight, node_time, edge_time);
   return plan->run(seed, seed_time, resolve_random_seed(random_seed), entry);

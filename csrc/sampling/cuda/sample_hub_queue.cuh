@@ -28,8 +28,8 @@ constexpr int64_t kBlockDegree = PYG_ACCEL_BLOCK_DEGREE;
 
 // Whether a queued node is a giant: weighted draws without replacement (k <= 32, as
 // warp_can_draw allows) from more than kBlockDegree neighbours.
-__device__ __forceinline__ bool is_giant(bool weighted, int64_t fanout, int64_t degree) {
-  return weighted && fanout >= 0 && degree > kBlockDegree;
+__device__ __forceinline__ bool is_giant(const NodeDraw& d) {
+  return d.weighted() && d.fanout >= 0 && d.degree > kBlockDegree;
 }
 
 // Queues this lane's node `value` (`heavy`: it has one) as a hub, at the front of

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "../sampling_rng.h"
-#include "sample_draws.cuh"
+#include "../node_draw.h"
 #include "sample_hub_queue.cuh"
 #include "sample_table.cuh"
 #include "sample_warp_draws.cuh"
@@ -25,8 +25,6 @@ namespace pyg_accel {
 namespace {
 
 constexpr int kBlock = 256;
-
-enum class Mode : int { kUniform, kWeighted, kTemporalUniform, kTemporalLast };
 
 // Device pointers of a CSC graph and its optional per-edge / per-node attributes.
 struct GraphPtrs {
@@ -122,14 +120,15 @@ __device__ __forceinline__ int64_t step(const int64_t* inclusive, int64_t i) {
 // What a hop's kernels share.
 struct HopArgs {
   GraphPtrs g;
-  Mode mode;
-  bool time_sorted;  // temporal modes: every column in ascending time (eligible_prefix)
+  Bias bias;         // the graph's (bias_of)
+  bool last;         // temporal: strategy 'last'
+  bool time_sorted;  // temporal: every column in ascending time (eligible_prefix)
   int64_t fanout;
   bool replace;
   int64_t hop;
   Counters c;
   const Outputs* out;
-  const int64_t* seed_time;  // per tree (temporal modes)
+  const int64_t* seed_time;  // per tree (temporal)
   int64_t* offsets;          // inclusive sums of the frontier's draw counts (written when numbered)
   int64_t* drawn;            // CSC position of each hop edge (bounded fanouts; else sampling nodes only)
   double* drawn_key;         // weighted scratch
@@ -154,20 +153,25 @@ __device__ __forceinline__ void edge_range(const HopArgs& a, int64_t v, int64_t&
   }
 }
 
-__device__ __forceinline__ bool takes_all(Mode mode, int64_t k, int64_t degree, int64_t fanout, bool replace) {
-  return mode == Mode::kUniform && k == degree && (fanout < 0 || !replace);
+// The draw of a node whose edges are [start, start + degree), in tree b (read only by
+// temporal draws), at the hop of `a` (node_draw.h: the policy the CPU and the
+// heterogeneous sampler share).
+__device__ __forceinline__ NodeDraw node_draw(const HopArgs& a, int64_t start, int64_t degree, int64_t b) {
+  NodeDraw d;
+  d.start = start, d.degree = degree, d.fanout = a.fanout, d.replace = a.replace;
+  d.last = a.last, d.time_sorted = a.time_sorted;
+  if (a.bias == Bias::kWeighted) d.weight = a.g.weight;
+  if (a.bias == Bias::kTemporal) d.time = {a.seed_time[b], a.g.row, a.g.node_time, a.g.edge_time, a.g.num_nodes};
+  return d;
 }
 
-// The weighted mode's weights (else none) and the temporal modes' filter for tree b.
-__device__ __forceinline__ EdgeWeights weights_of(const HopArgs& a) {
-  return a.mode == Mode::kWeighted ? a.g.weight : EdgeWeights{};
-}
-__device__ __forceinline__ NotLater not_later(const HopArgs& a, int64_t b) {
-  return {a.mode == Mode::kWeighted ? 0 : a.seed_time[b], a.g.row, a.g.node_time, a.g.edge_time};
+// The tree of local id `id` where the draws read it (temporal; else 0).
+__device__ __forceinline__ int64_t tree_of(const HopArgs& a, int64_t id) {
+  return a.bias == Bias::kTemporal ? a.out->batch[id] : 0;
 }
 
 // How many neighbours this lane's node v (in tree b; `live`: the lane has a node) draws
-// at the hop of `a`. kFiltered (the weighted and temporal modes; the kernels are
+// at the hop of `a`. kFiltered (weighted and temporal draws; the kernels are
 // instantiated per kind, so uniform sampling keeps its lean kernels): every lane of the
 // warp calls it, and a node with more than kWarpDegree neighbours is counted by the
 // whole warp.
@@ -177,13 +181,8 @@ __device__ int64_t draw_count(const HopArgs& a, bool live, int64_t v, int64_t b)
   if (live) edge_range(a, v, start, degree);
   if constexpr (!kFiltered) {
     return live ? num_to_draw(a.fanout, degree, a.replace) : 0;
-  } else if (a.time_sorted) {
-    return live ? temporal_draws(eligible_prefix(not_later(a, b), start, degree), a.fanout, a.replace,
-                                 a.mode == Mode::kTemporalLast)
-                : 0;
   } else {
-    return warp_assisted_count(live, weights_of(a), live ? not_later(a, b) : NotLater{}, a.mode == Mode::kTemporalLast,
-                               start, degree, a.fanout, a.replace);
+    return warp_assisted_count(live, live ? node_draw(a, start, degree, b) : NodeDraw{});
   }
 }
 
@@ -442,7 +441,7 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
     id = a.c.node_start[a.hop] + i;
     if (k > 0) {
       edge_range(a, a.out->node[id], start, degree);
-      all = takes_all(a.mode, k, degree, a.fanout, a.replace);
+      all = !kFiltered && node_draw(a, start, degree, 0).takes_all(k);
       if (a.fanout >= 0) {
         for (int64_t j = 0; j < k; ++j) a.seg[o + j] = i;
         if (all) {
@@ -452,38 +451,33 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
     }
   }
   const bool draws = live && k > 0 && !all;  // (fanout -1, all: expand fills the positions in, edge-parallel)
-  const bool heavy = kFiltered && !a.time_sorted && draws && degree > kWarpDegree &&
-                     warp_can_draw(a.mode == Mode::kWeighted, a.mode == Mode::kTemporalLast, a.fanout, a.replace, k);
+  const NodeDraw d = draws && kFiltered ? node_draw(a, start, degree, tree_of(a, id)) : NodeDraw{};
+  const bool heavy = kFiltered && draws && warp_draws(d, k);
   if (draws && !heavy) {
     const uint64_t key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
     if (!kFiltered) {
       draw_uniform(start, degree, k, a.replace, key, a.drawn + o);
-    } else if (a.mode == Mode::kWeighted) {
-      draw_weighted(a.g.weight, start, degree, a.fanout, a.replace, key, k, a.drawn + o, a.drawn_key + o);
-    } else if (a.time_sorted) {
-      const int64_t n = eligible_prefix(not_later(a, a.out->batch[id]), start, degree);
-      draw_temporal_prefix(start, n, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k, a.drawn + o);
     } else {
-      draw_temporal(start, degree, a.fanout, a.replace, a.mode == Mode::kTemporalLast, key, k,
-                    a.seed_time[a.out->batch[id]], a.g.row, a.g.node_time, a.g.edge_time, a.drawn + o);
+      d.draw(key, k, a.drawn + o, a.drawn_key != nullptr ? a.drawn_key + o : nullptr);
     }
   }
   if constexpr (kFiltered) {
-    enqueue_hub(heavy, is_giant(a.mode == Mode::kWeighted, a.fanout, degree), i, a.c.hubs + a.hop,
-                a.c.giants + a.hop, a.hub_queue, a.hub_queue_len);
+    enqueue_hub(heavy, is_giant(d), i, a.c.hubs + a.hop, a.c.giants + a.hop, a.hub_queue, a.hub_queue_len);
   }
 }
 
 // Where a queued frontier node's draws come from and go.
 struct HubDraw {
-  int64_t k, o, start, degree, tree;
+  int64_t k, o;
+  NodeDraw d;
   uint64_t key;
   __device__ HubDraw(const HopArgs& a, int64_t i) {
     k = step(a.offsets, i);
     o = a.offsets[i] - k;
     const int64_t id = a.c.node_start[a.hop] + i;
+    int64_t start, degree;
     edge_range(a, a.out->node[id], start, degree);
-    tree = a.mode == Mode::kWeighted ? 0 : a.out->batch[id];
+    d = node_draw(a, start, degree, tree_of(a, id));
     key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
   }
 };
@@ -506,13 +500,12 @@ __global__ void PYG_ACCEL_HUB_BOUNDS hub_draw_kernel(HopArgs a) {
   draw_hub_queue<kBlockWarps>(
       a.hub_queue, a.c.hubs[a.hop], a.hub_queue + a.hub_queue_len, a.c.giants[a.hop], a.c.claimed + 2 * a.hop,
       [&](int64_t i) {
-        const HubDraw d(a, i);
-        block_draw_weighted<kBlockWarps>(a.g.weight, d.start, d.degree, d.key, d.k, a.drawn + d.o);
+        const HubDraw h(a, i);
+        block_draw_weighted<kBlockWarps>(h.d.weight, h.d.start, h.d.degree, h.key, h.k, a.drawn + h.o);
       },
       [&](int64_t i) {
-        const HubDraw d(a, i);
-        warp_draw_filtered(weights_of(a), not_later(a, d.tree), a.mode == Mode::kTemporalLast, d.start, d.degree,
-                           a.fanout, a.replace, d.key, d.k, a.drawn + d.o);
+        const HubDraw h(a, i);
+        warp_draw_filtered(h.d, h.key, h.k, a.drawn + h.o);
       });
 }
 
@@ -670,7 +663,8 @@ __device__ __forceinline__ void expand_one(const HopArgs& a, const ExpandArgs& x
       const int64_t k = step(a.offsets, i);
       int64_t start, degree;
       edge_range(a, a.out->node[a.c.node_start[a.hop] + i], start, degree);
-      pos = takes_all(a.mode, k, degree, a.fanout, a.replace) ? start + p - (a.offsets[i] - k) : a.drawn[p];
+      pos = a.bias == Bias::kUniform && node_draw(a, start, degree, 0).takes_all(k) ? start + p - (a.offsets[i] - k)
+                                                                                  : a.drawn[p];
     }
   }
   expand_edge(a, x, live, i, pos, p);

@@ -8,8 +8,9 @@
 // and drawn by the 32 lanes of a warp together (TurboGNN's degree-aware assignment at
 // warp granularity), while each lane still draws its own light node alone: counted by
 // their own warp one after another; drawn a warp each from a queue over the whole grid.
-// Every function here gives exactly the serial version's result (sample_draws.cuh, and
-// so the CPU kernel's), and every lane of the warp must call it with the same arguments.
+// Every function here gives exactly the serial version's result (NodeDraw, node_draw.h,
+// which the CPU kernel shares), and every lane of the warp must call it with the same
+// arguments.
 //
 // The positions are read in steps of kWarpTiles x 32: each lane issues its loads for
 // the step's tiles before testing any, so a lane has kWarpTiles reads in flight.
@@ -18,7 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "sample_draws.cuh"
+#include "../node_draw.h"
 
 namespace pyg_accel {
 
@@ -70,6 +71,22 @@ __device__ __forceinline__ T broadcast(T value, int src) {
 // Lane src's weights, for every lane.
 __device__ __forceinline__ EdgeWeights broadcast(EdgeWeights value, int src) {
   return {broadcast(value.data, src), __shfl_sync(kFullWarp, static_cast<int>(value.single), src) != 0};
+}
+
+__device__ __forceinline__ bool broadcast(bool value, int src) {
+  return __shfl_sync(kFullWarp, static_cast<int>(value), src) != 0;
+}
+
+// Lane src's node draw, for every lane.
+__device__ __forceinline__ NodeDraw broadcast(const NodeDraw& d, int src) {
+  NodeDraw theirs;
+  theirs.start = broadcast(d.start, src), theirs.degree = broadcast(d.degree, src);
+  theirs.fanout = broadcast(d.fanout, src), theirs.replace = broadcast(d.replace, src);
+  theirs.weight = broadcast(d.weight, src);
+  theirs.time = {broadcast(d.time.limit, src), broadcast(d.time.row, src), broadcast(d.time.node_time, src),
+                 broadcast(d.time.edge_time, src), broadcast(d.time.num_src, src)};
+  theirs.last = broadcast(d.last, src), theirs.time_sorted = broadcast(d.time_sorted, src);
+  return theirs;
 }
 
 // Appends the `value` of each lane whose `flag` is set to `queue`, in lane order, after
@@ -249,63 +266,55 @@ __device__ inline void warp_draw_weighted(EdgeWeights weight, int64_t start, int
   if (lane_id() < k) out[lane_id()] = top.pos;
 }
 
-// The draw count of a weighted (`weight` given) or temporal (`ok`; `last`: 'last')
-// node whose edges are [start, start + degree), by one thread or (kWarp) by the warp.
-template <bool kWarp>
-__device__ int64_t filtered_count(EdgeWeights weight, const NotLater& ok, bool last, int64_t start, int64_t degree,
-                                  int64_t fanout, bool replace) {
-  if (weight) {
-    const PositiveWeight positive{weight};
-    const int64_t cap = count_cap(fanout, replace);
-    const int64_t n = kWarp ? warp_count_upto(positive, start, degree, cap) : count_upto(positive, start, degree, cap);
-    return weighted_draws(n, fanout, replace);
+// NodeDraw::count() of a filtered node (weighted, or temporal in a column not in time
+// order) by the whole warp.
+__device__ inline int64_t warp_count(const NodeDraw& d) {
+  if (d.weighted()) {
+    const int64_t n = warp_count_upto(PositiveWeight{d.weight}, d.start, d.degree, count_cap(d.fanout, d.replace));
+    return weighted_draws(n, d.fanout, d.replace);
   }
-  const int64_t cap = count_cap(fanout, replace && !last);
-  const int64_t n = kWarp ? warp_count_upto(ok, start, degree, cap) : count_upto(ok, start, degree, cap);
-  return temporal_draws(n, fanout, replace, last);
+  const int64_t n = warp_count_upto(d.time, d.start, d.degree, count_cap(d.fanout, d.replace && !d.last));
+  return temporal_draws(n, d.fanout, d.replace, d.last);
 }
 
-// filtered_count of this lane's weighted or temporal node (`mine`: the lane has one),
-// a node with more than kWarpDegree neighbours counted by the whole warp, after each
-// lane has counted its own light node; 0 for a lane without one. Every lane of the warp
-// calls it (`last` and `replace` are the same for all).
-__device__ inline int64_t warp_assisted_count(bool mine, EdgeWeights weight, const NotLater& ok, bool last,
-                                              int64_t start, int64_t degree, int64_t fanout, bool replace) {
-  const bool heavy = mine && degree > kWarpDegree;
-  int64_t count = mine && !heavy ? filtered_count<false>(weight, ok, last, start, degree, fanout, replace) : 0;
+// NodeDraw::count() of this lane's node (`live`: the lane has one), a filtered node with
+// more than kWarpDegree neighbours counted by the whole warp after each lane has counted
+// its own other node; 0 for a lane without one. Every lane of the warp calls it.
+__device__ inline int64_t warp_assisted_count(bool live, const NodeDraw& d) {
+  const bool heavy = live && d.filtered() && d.degree > kWarpDegree;
+  int64_t count = live && !heavy ? d.count() : 0;
   for_each_flagged_lane(heavy, [&](int src) {
-    const NotLater theirs{broadcast(ok.limit, src), broadcast(ok.row, src), broadcast(ok.node_time, src),
-                          broadcast(ok.edge_time, src)};
-    const int64_t n = filtered_count<true>(broadcast(weight, src), theirs, last, broadcast(start, src),
-                                           broadcast(degree, src), broadcast(fanout, src), replace);
+    const int64_t n = warp_count(broadcast(d, src));
     if (lane_id() == src) count = n;
   });
   return count;
 }
 
-// Whether a warp makes a weighted (else temporal; `last`: 'last') node's k draws: its
-// draws keep up to 32 entries where they hold one per lane, and weighted draws with
-// replacement stay with the node's thread.
-__device__ __forceinline__ bool warp_can_draw(bool weighted, bool last, int64_t fanout, bool replace, int64_t k) {
-  if (weighted) return fanout < 0 || (!replace && k <= 32);
-  return last || fanout < 0 || k <= 32;
+// Whether a warp makes a filtered node's k draws: its draws keep up to 32 entries where
+// they hold one per lane, and weighted draws with replacement stay with the node's thread.
+__device__ __forceinline__ bool warp_can_draw(const NodeDraw& d, int64_t k) {
+  if (d.weighted()) return d.fanout < 0 || (!d.replace && k <= 32);
+  return d.last || d.fanout < 0 || k <= 32;
 }
 
-// draw_weighted (`weight` given) or draw_temporal (`ok`) by the warp, for a node
-// warp_can_draw accepts.
-__device__ inline void warp_draw_filtered(EdgeWeights weight, const NotLater& ok, bool last, int64_t start,
-                                          int64_t degree, int64_t fanout, bool replace, uint64_t key, int64_t k,
-                                          int64_t* out) {
-  if (weight) {
-    if (fanout < 0) {
-      warp_take_all(PositiveWeight{weight}, start, degree, out);
+// Whether a node's k draws go to the hop's queue of warp (or block) draws: filtered,
+// more than kWarpDegree neighbours, and draws a warp can make.
+__device__ __forceinline__ bool warp_draws(const NodeDraw& d, int64_t k) {
+  return d.filtered() && d.degree > kWarpDegree && warp_can_draw(d, k);
+}
+
+// NodeDraw::draw of a node warp_draws accepts, by the warp.
+__device__ inline void warp_draw_filtered(const NodeDraw& d, uint64_t key, int64_t k, int64_t* out) {
+  if (d.weighted()) {
+    if (d.fanout < 0) {
+      warp_take_all(PositiveWeight{d.weight}, d.start, d.degree, out);
     } else {
-      warp_draw_weighted(weight, start, degree, key, k, out);
+      warp_draw_weighted(d.weight, d.start, d.degree, key, k, out);
     }
-  } else if (last) {
-    warp_take_last(ok, start, degree, k, out);
+  } else if (d.last) {
+    warp_take_last(d.time, d.start, d.degree, k, out);
   } else {
-    warp_draw_temporal_uniform(ok, start, degree, fanout, replace, key, k, out);
+    warp_draw_temporal_uniform(d.time, d.start, d.degree, d.fanout, d.replace, key, k, out);
   }
 }
 
