@@ -73,6 +73,32 @@ bool check_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& ro
   return temporal;
 }
 
+HeteroInputs read_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
+                                         const std::optional<at::Tensor>& edge_weight,
+                                         const std::optional<at::Tensor>& node_time,
+                                         const std::optional<at::Tensor>& edge_time,
+                                         const std::optional<at::Tensor>& seed_time, bool disjoint,
+                                         c10::string_view temporal_strategy, std::optional<at::Device> device) {
+  HeteroInputs in;
+  in.temporal = check_neighbor_sample_inputs(colptr, row, seed, edge_weight, node_time, edge_time, seed_time, disjoint,
+                                             temporal_strategy, device);
+  in.weighted = edge_weight.has_value();
+  const auto converted = [](const std::optional<at::Tensor>& t, at::ScalarType (*dtype_of)(at::ScalarType)) {
+    return t.has_value() ? t->to(dtype_of(t->scalar_type())).contiguous() : at::Tensor();
+  };
+  const auto given = [](const std::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); };
+  in.colptrs = {colptr.contiguous()};
+  in.rows = {row.contiguous()};
+  in.weights = {converted(edge_weight, sampler_weight_dtype)};
+  in.edge_times = {converted(edge_time, as_long)};
+  in.node_times = {converted(node_time, as_long)};
+  in.seed_times = {converted(seed_time, as_long)};
+  in.time_sorted = {in.temporal && remembered_columns_sorted_by_time({colptr, row, given(node_time), given(edge_time)},
+                                                                     in.colptrs[0], in.rows[0], in.node_times[0],
+                                                                     in.edge_times[0])};
+  return in;
+}
+
 HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
                                 at::TensorList colptr_list, at::TensorList row_list, at::TensorList seed_list,
                                 at::IntArrayRef num_neighbors, int64_t num_hops, bool disjoint,
