@@ -1127,3 +1127,66 @@ def test_a_time_sorted_graph_edited_through_numpy_never_leaks_later_nodes():
     out = neighbor_sample(colptr, row, seed, [-1, -1], disjoint=True, node_time=node_time, seed_time=seed_time)
     later = out.node[seed.numel():]
     assert later.numel() > 0 and bool((node_time[later] <= 50).all())
+
+
+def _stable_graph(num_nodes: int, num_edges: int, seed: int):
+    """A CSC graph from Python's own generator (stable across torch versions), with hubs
+    of a few hundred neighbours, so the large-fanout draws take their own paths."""
+    import random
+    r = random.Random(seed)
+    dst = [int(r.random() * num_nodes) if i % 3 else int(r.random() * 4) for i in range(num_edges)]
+    src = [int(r.random() * num_nodes) for _ in range(num_edges)]
+    order = sorted(range(num_edges), key=lambda e: (dst[e], e))
+    row = torch.tensor([src[e] for e in order])
+    colptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+    colptr[1:] = torch.bincount(torch.tensor(dst), minlength=num_nodes).cumsum(0)
+    weight = torch.tensor([round(r.random(), 3) * (e % 5 != 0) for e in range(num_edges)], dtype=torch.float64)
+    return colptr, row, weight, torch.tensor([int(r.random() * 50) for _ in range(num_nodes)])
+
+
+def _digest(*tensors) -> int:
+    import zlib
+    crc = 0
+    for t in tensors:
+        if t is not None:
+            crc = zlib.crc32(t.to(torch.int64).contiguous().numpy().tobytes(), crc)
+    return crc
+
+
+def test_cpu_samples_are_stable():
+    """The CPU sampler's samples for fixed seeds are pinned: the CUDA samplers must give
+    the same ones (tests that compare them need a GPU), so a CPU refactor that changed a
+    sample would break that promise unseen on a CPU-only machine. Every draw path runs:
+    Floyd with a list and with a set (fanout over 64), with replacement, weighted
+    (top-k and inverse CDF past 32 draws, float32 and float64), temporal ('uniform' and
+    'last', node and edge times), and a heterogeneous graph."""
+    colptr, row, weight, node_time = _stable_graph(200, 6000, seed=0)
+    seeds = torch.tensor([0, 1, 2, 3, 7, 7, 150, 199])
+    seed_time = torch.tensor([10, 20, 30, 40, 25, 25, 49, 0])
+    edge_time = node_time[row]
+    settings = {
+        'uniform': dict(num_neighbors=[5, 3]),
+        'uniform-large': dict(num_neighbors=[70, 2]),
+        'replace': dict(num_neighbors=[6, 40], replace=True),
+        'all': dict(num_neighbors=[-1]),
+        'weighted': dict(num_neighbors=[5, 70], edge_weight=weight.float()),
+        'weighted-replace': dict(num_neighbors=[40, 3], replace=True, edge_weight=weight),
+        'temporal': dict(num_neighbors=[5, 70], disjoint=True, node_time=node_time, seed_time=seed_time),
+        'temporal-last': dict(num_neighbors=[5, 3], disjoint=True, edge_time=edge_time, seed_time=seed_time,
+                              temporal_strategy='last'),
+    }
+    got = {}
+    for name, kwargs in settings.items():
+        out = neighbor_sample(colptr, row, seeds, random_seed=3, **kwargs)
+        got[name] = _digest(out.node, out.row, out.col, out.edge, out.batch,
+                            torch.tensor(out.num_sampled_nodes + out.num_sampled_edges))
+    cites, writes = ('paper', 'cites', 'paper'), ('author', 'writes', 'paper')
+    a_colptr, a_row, _, _ = _stable_graph(200, 3000, seed=1)
+    out = hetero_neighbor_sample({cites: colptr, writes: a_colptr}, {cites: row, writes: a_row},
+                                 {'paper': seeds}, {cites: [4, 70], writes: [3, 2]}, {'paper': 200, 'author': 200},
+                                 random_seed=3, edge_weight={cites: weight})
+    got['hetero'] = _digest(*[part[key] for part in (out.node, out.row, out.col, out.edge)
+                              for key in sorted(part, key=str)])
+    assert got == {'uniform': 196097484, 'uniform-large': 2256603187, 'replace': 3738970608, 'all': 3633229233,
+                   'weighted': 2312685940, 'weighted-replace': 2369659527, 'temporal': 4269594004,
+                   'temporal-last': 484382690, 'hetero': 698107805}
