@@ -1,4 +1,5 @@
-"""Data-parallel GraphSAGE on several GPUs of one host, features sharded across them.
+"""Data-parallel GraphSAGE on several GPUs of one host, features sharded across them
+(or, with ``--features replicated``, a whole copy on every GPU).
 
 One process per GPU (``torchrun``). Every process loads the same dataset; the node
 features go into a ``'sharded'`` FeatureStore (each GPU holds 1/P of the rows and reads
@@ -15,6 +16,8 @@ declares virtual hosts of 2 processes on one machine, to try that path).
     torchrun --nproc_per_node 2 examples/multi_gpu.py                       # embedded default
     torchrun --nproc_per_node 2 examples/multi_gpu.py --dataset synthetic-products --epochs 5
     torchrun --nproc_per_node 2 examples/multi_gpu.py --graph shared      # one host copy of the graph
+    torchrun --nproc_per_node 4 examples/multi_gpu.py --dataset synthetic-products --features replicated
+                                                                          # features that fit every GPU
     torchrun --nproc_per_node 4 examples/multi_gpu.py --dataset synthetic-papers100M --large --bf16 \
         --graph shared                                                    # 111 M nodes, no process holds all of x
 """
@@ -38,7 +41,7 @@ from tqdm import tqdm
 
 import pyg_accel.nn.models as accel_models
 from pyg_accel.build import ensure_built
-from pyg_accel.data import from_data
+from pyg_accel.data import HostLayout, from_data
 from pyg_accel.datasets import load_dataset, synthetic_stores
 from pyg_accel.distributed import setup, share_graph_store, teardown
 from pyg_accel.loader import NeighborLoader
@@ -59,6 +62,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--graph', choices=['device', 'shared'], default='device',
                    help="the graph on every GPU, or one copy in pinned host memory that every GPU's sampler "
                         "reads in place (graphs larger than a GPU)")
+    p.add_argument('--features', choices=['sharded', 'replicated'], default='sharded',
+                   help="the feature rows split across the GPUs and read in place over NVLink (and across hosts "
+                        "through torch.distributed), or a whole copy on every GPU: no peer reads, for features "
+                        "that fit each GPU (products-size: 1 GB)")
     p.add_argument('--no-trim', action='store_true',
                    help='every layer computes every node of the batch (by default each computes only the nodes '
                         'later layers need: the same seed outputs, less work)')
@@ -76,6 +83,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', default='runs/multi_gpu', help='folder for the metrics JSON and plot (rank 0)')
     args = p.parse_args(argv)
+    if args.large and args.features == 'replicated':
+        p.error('--large keeps each process to its block of the features: use --features sharded')
     if args.large and not args.dataset.startswith('synthetic-'):
         p.error('--large generates a synthetic preset: use --dataset synthetic-<preset>')
     return args
@@ -141,11 +150,12 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         fs, gs = dataset.feature_store, dataset.graph_store
     else:  # the same dataset on every rank (synthetic graphs are generated on this GPU: fast, and seeded)
         dataset = load_dataset(args.dataset, root=args.root, scale=args.scale, seed=args.seed, device=device)
-        # collective: each rank keeps its block of the feature rows
-        fs, gs = from_data(dataset.data, location='sharded', graph_location=host if args.graph == 'shared' else None,
+        # collective when sharded: each rank keeps its block of the feature rows
+        location = 'sharded' if args.features == 'sharded' else device
+        fs, gs = from_data(dataset.data, location=location, graph_location=host if args.graph == 'shared' else None,
                            float_dtype=feature_dtype)
     if args.graph == 'shared':  # collective: each host's first process's graph in one host copy, the rest dropped
-        share_graph_store(gs, group=fs.hosts.host_group)
+        share_graph_store(gs, group=(fs.hosts or HostLayout.of()).host_group)
     if rank == 0:
         print(f'{dataset}\n{world} processes on {device.type}; features: {fs.location} '
               f"({fs.tier('x')}), graph: {gs.location}; "

@@ -19,9 +19,11 @@
 #     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
 #     papers_multi = examples/multi_gpu.py at papers100M's size on every GPU (--large --bf16);
 #     dp_probe = the data-parallel loop's timings with the peer gather's SM cap and the loader stream's
-#     priority, 1 and 2 hosts, and NCCL's transports and all-to-all bandwidth (scripts/nccl_probe.py);
+#     priority, 1 and 2 hosts, features sharded or replicated, and NCCL's transports and all-to-all
+#     bandwidth (scripts/nccl_probe.py);
 #     wholegraph = pylibwholegraph's gather beside ours (wheels in .wholegraph-wheels/);
-#     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy);
+#     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy;
+#     data-parallel with features sharded, then replicated);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
 #     one of a sampled batch's size (scripts/max_timing.py --paths --forms: each path timed, and min
@@ -131,13 +133,15 @@ for stage in $STAGES; do
       # at normal rather than high priority (PYG_ACCEL_PREFETCH_PRIORITY), on one host and on 2 virtual hosts;
       # then NCCL's transports and bandwidths (scripts/nccl_probe.py)
       gpus=$(nvidia-smi -L | wc -l)
-      for setting in "1 0 -1" "1 4 -1" "1 0 0" "1 4 0" "2 0 -1" "2 4 -1" "2 0 0"; do
+      for setting in "1 0 -1 sharded" "1 0 -1 replicated" "1 4 -1 sharded" "1 0 0 sharded" "1 4 0 sharded" \
+                     "2 0 -1 sharded" "2 4 -1 sharded" "2 0 0 sharded"; do
         set -- $setting
-        echo "--- $1 host(s), PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$2, PYG_ACCEL_PREFETCH_PRIORITY=$3" \
+        echo "--- $1 host(s), PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$2, PYG_ACCEL_PREFETCH_PRIORITY=$3, features $4" \
           | tee -a "$OUT_DIR/dp_probe.log"
         PYG_ACCEL_RANKS_PER_HOST=$(( gpus / $1 )) PYG_ACCEL_GATHER_PEER_SM_DIVISOR=$2 PYG_ACCEL_PREFETCH_PRIORITY=$3 \
           python3 -m torch.distributed.run --standalone --nproc_per_node "$gpus" \
-          scripts/profile_step.py --loop --graph --tf32 2>&1 | grep '^rank 0' | tee -a "$OUT_DIR/dp_probe.log"
+          scripts/profile_step.py --loop --graph --tf32 --features "$4" 2>&1 | grep '^rank 0' \
+          | tee -a "$OUT_DIR/dp_probe.log"
       done
       NCCL_DEBUG=INFO python3 -m torch.distributed.run --standalone --nproc_per_node 2 scripts/nccl_probe.py 2>&1 \
         | grep -E 'via|NCCL version|nccl_probe' | sort -u | head -20 | tee -a "$OUT_DIR/dp_probe.log" ;;
@@ -146,9 +150,13 @@ for stage in $STAGES; do
       run papers_multi python3 -m torch.distributed.run --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" \
         examples/multi_gpu.py --dataset synthetic-papers100M --large --bf16 --tf32 --epochs 3 \
         --out "$OUT_DIR/example_papers_multi" ;;
-    scaling)  # 1, 2, 4 GPUs: data-parallel products-size SAGE, then full-graph GCN (benchmarks/scaling.py)
+    scaling)  # 1, 2, 4 GPUs: data-parallel products-size SAGE (features sharded, then replicated), then
+      # full-graph GCN (benchmarks/scaling.py)
       run scaling python3 benchmarks/scaling.py --nprocs 1 2 4 --out "$OUT_DIR" -- --dataset synthetic-products \
         --hidden 256 --layers 3 --num-neighbors 15,10,5 --epochs 5 --tf32
+      run scaling_replicated python3 benchmarks/scaling.py --nprocs 1 2 4 --out "$OUT_DIR/replicated" -- \
+        --dataset synthetic-products --hidden 256 --layers 3 --num-neighbors 15,10,5 --epochs 5 --tf32 \
+        --features replicated
       run scaling_full_graph python3 benchmarks/scaling.py --examples full_graph_multi_gpu --nprocs 1 2 4 \
         --out "$OUT_DIR/full" -- --dataset synthetic-products --epochs 20 ;;
     wholegraph)  # NVIDIA's pylibwholegraph beside our sharded gather, every GPU (carry .wholegraph-wheels alone:

@@ -49,6 +49,8 @@ def main():
     p.add_argument('--steps', type=int, default=10)
     p.add_argument('--rows', type=int, default=25, help='operators listed per table')
     p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
+    p.add_argument('--features', choices=['sharded', 'replicated'], default='sharded',
+                   help='under torchrun: the features split across the GPUs (read peer-to-peer) or a copy on each')
     p.add_argument('--loop', action='store_true', help='time loops of steps, loading and both (see above) instead')
     p.add_argument('--trace', metavar='DIR', help='with --loop: one pipelined epoch under torch.profiler, each '
                                                   "rank's Chrome trace saved as DIR/rank<r>.json.gz (read them "
@@ -71,7 +73,7 @@ def main():
         torch.manual_seed(0)
         per_rank = train.numel() // world
         train = train[torch.randperm(train.numel())][rank * per_rank:(rank + 1) * per_rank]
-    stores = from_data(dataset.data, 'sharded' if group is not None else 'cuda')
+    stores = from_data(dataset.data, 'sharded' if group is not None and args.features == 'sharded' else 'cuda')
     loader = NeighborLoader(stores, num_neighbors=[15, 10, 5], input_nodes=train, batch_size=1024, shuffle=True,
                             pipeline=False)
     module = accel_models if args.layers_from == 'pyg_accel' else pyg_models

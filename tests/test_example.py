@@ -159,6 +159,17 @@ def test_multi_process_example_trains_with_sharded_features(tmp_path, graph):
 
 
 @pytest.mark.slow  # processes under torchrun
+def test_multi_process_example_trains_with_replicated_features(tmp_path):
+    """--features replicated: every process holds all the feature rows (no peer reads)
+    and trains as with sharded ones; with --large, the option is refused."""
+    metrics = run_two_processes('multi_gpu.py', tmp_path, '--epochs', '15', '--features', 'replicated')
+    assert metrics['args']['features'] == 'replicated'
+    import multi_gpu
+    with pytest.raises(SystemExit):
+        multi_gpu.parse_args(['--dataset', 'synthetic-products', '--large', '--features', 'replicated'])
+
+
+@pytest.mark.slow  # processes under torchrun
 def test_multi_process_example_generates_a_large_dataset_into_sharded_stores(tmp_path):
     """--large --bf16: each process generates the synthetic graph and keeps only its block
     of the features, stored in bfloat16 and trained under bfloat16 autocast."""
