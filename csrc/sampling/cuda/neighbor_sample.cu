@@ -623,7 +623,8 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
   const at::Tensor colptr = colptr_t.contiguous(), row = row_t.contiguous(), seed = seed_t.contiguous();
   const Bias bias = bias_of(edge_weight.has_value(), temporal);
   auto id_of = [](const std::optional<at::Tensor>& t) { return TensorId::of(t.has_value() ? &*t : nullptr); };
-  PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, bias, temporal_strategy == "last",
+  PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, bias,
+              temporal_strategy == "last",
               {TensorId::of(&colptr), TensorId::of(&row), id_of(edge_weight), id_of(node_time), id_of(edge_time)}};
   auto plan = PlanCache::instance().get(std::move(key), colptr, row, edge_weight, node_time, edge_time);
   return plan->run(seed, seed_time, resolve_random_seed(random_seed), entry);
