@@ -389,4 +389,29 @@ struct NodeDraw {
   }
 };
 
+// What an edge type's draws read besides its CSC, as pointers valid where the sampler
+// runs (built once per call or plan from the checked inputs: bias_views in
+// sampler_inputs.h): its weights, its source type's node times and its edge times.
+struct BiasView {
+  EdgeWeights weight;                  // [E] or none
+  const int64_t* node_time = nullptr;  // [num_src] or null
+  const int64_t* edge_time = nullptr;  // [E] or null
+  int64_t num_src = 0;                 // nodes of the source type
+  bool time_sorted = false;            // times given and every column in ascending time
+};
+
+// The draw of a node whose edges are [start, start + degree) of an edge type with rows
+// `row` and inputs `bias`, at a hop of `fanout`; `limit`: its tree's seed time (read
+// only where the type has times, which makes the sample temporal).
+PYG_ACCEL_HD NodeDraw node_draw_of(const BiasView& bias, const int64_t* row, int64_t start, int64_t degree,
+                                   int64_t fanout, bool replace, bool last, int64_t limit) {
+  NodeDraw d;
+  d.start = start, d.degree = degree, d.fanout = fanout, d.replace = replace;
+  d.weight = bias.weight, d.last = last, d.time_sorted = bias.time_sorted;
+  if (bias.node_time != nullptr || bias.edge_time != nullptr) {
+    d.time = {limit, row, bias.node_time, bias.edge_time, bias.num_src};
+  }
+  return d;
+}
+
 }  // namespace pyg_accel

@@ -73,15 +73,11 @@ bool check_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& ro
   return temporal;
 }
 
-HeteroInputs read_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
-                                         const std::optional<at::Tensor>& edge_weight,
-                                         const std::optional<at::Tensor>& node_time,
-                                         const std::optional<at::Tensor>& edge_time,
-                                         const std::optional<at::Tensor>& seed_time, bool disjoint,
-                                         c10::string_view temporal_strategy, std::optional<at::Device> device) {
+HeteroInputs one_type_graph(const at::Tensor& colptr, const at::Tensor& row,
+                            const std::optional<at::Tensor>& edge_weight, const std::optional<at::Tensor>& node_time,
+                            const std::optional<at::Tensor>& edge_time, bool temporal) {
   HeteroInputs in;
-  in.temporal = check_neighbor_sample_inputs(colptr, row, seed, edge_weight, node_time, edge_time, seed_time, disjoint,
-                                             temporal_strategy, device);
+  in.temporal = temporal;
   in.weighted = edge_weight.has_value();
   const auto converted = [](const std::optional<at::Tensor>& t, at::ScalarType (*dtype_of)(at::ScalarType)) {
     return t.has_value() ? t->to(dtype_of(t->scalar_type())).contiguous() : at::Tensor();
@@ -92,11 +88,37 @@ HeteroInputs read_neighbor_sample_inputs(const at::Tensor& colptr, const at::Ten
   in.weights = {converted(edge_weight, sampler_weight_dtype)};
   in.edge_times = {converted(edge_time, as_long)};
   in.node_times = {converted(node_time, as_long)};
-  in.seed_times = {converted(seed_time, as_long)};
-  in.time_sorted = {in.temporal && remembered_columns_sorted_by_time({colptr, row, given(node_time), given(edge_time)},
-                                                                     in.colptrs[0], in.rows[0], in.node_times[0],
-                                                                     in.edge_times[0])};
+  in.time_sorted = {temporal && remembered_columns_sorted_by_time({colptr, row, given(node_time), given(edge_time)},
+                                                                  in.colptrs[0], in.rows[0], in.node_times[0],
+                                                                  in.edge_times[0])};
   return in;
+}
+
+HeteroInputs read_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
+                                         const std::optional<at::Tensor>& edge_weight,
+                                         const std::optional<at::Tensor>& node_time,
+                                         const std::optional<at::Tensor>& edge_time,
+                                         const std::optional<at::Tensor>& seed_time, bool disjoint,
+                                         c10::string_view temporal_strategy, std::optional<at::Device> device) {
+  const bool temporal = check_neighbor_sample_inputs(colptr, row, seed, edge_weight, node_time, edge_time, seed_time,
+                                                     disjoint, temporal_strategy, device);
+  HeteroInputs in = one_type_graph(colptr, row, edge_weight, node_time, edge_time, temporal);
+  in.seed_times = {seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor()};
+  return in;
+}
+
+std::vector<BiasView> bias_views(const HeteroInputs& in, at::IntArrayRef src_type, at::IntArrayRef num_nodes) {
+  const auto longs = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; };
+  std::vector<BiasView> views(src_type.size());
+  for (size_t r = 0; r < views.size(); ++r) {
+    const int64_t s = src_type[r];
+    views[r].weight = edge_weights_of(in.weights[r]);
+    views[r].node_time = longs(in.node_times[s]);
+    views[r].edge_time = longs(in.edge_times[r]);
+    views[r].num_src = num_nodes[s];
+    views[r].time_sorted = in.time_sorted[r];
+  }
+  return views;
 }
 
 HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,

@@ -10,6 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include "node_draw.h"
+
 namespace pyg_accel {
 
 // The rules of the sampling modes, whatever the op (`op` names it in the error):
@@ -63,5 +65,16 @@ HeteroInputs read_neighbor_sample_inputs(const at::Tensor& colptr, const at::Ten
                                          const std::optional<at::Tensor>& edge_time,
                                          const std::optional<at::Tensor>& seed_time, bool disjoint,
                                          c10::string_view temporal_strategy, std::optional<at::Device> device);
+
+// The graph's tensors of neighbor_sample (no checks: check_neighbor_sample_inputs) as
+// the one-type HeteroInputs, without seed times: converted as read_hetero_inputs
+// converts them (each tensor the caller's own where it needed no conversion), and
+// time_sorted as it finds it when `temporal`.
+HeteroInputs one_type_graph(const at::Tensor& colptr, const at::Tensor& row,
+                            const std::optional<at::Tensor>& edge_weight, const std::optional<at::Tensor>& node_time,
+                            const std::optional<at::Tensor>& edge_time, bool temporal);
+
+// Each edge type's BiasView over `in`'s tensors (pointers valid while they live).
+std::vector<BiasView> bias_views(const HeteroInputs& in, at::IntArrayRef src_type, at::IntArrayRef num_nodes);
 
 }  // namespace pyg_accel

@@ -103,11 +103,6 @@ at::Tensor concatenated(const std::vector<std::vector<int64_t>>& parts) {
   return out;
 }
 
-template <typename T>
-const T* data_or_null(const at::Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
 // The CPU sampler, for a graph of T node types and R edge types with its inputs read by
 // read_hetero_inputs; a homogeneous graph is the one-type case (`homogeneous`: read by
 // read_neighbor_sample_inputs, with neighbor_sample's random keys, which the CUDA
@@ -122,6 +117,7 @@ HeteroOutput sample_cpu(const HeteroInputs& in, at::IntArrayRef num_nodes, at::I
   std::vector<FlatMap> local_of(T);
   std::vector<int64_t> nodes_per_hop(T * (num_hops + 1), 0), edges_per_hop(R * std::max<int64_t>(num_hops, 1), 0);
   std::vector<int64_t> tree_time;  // temporal: the time of each tree's seed
+  const std::vector<BiasView> biases = bias_views(in, src_type, num_nodes);
   // The seeds as given, repeats included (as PyG lists them: a loader's first
   // batch_size outputs are the seeds'); each is expanded, and a later hop reaching a
   // repeated seed's node links to its first occurrence. Trees are numbered across types.
@@ -151,9 +147,6 @@ HeteroOutput sample_cpu(const HeteroInputs& in, at::IntArrayRef num_nodes, at::I
       const int64_t* colptr = in.colptrs[r].data_ptr<int64_t>();
       const int64_t* row = in.rows[r].data_ptr<int64_t>();
       const int64_t num_edges = in.rows[r].numel();
-      const EdgeWeights weight = edge_weights_of(in.weights[r]);
-      const int64_t* node_time = data_or_null<int64_t>(in.node_times[s_t]);
-      const int64_t* edge_time = data_or_null<int64_t>(in.edge_times[r]);
       const std::vector<int64_t>& from = frontier[d_t];
       const int64_t m = static_cast<int64_t>(from.size());
       // Room for each node's draws (exact for uniform draws; an upper bound for weighted
@@ -174,11 +167,9 @@ HeteroOutput sample_cpu(const HeteroInputs& in, at::IntArrayRef num_nodes, at::I
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
         std::vector<double> keys;
         for (int64_t i = begin; i < end; ++i) {
-          const int64_t v = node[d_t][from[i]];
-          NodeDraw d;
-          d.start = colptr[v], d.degree = colptr[v + 1] - d.start, d.fanout = fanout, d.replace = replace;
-          d.weight = weight, d.last = last, d.time_sorted = in.time_sorted[r];
-          if (in.temporal) d.time = {tree_time[batch[d_t][from[i]]], row, node_time, edge_time, num_nodes[s_t]};
+          const int64_t v = node[d_t][from[i]], limit = in.temporal ? tree_time[batch[d_t][from[i]]] : 0;
+          const NodeDraw d = node_draw_of(biases[r], row, colptr[v], colptr[v + 1] - colptr[v], fanout, replace, last,
+                                          limit);
           count[i] = draw_node(d, slot_key(type_key, i), drawn.data() + offset[i], keys, op);
           // the neighbours' ids and keys too: these random reads run in parallel, not in the pass below
           for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {

@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -64,13 +65,9 @@ constexpr uint64_t kEpoch = 1;  // the table is zeroed per call, so every slot o
 struct Meta {
   const int64_t* colptr;       // [R] pointers
   const int64_t* row;          // [R] pointers
-  const int64_t* weight;       // [R] pointers to float or double (0: uniform)
-  const int64_t* weight_single;  // [R] 1: the weights are float32 (EdgeWeights)
-  const int64_t* edge_time;    // [R] pointers (0: none)
-  const int64_t* time_sorted;  // [R] 1: the edge type's columns are in time order (columns_sorted_by_time)
+  const BiasView* bias;        // [R] what each edge type's draws read besides (node_draw.h)
   const int64_t* src_type;     // [R]
   const int64_t* dst_type;     // [R]
-  const int64_t* node_time;    // [T] pointers (0: none)
   const int64_t* node_out;     // [T] pointers: global id per local id
   const int64_t* batch_out;    // [T] pointers: tree per local id (disjoint; else 0)
   const int64_t* type_offset;  // [T] key offset of each node type
@@ -321,25 +318,15 @@ __device__ Task task_of(const HopArgs& a, int64_t q) {
 // weights, else uniform (bias_of).
 __device__ NodeDraw draw_of(const HopArgs& a, const Task& k) {
   const int64_t* colptr = ptr<const int64_t>(a.m.colptr, k.rel);
-  NodeDraw d;
   // (checked where read, as edge_range in sample_kernels.cuh: a range outside the row
   // is noted and read as empty; the call raises once the counters are back)
-  const int64_t start = colptr[k.node], end = colptr[k.node + 1];
-  if (start >= 0 && start <= end && end <= a.m.num_edges[k.rel]) {
-    d.start = start, d.degree = end - start;
-  } else {
+  int64_t start = colptr[k.node], end = colptr[k.node + 1];
+  if (!(start >= 0 && start <= end && end <= a.m.num_edges[k.rel])) {
     atomicCAS(reinterpret_cast<unsigned long long*>(a.c.bad + 2), 0ull, static_cast<unsigned long long>(k.rel + 1));
-    d.start = 0, d.degree = 0;
+    start = 0, end = 0;
   }
-  d.fanout = a.fanout[k.rel], d.replace = a.replace, d.last = a.last;
-  d.weight = {ptr<const void>(a.m.weight, k.rel), a.m.weight_single[k.rel] != 0};
-  if (a.tree_time != nullptr) {
-    const int64_t s = a.m.src_type[k.rel];
-    d.time = {a.tree_time[k.tree], ptr<const int64_t>(a.m.row, k.rel), ptr<const int64_t>(a.m.node_time, s),
-              ptr<const int64_t>(a.m.edge_time, k.rel), a.m.num_nodes[s]};
-    d.time_sorted = a.m.time_sorted[k.rel] != 0;
-  }
-  return d;
+  return node_draw_of(a.m.bias[k.rel], ptr<const int64_t>(a.m.row, k.rel), start, end - start, a.fanout[k.rel],
+                      a.replace, a.last, a.tree_time != nullptr ? a.tree_time[k.tree] : 0);
 }
 
 // The draws of task q (`valid`: the lane has one). kFiltered (some edge type has weights
@@ -533,8 +520,7 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   const HeteroInputs in = read_hetero_inputs(num_nodes, src_type, dst_type, colptr_list, row_list, seed_list,
                                              num_neighbors, num_hops, disjoint, edge_weight, node_time_list,
                                              edge_time_list, seed_time_list, temporal_strategy, device);
-  const auto &colptrs = in.colptrs, &rows = in.rows, &weights = in.weights, &edge_times = in.edge_times;
-  const auto &node_times = in.node_times, &seed_times = in.seed_times;
+  const auto &colptrs = in.colptrs, &rows = in.rows, &seed_times = in.seed_times;
   const bool weighted = in.weighted, temporal = in.temporal;
   const int64_t random_seed = resolve_random_seed(random_seed_arg);
 
@@ -642,29 +628,27 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     meta_host.insert(meta_host.end(), values.begin(), values.end());
     return at_;
   };
-  std::vector<int64_t> colptr_a(R), row_a(R), weight_a(R), weight_single_a(R, 0), edge_time_a(R), time_sorted_a(R, 0),
-      src_a(R), dst_a(R), num_edges_a(R);
+  std::vector<int64_t> colptr_a(R), row_a(R), src_a(R), dst_a(R), num_edges_a(R);
   for (int64_t r = 0; r < R; ++r) {
     colptr_a[r] = address(colptrs[r]);
     num_edges_a[r] = rows[r].numel();
     row_a[r] = address(rows[r]);
-    weight_a[r] = address(weights[r]);
-    weight_single_a[r] = edge_weights_of(weights[r]).single;
-    edge_time_a[r] = address(edge_times[r]);
-    time_sorted_a[r] = in.time_sorted[r];
     src_a[r] = src_type[r];
     dst_a[r] = dst_type[r];
   }
-  std::vector<int64_t> node_time_a(T), node_out_a(T), batch_out_a(T), num_nodes_a(num_nodes.begin(), num_nodes.end());
+  std::vector<int64_t> node_out_a(T), batch_out_a(T), num_nodes_a(num_nodes.begin(), num_nodes.end());
   for (int64_t t = 0; t < T; ++t) {
-    node_time_a[t] = address(node_times[t]);
     node_out_a[t] = address(node_buffer[t]);
     batch_out_a[t] = disjoint ? address(batch_buffer[t]) : 0;
   }
-  const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_weight = append(weight_a),
-                o_weight_single = append(weight_single_a),
-                o_edge_time = append(edge_time_a), o_time_sorted = append(time_sorted_a), o_src = append(src_a),
-                o_dst = append(dst_a), o_node_time = append(node_time_a), o_node_out = append(node_out_a),
+  // Each edge type's BiasView, as int64 words (the struct holds pointers, integers and flags).
+  static_assert(sizeof(BiasView) % sizeof(int64_t) == 0 && alignof(BiasView) <= alignof(int64_t),
+                "BiasView is copied as int64 words");
+  const std::vector<BiasView> views = bias_views(in, src_type, num_nodes);
+  std::vector<int64_t> bias_a(views.size() * sizeof(BiasView) / sizeof(int64_t));
+  if (!views.empty()) std::memcpy(bias_a.data(), views.data(), views.size() * sizeof(BiasView));
+  const int64_t o_colptr = append(colptr_a), o_row = append(row_a), o_bias = append(bias_a), o_src = append(src_a),
+                o_dst = append(dst_a), o_node_out = append(node_out_a),
                 o_batch_out = append(batch_out_a), o_offset = append(type_offset), o_num_nodes = append(num_nodes_a),
                 o_seed_start = append(seed_start), o_fanout = append(fanout_by_hop),
                 o_num_edges = append(num_edges_a);
@@ -697,8 +681,9 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   int64_t* const md = base + o_meta;
   C10_CUDA_CHECK(cudaMemcpyAsync(md, meta_host.data(), meta_host.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
                                  stream));
-  const Meta m{md + o_colptr,    md + o_row,       md + o_weight, md + o_weight_single, md + o_edge_time,
-               md + o_time_sorted, md + o_src, md + o_dst,    md + o_node_time, md + o_node_out, md + o_batch_out, md + o_offset, md + o_num_nodes,
+  const Meta m{md + o_colptr,     md + o_row,        reinterpret_cast<const BiasView*>(md + o_bias),
+               md + o_src,        md + o_dst,        md + o_node_out,
+               md + o_batch_out,  md + o_offset,     md + o_num_nodes,
                md + o_seed_start, md + o_num_edges};
 
   // Inclusive sums of item over the live positions (at most `bound`), one kernel.

@@ -119,23 +119,18 @@ class SamplePlan {
                         std::to_string(lo_v < 0 ? lo_v : hi_v), ", outside the ", std::to_string(num_nodes_),
                         " nodes of colptr (homogeneous graphs only)");
     }
-    if (weight.has_value()) {
-      const at::Tensor w = converted(*weight, sampler_weight_dtype(weight->scalar_type()), weight_);
-      TORCH_CHECK_VALUE(num_edges == 0 || (at::isfinite(w).all() & (w >= 0).all()).item<bool>(),
-                        "neighbor_sample: edge_weight must be finite and non-negative");
-      weights_ = edge_weights_of(w);
-    }
-    at::Tensor node_time_long, edge_time_long;
-    if (node_time.has_value()) {
-      node_time_long = converted(*node_time, at::kLong, node_time_);
-      node_time_ptr_ = node_time_long.data_ptr<int64_t>();
-    }
-    if (edge_time.has_value()) {
-      edge_time_long = converted(*edge_time, at::kLong, edge_time_);
-      edge_time_ptr_ = edge_time_long.data_ptr<int64_t>();
-    }
-    if (node_time.has_value() || edge_time.has_value()) {  // (a pass over the edges)
-      time_sorted_ = columns_sorted_by_time(colptr, row, node_time_long, edge_time_long);
+    // The graph as the one-type inputs every sampler reads (sampler_inputs.h; time order:
+    // a pass over the edges), the draws' view of them, and the copies conversion made
+    // (the caller's own tensors are not held).
+    const HeteroInputs in = one_type_graph(colptr, row, weight, node_time, edge_time, key_.bias == Bias::kTemporal);
+    const at::Tensor& w = in.weights[0];
+    TORCH_CHECK_VALUE(!w.defined() || num_edges == 0 || (at::isfinite(w).all() & (w >= 0).all()).item<bool>(),
+                      "neighbor_sample: edge_weight must be finite and non-negative");
+    bias_ = bias_views(in, std::vector<int64_t>{0}, std::vector<int64_t>{num_nodes_})[0];
+    const std::pair<const at::Tensor*, const std::optional<at::Tensor>*> inputs[] = {
+        {&in.weights[0], &weight}, {&in.node_times[0], &node_time}, {&in.edge_times[0], &edge_time}};
+    for (const auto& [held, given] : inputs) {
+      if (held->defined() && held->data_ptr() != (*given)->data_ptr()) converted_.push_back(*held);
     }
     int64_t max_degree = 0;
     for (int64_t f : key_.fanouts) {
@@ -360,15 +355,8 @@ class SamplePlan {
   bool filtered() const { return key_.bias != Bias::kUniform; }
   // Whether hubs are queued for warp draws (hub_draw_kernel): filtered draws, except
   // temporal ones in time-sorted columns (a binary search per node instead).
-  bool warp_draws() const { return filtered() && !time_sorted_; }
+  bool warp_draws() const { return filtered() && !bias_.time_sorted; }
   static constexpr bool kFusedExpand = PYG_ACCEL_SAMPLER_FUSED_EXPAND;
-
-  // `t` as a contiguous `dtype` tensor; a copy, if one is made, is kept in `owned`.
-  static at::Tensor converted(const at::Tensor& t, at::ScalarType dtype, at::Tensor& owned) {
-    if (t.scalar_type() == dtype && t.is_contiguous()) return t;
-    owned = t.to(dtype).contiguous();
-    return owned;
-  }
 
   // Positions numbered at `level` (the seeds, or the edges of hop level - 1), at most.
   int64_t number_len(int64_t level) const {
@@ -388,9 +376,9 @@ class SamplePlan {
     int64_t* nbr = nbr_.data_ptr<int64_t>();
     int64_t* tree = tree_.data_ptr<int64_t>();
     const Outputs* out = &params->out;
-    const GraphPtrs g{colptr_ptr_, row_ptr_, weights_, node_time_ptr_, edge_time_ptr_, num_nodes_, num_edges_};
+    const GraphPtrs g{colptr_ptr_, row_ptr_, bias_, num_nodes_, num_edges_};
     auto hop_args = [&](int64_t h) {
-      return HopArgs{g, key_.bias, key_.last, time_sorted_, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
+      return HopArgs{g, key_.bias, key_.last, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
                      seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
                      drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
                      seg_.data_ptr<int64_t>(), hub_queue_.data_ptr<int64_t>(), hub_queue_.numel()};
@@ -535,11 +523,8 @@ class SamplePlan {
   int64_t node_len_ = 1, edge_len_ = 1, frontier_len_ = 1;
   const int64_t* colptr_ptr_ = nullptr;
   const int64_t* row_ptr_ = nullptr;
-  EdgeWeights weights_;
-  bool time_sorted_ = false;  // temporal: every column in ascending time (columns_sorted_by_time)
-  const int64_t* node_time_ptr_ = nullptr;
-  const int64_t* edge_time_ptr_ = nullptr;
-  at::Tensor weight_, node_time_, edge_time_;  // converted copies, when the inputs needed one
+  BiasView bias_;                       // weights and times, as the draws read them
+  std::vector<at::Tensor> converted_;  // the copies bias_ points into, where the inputs needed one
   at::Tensor table_slots_;  // [capacity, 2]: the TableSlot words
   Table table_{};
   int64_t epoch_ = 0;

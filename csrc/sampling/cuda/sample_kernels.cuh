@@ -26,13 +26,12 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// Device pointers of a CSC graph and its optional per-edge / per-node attributes.
+// Device pointers of a CSC graph and what its draws read besides (BiasView: weights,
+// node and edge times).
 struct GraphPtrs {
   const int64_t* colptr;
   const int64_t* row;
-  EdgeWeights weight;        // [E] or none
-  const int64_t* node_time;  // [N] or null
-  const int64_t* edge_time;  // [E] or null
+  BiasView bias;
   int64_t num_nodes, num_edges;
 };
 
@@ -120,9 +119,8 @@ __device__ __forceinline__ int64_t step(const int64_t* inclusive, int64_t i) {
 // What a hop's kernels share.
 struct HopArgs {
   GraphPtrs g;
-  Bias bias;         // the graph's (bias_of)
-  bool last;         // temporal: strategy 'last'
-  bool time_sorted;  // temporal: every column in ascending time (eligible_prefix)
+  Bias bias;  // the graph's (bias_of)
+  bool last;  // temporal: strategy 'last'
   int64_t fanout;
   bool replace;
   int64_t hop;
@@ -157,12 +155,8 @@ __device__ __forceinline__ void edge_range(const HopArgs& a, int64_t v, int64_t&
 // temporal draws), at the hop of `a` (node_draw.h: the policy the CPU and the
 // heterogeneous sampler share).
 __device__ __forceinline__ NodeDraw node_draw(const HopArgs& a, int64_t start, int64_t degree, int64_t b) {
-  NodeDraw d;
-  d.start = start, d.degree = degree, d.fanout = a.fanout, d.replace = a.replace;
-  d.last = a.last, d.time_sorted = a.time_sorted;
-  if (a.bias == Bias::kWeighted) d.weight = a.g.weight;
-  if (a.bias == Bias::kTemporal) d.time = {a.seed_time[b], a.g.row, a.g.node_time, a.g.edge_time, a.g.num_nodes};
-  return d;
+  return node_draw_of(a.g.bias, a.g.row, start, degree, a.fanout, a.replace, a.last,
+                      a.bias == Bias::kTemporal ? a.seed_time[b] : 0);
 }
 
 // The tree of local id `id` where the draws read it (temporal; else 0).
