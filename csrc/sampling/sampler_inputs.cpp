@@ -94,19 +94,6 @@ HeteroInputs one_type_graph(const at::Tensor& colptr, const at::Tensor& row,
   return in;
 }
 
-HeteroInputs read_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
-                                         const std::optional<at::Tensor>& edge_weight,
-                                         const std::optional<at::Tensor>& node_time,
-                                         const std::optional<at::Tensor>& edge_time,
-                                         const std::optional<at::Tensor>& seed_time, bool disjoint,
-                                         c10::string_view temporal_strategy, std::optional<at::Device> device) {
-  const bool temporal = check_neighbor_sample_inputs(colptr, row, seed, edge_weight, node_time, edge_time, seed_time,
-                                                     disjoint, temporal_strategy, device);
-  HeteroInputs in = one_type_graph(colptr, row, edge_weight, node_time, edge_time, temporal);
-  in.seed_times = {seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor()};
-  return in;
-}
-
 std::vector<BiasView> bias_views(const HeteroInputs& in, at::IntArrayRef src_type, at::IntArrayRef num_nodes) {
   const auto longs = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; };
   std::vector<BiasView> views(src_type.size());

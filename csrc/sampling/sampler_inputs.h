@@ -56,16 +56,6 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
                                 const c10::List<std::optional<at::Tensor>>& seed_time,
                                 c10::string_view temporal_strategy, std::optional<at::Device> device);
 
-// neighbor_sample's inputs as the one-type case of hetero_neighbor_sample's: checked
-// by check_neighbor_sample_inputs (`device`: the CUDA kernel's GPU), converted as
-// read_hetero_inputs converts them, time_sorted as it finds it.
-HeteroInputs read_neighbor_sample_inputs(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
-                                         const std::optional<at::Tensor>& edge_weight,
-                                         const std::optional<at::Tensor>& node_time,
-                                         const std::optional<at::Tensor>& edge_time,
-                                         const std::optional<at::Tensor>& seed_time, bool disjoint,
-                                         c10::string_view temporal_strategy, std::optional<at::Device> device);
-
 // The graph's tensors of neighbor_sample (no checks: check_neighbor_sample_inputs) as
 // the one-type HeteroInputs, without seed times: converted as read_hetero_inputs
 // converts them (each tensor the caller's own where it needed no conversion), and

@@ -104,9 +104,10 @@ at::Tensor concatenated(const std::vector<std::vector<int64_t>>& parts) {
 }
 
 // The CPU sampler, for a graph of T node types and R edge types with its inputs read by
-// read_hetero_inputs; a homogeneous graph is the one-type case (`homogeneous`: read by
-// read_neighbor_sample_inputs, with neighbor_sample's random keys, which the CUDA
-// sampler shares, and its messages). Returns hetero_neighbor_sample's outputs.
+// read_hetero_inputs; a homogeneous graph is the one-type case (`homogeneous`: checked
+// by check_neighbor_sample_inputs and read by one_type_graph, with neighbor_sample's
+// random keys, which the CUDA sampler shares, and its messages). Returns
+// hetero_neighbor_sample's outputs.
 HeteroOutput sample_cpu(const HeteroInputs& in, at::IntArrayRef num_nodes, at::IntArrayRef src_type,
                         at::IntArrayRef dst_type, at::TensorList seed_list, at::IntArrayRef num_neighbors,
                         int64_t num_hops, bool replace, bool disjoint, int64_t random_seed, bool last,
@@ -227,8 +228,10 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row
                                  const std::optional<at::Tensor>& node_time,
                                  const std::optional<at::Tensor>& edge_time,
                                  const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
-  const HeteroInputs in = read_neighbor_sample_inputs(colptr, row, seed, edge_weight, node_time, edge_time, seed_time,
-                                                      disjoint, temporal_strategy, std::nullopt);
+  const bool temporal = check_neighbor_sample_inputs(colptr, row, seed, edge_weight, node_time, edge_time, seed_time,
+                                                     disjoint, temporal_strategy, std::nullopt);
+  HeteroInputs in = one_type_graph(colptr, row, edge_weight, node_time, edge_time, temporal);
+  in.seed_times = {seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor()};
   const std::vector<int64_t> num_nodes{colptr.numel() - 1}, one_type{0};
   const std::vector<at::Tensor> seeds{seed};
   auto [node, batch, out_row, out_col, out_edge, nodes_per_hop, edges_per_hop] =
