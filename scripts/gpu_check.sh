@@ -41,6 +41,8 @@
 #     ours and stock PyG; example_papers_full = the main example at papers100M's full size.
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the test stages;
+# PYG_ACCEL_STEP_TIMEOUT=S stops any one command of a stage after S seconds (its log kept, the
+# stage marked failed, the next one run), so a hung test cannot take a whole device call;
 # PYG_ACCEL_FULLGRAPH_ARGS (e.g. '--orders none cluster') is passed to benchmarks/full_graph.py.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
 # repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds torch-sparse /
@@ -65,8 +67,13 @@ run() {  # run NAME CMD...: tee the output to OUT_DIR/NAME.log, remember failure
   local name=$1; shift
   echo "=== $name: $*"
   local t0=$SECONDS
-  "$@" 2>&1 | tee "$OUT_DIR/$name.log"
+  if [ "${PYG_ACCEL_STEP_TIMEOUT:-0}" -gt 0 ]; then  # (timeout signals its process group: torchrun's workers too)
+    timeout --kill-after=10 "$PYG_ACCEL_STEP_TIMEOUT" "$@" 2>&1 | tee "$OUT_DIR/$name.log"
+  else
+    "$@" 2>&1 | tee "$OUT_DIR/$name.log"
+  fi
   local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 124 ] && echo "=== $name: stopped after PYG_ACCEL_STEP_TIMEOUT=$PYG_ACCEL_STEP_TIMEOUT s"
   echo "=== $name: exit $rc after $((SECONDS - t0)) s"
   [ "$rc" -eq 0 ] || status=1
 }
