@@ -346,8 +346,6 @@ struct NodeDraw {
   PYG_ACCEL_HD bool takes_all(int64_t k) const {
     return bias() == Bias::kUniform && k == degree && (fanout < 0 || !replace);
   }
-  // The weighted draws' weights (else none) and the temporal filter (else none).
-  PYG_ACCEL_HD EdgeWeights weights() const { return weighted() ? weight : EdgeWeights{}; }
 
   // How many neighbours the node draws (<= num_to_draw(fanout, degree, replace)).
   PYG_ACCEL_HD_INLINE int64_t count() const {

@@ -63,19 +63,16 @@ void check_weights(EdgeWeights weight, int64_t start, int64_t degree, const char
 // scratch, grown as needed.
 int64_t draw_node(NodeDraw d, uint64_t key, int64_t* out, std::vector<double>& keys, const char* op) {
   if (d.weighted()) check_weights(d.weight, d.start, d.degree, op);
-  int64_t k = d.count();
-  if (static_cast<int64_t>(keys.size()) < k) keys.resize(k);
-  d.draw(key, k, out, keys.data());
-  if (d.temporal() && d.time_sorted) {
-    for (int64_t j = 0; j < k; ++j) {
-      if (!d.time(out[j])) {
-        d.time_sorted = false;
-        k = d.count();
-        if (static_cast<int64_t>(keys.size()) < k) keys.resize(k);
-        d.draw(key, k, out, keys.data());
-        break;
-      }
-    }
+  const auto draw = [&] {
+    const int64_t k = d.count();
+    if (static_cast<int64_t>(keys.size()) < k) keys.resize(k);
+    d.draw(key, k, out, keys.data());
+    return k;
+  };
+  int64_t k = draw();
+  if (d.temporal() && d.time_sorted && !std::all_of(out, out + k, d.time)) {
+    d.time_sorted = false;
+    k = draw();
   }
   return k;
 }
