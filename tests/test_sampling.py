@@ -737,11 +737,16 @@ def test_cuda_plans_without_graph_capture_or_spinning_agree(monkeypatch):
 
 
 def test_clear_sampler_cache():
+    """Both CUDA samplers' plans are dropped: the homogeneous and the heterogeneous one."""
     from pyg_accel.ops import clear_sampler_cache
     if torch.cuda.is_available():
+        clear_sampler_cache()
         colptr, row = random_graph(device='cuda')
         neighbor_sample(colptr, row, torch.tensor([1, 2], device='cuda'), [2])
-        assert clear_sampler_cache() >= 1
+        colptrs, rows, num_nodes = random_hetero_graph()
+        hetero_neighbor_sample({et: t.cuda() for et, t in colptrs.items()}, {et: t.cuda() for et, t in rows.items()},
+                               {'paper': torch.tensor([1, 2], device='cuda')}, {et: [2] for et in colptrs}, num_nodes)
+        assert clear_sampler_cache() == 2
     assert clear_sampler_cache() == 0
 
 

@@ -36,6 +36,21 @@ struct TensorId {
   bool same(const TensorId& o) const { return ptr == o.ptr && numel == o.numel && version == o.version; }
 };
 
+// Whether every tensor of a key is alive, and whether two keys name the same tensors.
+inline bool all_alive(const std::vector<TensorId>& ids) {
+  for (const TensorId& t : ids) {
+    if (!t.alive()) return false;
+  }
+  return true;
+}
+inline bool all_same(const std::vector<TensorId>& a, const std::vector<TensorId>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].same(b[i])) return false;
+  }
+  return true;
+}
+
 // Values derived from input tensors (a sync to compute, say), remembered while the
 // caller passes the same, unmodified tensors: the kCapacity most recently used ones.
 // Thread-safe; compute runs outside the lock.
@@ -48,9 +63,9 @@ class DerivedMemo {
   Value get(const Key& key, const Compute& compute) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      known_.remove_if([](const std::pair<Key, Value>& k) { return !alive(k.first); });
+      known_.remove_if([](const std::pair<Key, Value>& k) { return !all_alive(k.first); });
       for (auto it = known_.begin(); it != known_.end(); ++it) {
-        if (same(it->first, key)) {
+        if (all_same(it->first, key)) {
           known_.splice(known_.begin(), known_, it);
           return known_.front().second;
         }
@@ -64,20 +79,6 @@ class DerivedMemo {
   }
 
  private:
-  static bool alive(const Key& key) {
-    for (const TensorId& t : key) {
-      if (!t.alive()) return false;
-    }
-    return true;
-  }
-  static bool same(const Key& a, const Key& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].same(b[i])) return false;
-    }
-    return true;
-  }
-
   std::mutex mutex_;
   std::list<std::pair<Key, Value>> known_;  // most recently used first
 };

@@ -53,10 +53,11 @@ _CUDA_SAMPLING: Optional[bool] = None
 
 
 def clear_sampler_cache() -> int:
-    """Frees the CUDA sampler's cached plans (their buffers, CUDA graphs and the spare
-    output tensors each keeps for its next call; each holds memory sized by its batch's
-    upper bounds, up to eight plans are kept) and returns how many were dropped. Plans
-    are rebuilt on demand; plans of freed graphs go by themselves."""
+    """Frees the CUDA samplers' cached plans, homogeneous and heterogeneous (their
+    buffers, CUDA graphs and the spare output tensors each keeps for its next call;
+    each holds memory sized by its batch's upper bounds, up to eight plans of each kind
+    are kept) and returns how many were dropped. Plans are rebuilt on demand; plans of
+    freed graphs go by themselves."""
     if not cuda_sampling_available():
         return 0
     return int(ops().clear_sampler_plans())

@@ -60,7 +60,7 @@
 #include "../sampling_seed.h"
 #include "sample_kernels.cuh"
 #include "sample_table.cuh"
-#include "sample_wait.h"
+#include "sample_plan.h"
 #include "../time_order.h"
 #include "../../common/tensor_id.h"
 
@@ -79,18 +79,10 @@ struct PlanKey {
   bool last;  // temporal strategy 'last'
   std::vector<TensorId> inputs;  // colptr, row, edge_weight, node_time, edge_time
 
-  bool alive() const {
-    return std::all_of(inputs.begin(), inputs.end(), [](const TensorId& t) { return t.alive(); });
-  }
+  bool alive() const { return all_alive(inputs); }
   bool same(const PlanKey& o) const {
-    if (device != o.device || fanouts != o.fanouts || num_seeds != o.num_seeds || replace != o.replace ||
-        disjoint != o.disjoint || bias != o.bias || last != o.last || inputs.size() != o.inputs.size()) {
-      return false;
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].same(o.inputs[i])) return false;
-    }
-    return true;
+    return device == o.device && fanouts == o.fanouts && num_seeds == o.num_seeds && replace == o.replace &&
+           disjoint == o.disjoint && bias == o.bias && last == o.last && all_same(inputs, o.inputs);
   }
 };
 
@@ -149,18 +141,14 @@ class SamplePlan {
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t f = key_.fanouts[h];
       const int64_t per_node = f >= 0 ? f : max_degree;
-      int64_t e = per_node > 0 && frontier.back() > std::numeric_limits<int64_t>::max() / per_node
-                      ? std::numeric_limits<int64_t>::max()
-                      : frontier.back() * per_node;  // (saturating: the check below then refuses it)
+      int64_t e = sat_mul(frontier.back(), per_node);  // (saturating: the check below then refuses it)
       // Past the seeds, the frontier's nodes are distinct: without disjoint trees or
       // replacement an edge is drawn at most once per hop. The seeds may repeat, and each
       // copy draws on its own, so hop 0 keeps the product.
       if (h > 0 && !key_.disjoint && !(key_.replace && f >= 0)) e = std::min(e, num_edges);
       edge_bound_.push_back(e);
       frontier.push_back(key_.disjoint ? e : std::min(e, num_nodes_));
-      node_bound = frontier.back() > std::numeric_limits<int64_t>::max() - node_bound
-                       ? std::numeric_limits<int64_t>::max()
-                       : node_bound + frontier.back();
+      node_bound = sat_add(node_bound, frontier.back());
     }
     if (!key_.disjoint) node_bound = std::min(node_bound, S + num_nodes_);  // (the seeds, repeats included)
     frontier_bound_ = frontier;
@@ -212,16 +200,9 @@ class SamplePlan {
       status_words += 2 * number_tiles(level);
     }
     status_ = at::zeros({status_words}, opts);  // epoch 0: nothing published
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_blocking_, cudaEventBlockingSync | cudaEventDisableTiming));
   }
 
   ~SamplePlan() {  // errors ignored: this may run while the process exits
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    if (graph_ != nullptr) cudaGraphDestroy(graph_);
-    if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
-    cudaEventDestroy(done_);
-    cudaEventDestroy(done_blocking_);
     if (trace_start_ != nullptr) cudaEventDestroy(trace_start_);
     if (trace_end_ != nullptr) cudaEventDestroy(trace_end_);
   }
@@ -259,34 +240,22 @@ class SamplePlan {
          col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()},
         seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, random_seed,
         epoch_};
-    ++uses_;
-    if (exec_ == nullptr && uses_ >= 2 && !capture_failed_ && cuda_graphs_enabled()) capture();
-    if (exec_ != nullptr) {  // the call's parameters into the graph's first kernel
-      cudaKernelNodeParams node = seed_node_params_;
-      void* args[] = {&seed_args_, &level0_args_};  // (seed_kernel takes the first only)
-      node.kernelParams = args;
-      C10_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, seed_node_, &node));
-    }
+    const auto enqueue_on = [this](cudaStream_t s) { enqueue(s); };
+    void* args[] = {&seed_args_, &level0_args_};  // the call's parameters (seed_kernel takes the first only)
+    replay_.prepare({reinterpret_cast<const void*>(&seed_kernel),
+                     reinterpret_cast<const void*>(&seed_number_kernel<false>),
+                     reinterpret_cast<const void*>(&seed_number_kernel<true>)},
+                    args, enqueue_on);
     const auto t_params = std::chrono::steady_clock::now();
     if (trace_enabled()) record_trace_event(trace_start_, stream);
-    if (exec_ != nullptr) {
-      C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
-    } else {
-      enqueue(stream);
-    }
+    replay_.launch(stream, enqueue_on);
     const auto t_graph = std::chrono::steady_clock::now();
     if (trace_enabled()) record_trace_event(trace_end_, stream);
-    cudaEvent_t done = wait == WaitMode::kBlock ? done_blocking_ : done_;
-    C10_CUDA_CHECK(cudaEventRecord(done, stream));
+    wait_.record(stream, wait);
     spare_ = allocate_outputs(device, stream);  // the next call's, while the GPU samples
     const auto t1 = std::chrono::steady_clock::now();
     const double cpu1 = trace_enabled() ? thread_cpu_us() : 0.0;
-    int polls = -1;
-    if (wait == WaitMode::kSleep) {
-      polls = napper_.wait(done);
-    } else {
-      C10_CUDA_CHECK(cudaEventSynchronize(done));
-    }
+    const int polls = wait_.wait();
     const auto t2 = std::chrono::steady_clock::now();
     last_wait_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
     const double wait_cpu = trace_enabled() ? thread_cpu_us() - cpu1 : 0.0;
@@ -327,7 +296,7 @@ class SamplePlan {
                    us(entry, t0).c_str(), us(t0, t_alloc).c_str(), us(t_alloc, t_params).c_str(),
                    us(t_params, t_graph).c_str(),
                    us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(), wait_cpu, polls, 1e3 * gpu_ms,
-                   exec_ != nullptr ? " (graph)" : "");
+                   replay_.replays() ? " (graph)" : "");
     }
     return {node, row, col, edge, batch, nodes_per_hop, edges_per_hop};
   }
@@ -457,63 +426,10 @@ class SamplePlan {
     return kFusedExpand;
   }
 
-  // Records enqueue() as a CUDA graph; on any failure the plan stays eager.
-  void capture() {
-    if (capture_stream_ == nullptr) {
-      C10_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
-    }
-    cudaGraph_t graph = nullptr;
-    C10_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue(capture_stream_);
-    } catch (...) {
-      cudaStreamEndCapture(capture_stream_, &graph);
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      (void)cudaGetLastError();
-      capture_failed_ = true;
-      return;
-    }
-    if (cudaStreamEndCapture(capture_stream_, &graph) != cudaSuccess || !find_seed_node(graph) ||
-        cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
-      exec_ = nullptr;
-      capture_failed_ = true;
-      (void)cudaGetLastError();
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      return;
-    }
-    graph_ = graph;  // (kept: its seed node names the node to update in exec_)
-  }
-
   // Records a timing event of the trace (created on first use).
   static void record_trace_event(cudaEvent_t& event, cudaStream_t stream) {
     if (event == nullptr) C10_CUDA_CHECK(cudaEventCreate(&event));
     C10_CUDA_CHECK(cudaEventRecord(event, stream));
-  }
-
-  // Finds the seed kernel's node in a captured graph and keeps its launch parameters.
-  bool find_seed_node(cudaGraph_t graph) {
-    size_t count = 0;
-    if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return false;
-    std::vector<cudaGraphNode_t> nodes(count);
-    if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return false;
-    for (cudaGraphNode_t node : nodes) {
-      cudaGraphNodeType type;
-      cudaKernelNodeParams params{};
-      if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel ||
-          cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess) {
-        continue;
-      }
-      if (params.func == reinterpret_cast<void*>(&seed_kernel) ||
-          params.func == reinterpret_cast<void*>(&seed_number_kernel<false>) ||
-          params.func == reinterpret_cast<void*>(&seed_number_kernel<true>)) {
-        seed_node_ = node;
-        seed_node_params_ = params;
-        seed_node_params_.kernelParams = nullptr;
-        seed_node_params_.extra = nullptr;
-        return true;
-      }
-    }
-    return false;
   }
 
   PlanKey key_;
@@ -541,56 +457,9 @@ class SamplePlan {
   at::Tensor status_;                  // look-back words (tile_scan.cuh) of every level's numbering
   std::vector<int64_t> status_start_;  // level -> its first word
   std::mutex mutex_;
-  int64_t uses_ = 0;
-  bool capture_failed_ = false;
-  cudaStream_t capture_stream_ = nullptr;
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-  cudaGraphNode_t seed_node_ = nullptr;  // the first kernel's node in graph_
-  cudaKernelNodeParams seed_node_params_{};
-  cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
+  SampleReplay replay_;
+  SampleWait wait_;
   cudaEvent_t trace_start_ = nullptr, trace_end_ = nullptr;  // PYG_ACCEL_SAMPLER_TRACE's GPU timing
-  Napper napper_;  // PYG_ACCEL_SAMPLER_WAIT=sleep
-};
-
-// The most recently used plans (a plan holds its graph's tensors; a plan whose inputs
-// were freed is dropped at the next lookup). Never destroyed: no CUDA calls at exit.
-class PlanCache {
- public:
-  static constexpr size_t kCapacity = 8;
-
-  std::shared_ptr<SamplePlan> get(PlanKey key, const at::Tensor& colptr, const at::Tensor& row,
-                                  const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& node_time,
-                                  const std::optional<at::Tensor>& edge_time) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    plans_.remove_if([](const std::shared_ptr<SamplePlan>& p) { return !p->key().alive(); });
-    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
-      if ((*it)->key().same(key)) {
-        plans_.splice(plans_.begin(), plans_, it);
-        return plans_.front();
-      }
-    }
-    auto plan = std::make_shared<SamplePlan>(std::move(key), colptr, row, weight, node_time, edge_time);
-    plans_.push_front(plan);
-    if (plans_.size() > kCapacity) plans_.pop_back();
-    return plan;
-  }
-
-  int64_t clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t n = static_cast<int64_t>(plans_.size());
-    plans_.clear();  // a plan in use by another thread lives until that call returns
-    return n;
-  }
-
-  static PlanCache& instance() {
-    static PlanCache* cache = new PlanCache();
-    return *cache;
-  }
-
- private:
-  std::mutex mutex_;
-  std::list<std::shared_ptr<SamplePlan>> plans_;
 };
 
 SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
@@ -611,13 +480,15 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
   PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, bias,
               temporal_strategy == "last",
               {TensorId::of(&colptr), TensorId::of(&row), id_of(edge_weight), id_of(node_time), id_of(edge_time)}};
-  auto plan = PlanCache::instance().get(std::move(key), colptr, row, edge_weight, node_time, edge_time);
+  auto plan = PlanCache<SamplePlan>::instance().get(std::move(key), [&](PlanKey k) {
+    return std::make_shared<SamplePlan>(std::move(k), colptr, row, edge_weight, node_time, edge_time);
+  });
   return plan->run(seed, seed_time, resolve_random_seed(random_seed), entry);
 }
 
 }  // namespace
 
-int64_t clear_sampler_plans() { return PlanCache::instance().clear(); }
+int64_t clear_sampler_plans() { return PlanCache<SamplePlan>::instance().clear() + clear_hetero_sampler_plans(); }
 
 double sampler_last_wait_us() { return last_wait_us; }
 

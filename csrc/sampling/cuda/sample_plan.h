@@ -1,0 +1,212 @@
+// What the CUDA samplers' plans share (neighbor_sample.cu: a homogeneous graph,
+// hetero_sample.cu: a heterogeneous one). A plan is one sampling configuration (graph,
+// batch shape, fanouts, options) with its buffers sized by upper bounds; its sample is a
+// fixed kernel sequence that reads the call's parameters from the first kernel's
+// argument, so from the plan's second call on it is replayed as one CUDA graph
+// (SampleReplay). The host waits for the sample's end by SampleWait, and the most
+// recently used plans are kept in a PlanCache.
+#pragma once
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "../../common/tensor_id.h"
+#include "sample_wait.h"
+
+namespace pyg_accel {
+
+// Drops the heterogeneous sampler's plans (hetero_sample.cu); returns how many.
+int64_t clear_hetero_sampler_plans();
+
+namespace {
+
+// A plan's kernel sequence recorded as a CUDA graph from its second sample on (the
+// first runs eagerly; PYG_ACCEL_SAMPLER_CUDA_GRAPHS=0 keeps every sample eager), and
+// replayed with each call's parameters set as the argument of the graph's first kernel.
+// On any capture failure the plan stays eager.
+class SampleReplay {
+ public:
+  SampleReplay() = default;
+  SampleReplay(const SampleReplay&) = delete;
+  SampleReplay& operator=(const SampleReplay&) = delete;
+  ~SampleReplay() {  // errors ignored: this may run while the process exits
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+    if (capture_stream_ != nullptr) cudaStreamDestroy(capture_stream_);
+  }
+
+  // Before a sample: records `enqueue(stream)` (which enqueues the whole sequence) once
+  // it is due, and sets `args` (the first kernel's argument pointers for this call) into
+  // the graph. `first_kernels`: the kernels the sequence may start with.
+  template <typename Enqueue>
+  void prepare(const std::vector<const void*>& first_kernels, void** args, const Enqueue& enqueue) {
+    ++uses_;
+    if (exec_ == nullptr && uses_ >= 2 && !failed_ && cuda_graphs_enabled()) capture(first_kernels, enqueue);
+    if (exec_ != nullptr) {
+      cudaKernelNodeParams node = first_params_;
+      node.kernelParams = args;
+      C10_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, first_node_, &node));
+    }
+  }
+
+  // The sample on `stream`: the graph's replay, or enqueue(stream) itself.
+  template <typename Enqueue>
+  void launch(cudaStream_t stream, const Enqueue& enqueue) {
+    if (exec_ != nullptr) {
+      C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+    } else {
+      enqueue(stream);
+    }
+  }
+
+  bool replays() const { return exec_ != nullptr; }
+
+ private:
+  template <typename Enqueue>
+  void capture(const std::vector<const void*>& first_kernels, const Enqueue& enqueue) {
+    if (capture_stream_ == nullptr) {
+      C10_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
+    }
+    cudaGraph_t graph = nullptr;
+    C10_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue(capture_stream_);
+    } catch (...) {
+      cudaStreamEndCapture(capture_stream_, &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      failed_ = true;
+      return;
+    }
+    if (cudaStreamEndCapture(capture_stream_, &graph) != cudaSuccess || !find_first_node(graph, first_kernels) ||
+        cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
+      exec_ = nullptr;
+      failed_ = true;
+      (void)cudaGetLastError();
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return;
+    }
+    graph_ = graph;  // (kept: its first node names the node to update in exec_)
+  }
+
+  // Finds the first kernel's node in a captured graph and keeps its launch parameters.
+  bool find_first_node(cudaGraph_t graph, const std::vector<const void*>& first_kernels) {
+    size_t count = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return false;
+    std::vector<cudaGraphNode_t> nodes(count);
+    if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return false;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      cudaKernelNodeParams params{};
+      if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel ||
+          cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess) {
+        continue;
+      }
+      for (const void* kernel : first_kernels) {
+        if (params.func != kernel) continue;
+        first_node_ = node;
+        first_params_ = params;
+        first_params_.kernelParams = nullptr;
+        first_params_.extra = nullptr;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  int64_t uses_ = 0;
+  bool failed_ = false;
+  cudaStream_t capture_stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaGraphNode_t first_node_ = nullptr;
+  cudaKernelNodeParams first_params_{};
+};
+
+// The host's wait for a sample's end (PYG_ACCEL_SAMPLER_WAIT, sample_wait.h): record()
+// after the sample is enqueued, wait() once the host has nothing else to do.
+class SampleWait {
+ public:
+  SampleWait() {
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_blocking_, cudaEventBlockingSync | cudaEventDisableTiming));
+  }
+  SampleWait(const SampleWait&) = delete;
+  SampleWait& operator=(const SampleWait&) = delete;
+  ~SampleWait() {
+    cudaEventDestroy(done_);
+    cudaEventDestroy(done_blocking_);
+  }
+
+  void record(cudaStream_t stream, WaitMode mode) {
+    mode_ = mode;
+    C10_CUDA_CHECK(cudaEventRecord(mode == WaitMode::kBlock ? done_blocking_ : done_, stream));
+  }
+
+  // Waits for the recorded end; returns how many polls found it running (sleep mode), else -1.
+  // (A host synchronisation, which PyTorch's sync debug mode reports.)
+  int wait() {
+    c10::cuda::warn_or_error_on_sync();
+    if (mode_ == WaitMode::kSleep) return napper_.wait(done_);
+    C10_CUDA_CHECK(cudaEventSynchronize(mode_ == WaitMode::kBlock ? done_blocking_ : done_));
+    return -1;
+  }
+
+ private:
+  cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
+  WaitMode mode_ = WaitMode::kSpin;
+  Napper napper_;
+};
+
+// The most recently used plans of one kind (a plan holds buffers sized by its batch's
+// upper bounds; one whose input tensors were freed is dropped at the next lookup).
+// Plan::key() has alive() and same(). Never destroyed: no CUDA calls at exit.
+template <typename Plan>
+class PlanCache {
+ public:
+  static constexpr size_t kCapacity = 8;
+
+  // The plan of `key`, made by make(key) if there is none.
+  template <typename Key, typename Make>
+  std::shared_ptr<Plan> get(Key key, const Make& make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.remove_if([](const std::shared_ptr<Plan>& p) { return !p->key().alive(); });
+    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
+      if ((*it)->key().same(key)) {
+        plans_.splice(plans_.begin(), plans_, it);
+        return plans_.front();
+      }
+    }
+    std::shared_ptr<Plan> plan = make(std::move(key));
+    plans_.push_front(plan);
+    if (plans_.size() > kCapacity) plans_.pop_back();
+    return plan;
+  }
+
+  int64_t clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t n = static_cast<int64_t>(plans_.size());
+    plans_.clear();  // a plan in use by another thread lives until that call returns
+    return n;
+  }
+
+  static PlanCache& instance() {
+    static PlanCache* cache = new PlanCache();
+    return *cache;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::list<std::shared_ptr<Plan>> plans_;
+};
+
+}  // namespace
+}  // namespace pyg_accel
