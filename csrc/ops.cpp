@@ -29,15 +29,18 @@ TORCH_LIBRARY(pyg_accel, m) {
   // seed index of every node (disjoint mode, else empty); per-hop node/edge counts.
   // `random_seed` keys a counter-based RNG: the same seed gives the same sample; None
   // draws one from torch's default CPU generator (hence the nondeterministic tag).
-  // `edge_weight` ([E], CSC order) makes sampling proportional to the weights.
+  // What the draws read besides the CSC comes in two lists (their order:
+  // csrc/sampling/sampler_inputs.h, where a new bias adds its input): edge_bias =
+  // [edge_weight, edge_time] and node_bias = [node_time], each entry optional (or either
+  // list empty). `edge_weight` ([E], CSC order) makes sampling proportional to the weights.
   // Temporal sampling (disjoint only): a neighbour is eligible in seed i's tree when
   // node_time[neighbour] <= seed_time[i] and edge_time[edge] <= seed_time[i];
   // temporal_strategy 'uniform' draws among the eligible, 'last' takes the last
   // eligible ones in CSC order (the caller sorts each column by time; the CUDA sampler
   // then binary-searches each column's eligible prefix: columns_sorted_by_time).
   m.def("neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, bool replace, "
-        "bool disjoint, int? random_seed, Tensor? edge_weight=None, Tensor? node_time=None, "
-        "Tensor? edge_time=None, Tensor? seed_time=None, str temporal_strategy='uniform') -> (Tensor node, "
+        "bool disjoint, int? random_seed, Tensor?[] edge_bias, Tensor?[] node_bias, Tensor? seed_time=None, "
+        "str temporal_strategy='uniform') -> (Tensor node, "
         "Tensor row, Tensor col, Tensor edge, Tensor batch, Tensor num_sampled_nodes, Tensor num_sampled_edges)",
         {at::Tag::nondeterministic_seeded});
   // Whether every column of a CSC graph lists its edges in ascending time, an edge's
@@ -56,9 +59,10 @@ TORCH_LIBRARY(pyg_accel, m) {
   // src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node type;
   // num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop expands,
   // edge type by edge type, the nodes each type gained in the previous hop. Optional, as
-  // in neighbor_sample: edge_weight[r] (weighted draws for that edge type), node_time[t],
-  // edge_time[r] and seed_time[t] (temporal; needs disjoint; a type without times is
-  // always eligible); each list is empty or has one entry (maybe None) per type.
+  // in neighbor_sample, edge type by edge type and node type by node type: edge_bias
+  // (edge type r's [edge_weight, edge_time] at 2r, 2r + 1: weighted draws, temporal),
+  // node_bias (node type t's [node_time]) and seed_time[t] (temporal; needs disjoint; a
+  // type without times is always eligible); each list is empty or full (entries maybe None).
   // Outputs: node ids per node type (node) and, in disjoint mode, their trees (batch;
   // an empty list otherwise); the sampled edges of all edge types in one tensor each
   // (row, col, edge: edge type 0's edges, hop by hop, then edge type 1's, ...; the
@@ -67,8 +71,7 @@ TORCH_LIBRARY(pyg_accel, m) {
   // num_sampled_nodes [T, num_hops + 1] and num_sampled_edges [R, num_hops] (CPU).
   m.def("hetero_neighbor_sample(int[] num_nodes, int[] src_type, int[] dst_type, Tensor[] colptr, Tensor[] row, "
         "Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, int? random_seed, "
-        "Tensor?[] edge_weight, Tensor?[] node_time, Tensor?[] edge_time, Tensor?[] seed_time, "
-        "str temporal_strategy) -> "
+        "Tensor?[] edge_bias, Tensor?[] node_bias, Tensor?[] seed_time, str temporal_strategy) -> "
         "(Tensor[] node, Tensor[] batch, Tensor row, Tensor col, Tensor edge, Tensor num_sampled_nodes, "
         "Tensor num_sampled_edges)",
         {at::Tag::nondeterministic_seeded});

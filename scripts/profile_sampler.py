@@ -72,8 +72,7 @@ def main():
         kernel_table(colptr, row, batches, f, options)
         return
     api = lambda s: neighbor_sample(colptr, row, s, f)  # noqa: E731
-    raw = lambda s: ops().neighbor_sample(colptr, row, s, f, False, False, 7, None, None, None, None,  # noqa: E731
-                                          'uniform')
+    raw = lambda s: ops().neighbor_sample(colptr, row, s, f, False, False, 7, [], [], None, 'uniform')  # noqa: E731
     for wait in ('spin', 'block', 'sleep'):
         os.environ['PYG_ACCEL_SAMPLER_WAIT'] = wait
         for name, fn in (('python api', api), ('raw op', raw)):
@@ -84,8 +83,7 @@ def main():
     del os.environ['PYG_ACCEL_SAMPLER_WAIT']
     os.environ['PYG_ACCEL_SAMPLER_CUDA_GRAPHS'] = '0'
     colptr2, row2 = colptr.clone(), row.clone()
-    eager = lambda s: ops().neighbor_sample(colptr2, row2, s, f, False, False, 7, None, None, None, None,  # noqa
-                                            'uniform')
+    eager = lambda s: ops().neighbor_sample(colptr2, row2, s, f, False, False, 7, [], [], None, 'uniform')  # noqa
     for _ in range(3):
         eager(batches[0])
     w, c = timed(eager, batches)

@@ -129,7 +129,7 @@ def test_opcheck(sample_device, random_seed):
     colptr, row = random_graph(50, 300, device=sample_device)
     seed = torch.tensor([0, 3, 7], device=sample_device)
     torch.library.opcheck(ops().neighbor_sample.default,
-                          (colptr, row, seed, [2, 2], False, False, random_seed, None, None, None, None, 'uniform'),
+                          (colptr, row, seed, [2, 2], False, False, random_seed, [], [], None, 'uniform'),
                           test_utils=('test_schema', 'test_faketensor', 'test_autograd_registration'))
 
 
@@ -145,11 +145,12 @@ def test_raw_ops_check_their_inputs_in_one_place(sample_device):
 
     def homo(*, disjoint=True, weight=None, node_time=None, seed_time=seed_time, strategy='uniform', graph=None):
         c, r = graph or (colptr, row)
-        return ops().neighbor_sample(c, r, seed, [2], False, disjoint, 1, weight, node_time, None, seed_time, strategy)
+        return ops().neighbor_sample(c, r, seed, [2], False, disjoint, 1, [weight, None], [node_time], seed_time,
+                                     strategy)
 
     def hetero(*, disjoint=True, weight=None, node_time=None, strategy='uniform'):
         return ops().hetero_neighbor_sample([50], [0], [0], [colptr], [row], [seed], [2], 1, False, disjoint, 1,
-                                            [weight], [node_time], [], [seed_time], strategy)
+                                            [weight, None], [node_time], [seed_time], strategy)
     for run, name in ((homo, 'neighbor_sample'), (hetero, 'hetero_neighbor_sample')):
         with pytest.raises(RuntimeError, match=f"{name}: temporal_strategy must be 'uniform' or 'last'"):
             run(strategy='first')
@@ -1091,7 +1092,7 @@ def test_hetero_opcheck(sample_device, disjoint):
     args = ([num_nodes[t] for t in types], [types.index(et[0]) for et in edge_types],
             [types.index(et[-1]) for et in edge_types], [colptrs[et].to(sample_device) for et in edge_types],
             [rows[et].to(sample_device) for et in edge_types], seeds, [2, 2] * len(edge_types), 2, False, disjoint, 3,
-            [], [], [], [], 'uniform')
+            [], [], [], 'uniform')
     torch.library.opcheck(ops().hetero_neighbor_sample.default, args,
                           test_utils=('test_schema', 'test_faketensor', 'test_autograd_registration'))
 

@@ -288,15 +288,24 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     sample = ops().neighbor_sample.default  # (the overload itself: no resolution per call)
     # (random_seed None: the op draws one from torch's default generator)
     out = sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
-                 bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), edge_weight,
-                 node_time, edge_time, seed_time, temporal_strategy)
+                 bool(replace), bool(disjoint), None if random_seed is None else int(random_seed),
+                 _bias_inputs([edge_weight], [edge_time]), _bias_inputs([node_time]), seed_time, temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
                            nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
 
 
-def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_weight=None,
-                          node_time=None, edge_time=None, seed_time=None, temporal_strategy='uniform'):
+def _bias_inputs(*per_input: List[Optional[Tensor]]) -> List[Optional[Tensor]]:
+    """The ops' ``edge_bias`` or ``node_bias`` list (order: csrc/sampling/sampler_inputs.h):
+    given each input's per-type tensors (``edge_bias``: edge_weight, edge_time; ``node_bias``:
+    node_time), type by type, each type's inputs in that order; empty when none is given."""
+    if all(t is None for values in per_input for t in values):
+        return []
+    return [t for per_type in zip(*per_input) for t in per_type]
+
+
+def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_bias, node_bias,
+                          seed_time=None, temporal_strategy='uniform'):
     ctx = torch.library.get_ctx()
     num_nodes, num_edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
     new = lambda n: colptr.new_empty((n,), dtype=torch.long)  # noqa: E731
@@ -306,8 +315,7 @@ def _fake_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, r
 
 
 def _fake_hetero_neighbor_sample(num_nodes, src_type, dst_type, colptr, row, seed, num_neighbors, num_hops, replace,
-                                 disjoint, random_seed, edge_weight, node_time, edge_time, seed_time,
-                                 temporal_strategy):
+                                 disjoint, random_seed, edge_bias, node_bias, seed_time, temporal_strategy):
     ctx = torch.library.get_ctx()
     like = colptr[0] if colptr else seed[0]
     new = lambda n: like.new_empty((n,), dtype=torch.long)  # noqa: E731
@@ -483,8 +491,8 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         [int(num_nodes[t]) for t in node_types], [type_index[et[0]] for et in edge_types],
         [type_index[et[-1]] for et in edge_types], [_graph_long(colptr_dict[et]) for et in edge_types],
         [_graph_long(row_dict[et]) for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]],
-        num_hops, bool(replace), bool(disjoint), None if random_seed is None else int(random_seed), weights,
-        node_times, edge_times, seed_times, temporal_strategy)
+        num_hops, bool(replace), bool(disjoint), None if random_seed is None else int(random_seed),
+        _bias_inputs(weights, edge_times), _bias_inputs(node_times), seed_times, temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
     # (the op returns the edges of all edge types in one tensor each, type after type)

@@ -221,13 +221,12 @@ HeteroOutput sample_cpu(const HeteroInputs& in, at::IntArrayRef num_nodes, at::I
 
 SampleOutput neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
                                  at::IntArrayRef num_neighbors, bool replace, bool disjoint,
-                                 std::optional<int64_t> random_seed, const std::optional<at::Tensor>& edge_weight,
-                                 const std::optional<at::Tensor>& node_time,
-                                 const std::optional<at::Tensor>& edge_time,
-                                 const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
-  const bool temporal = check_neighbor_sample_inputs(colptr, row, seed, edge_weight, node_time, edge_time, seed_time,
-                                                     disjoint, temporal_strategy, std::nullopt);
-  HeteroInputs in = one_type_graph(colptr, row, edge_weight, node_time, edge_time, temporal);
+                                 std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+                                 const OptionalTensors& node_bias, const std::optional<at::Tensor>& seed_time,
+                                 c10::string_view temporal_strategy) {
+  const Bias bias = check_neighbor_sample_inputs(colptr, row, seed, edge_bias, node_bias, seed_time, disjoint,
+                                                 temporal_strategy, std::nullopt);
+  HeteroInputs in = one_type_graph(colptr, row, edge_bias, node_bias, bias == Bias::kTemporal);
   in.seed_times = {seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor()};
   const std::vector<int64_t> num_nodes{colptr.numel() - 1}, one_type{0};
   const std::vector<at::Tensor> seeds{seed};
@@ -241,15 +240,12 @@ SampleOutput neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row
 HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
                                         at::TensorList colptr_list, at::TensorList row_list, at::TensorList seed_list,
                                         at::IntArrayRef num_neighbors, int64_t num_hops, bool replace, bool disjoint,
-                                        std::optional<int64_t> random_seed,
-                                        const c10::List<std::optional<at::Tensor>>& edge_weight,
-                                        const c10::List<std::optional<at::Tensor>>& node_time,
-                                        const c10::List<std::optional<at::Tensor>>& edge_time,
-                                        const c10::List<std::optional<at::Tensor>>& seed_time,
+                                        std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+                                        const OptionalTensors& node_bias, const OptionalTensors& seed_time,
                                         c10::string_view temporal_strategy) {
   const HeteroInputs in = read_hetero_inputs(num_nodes, src_type, dst_type, colptr_list, row_list, seed_list,
-                                             num_neighbors, num_hops, disjoint, edge_weight, node_time, edge_time,
-                                             seed_time, temporal_strategy, std::nullopt);
+                                             num_neighbors, num_hops, disjoint, edge_bias, node_bias, seed_time,
+                                             temporal_strategy, std::nullopt);
   return sample_cpu(in, num_nodes, src_type, dst_type, seed_list, num_neighbors, num_hops, replace, disjoint,
                     resolve_random_seed(random_seed), temporal_strategy == "last", false);
 }

@@ -544,7 +544,7 @@ struct HeteroPlanKey {
   std::vector<int64_t> num_nodes, src_type, dst_type, fanouts, num_seeds;
   int64_t num_hops;
   bool replace, disjoint, last;
-  std::vector<TensorId> inputs;  // per edge type colptr, row, edge_weight, edge_time; per node type node_time
+  std::vector<TensorId> inputs;  // colptr and row per edge type, the bias inputs (graph_input_ids)
 
   bool alive() const { return all_alive(inputs); }
   bool same(const HeteroPlanKey& o) const {
@@ -625,7 +625,8 @@ class HeteroPlan {
     }
     constexpr int64_t kLimit = int64_t{1} << 36;
     TORCH_CHECK(all_nodes < kLimit && max_positions < kLimit && edge_out_len_ < kLimit,
-                "hetero_neighbor_sample: the sample's upper bound (", std::to_string(std::max(all_nodes, max_positions)),
+                "hetero_neighbor_sample: the sample's upper bound (",
+                std::to_string(std::max(all_nodes, max_positions)),
                 " nodes or edges) is too large for the CUDA kernel's buffers; use smaller fanouts or batches");
 
     // Zeroed state in one allocation: the table, the counters, each scan's look-back
@@ -719,7 +720,9 @@ class HeteroPlan {
       epoch_ = 1;
     }
     const c10::Device device = state_.device();
-    auto fresh = [&](int64_t len) { return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt)); };
+    auto fresh = [&](int64_t len) {
+      return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt));
+    };
     std::vector<at::Tensor> node(T_), batch(key_.disjoint ? T_ : 0);
     Params& call = seed_args_.call;
     call = Params{};
@@ -882,11 +885,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
                                          at::TensorList colptr_list, at::TensorList row_list,
                                          at::TensorList seed_list, at::IntArrayRef num_neighbors, int64_t num_hops,
                                          bool replace, bool disjoint, std::optional<int64_t> random_seed,
-                                         const c10::List<std::optional<at::Tensor>>& edge_weight,
-                                         const c10::List<std::optional<at::Tensor>>& node_time_list,
-                                         const c10::List<std::optional<at::Tensor>>& edge_time_list,
-                                         const c10::List<std::optional<at::Tensor>>& seed_time_list,
-                                         c10::string_view temporal_strategy) {
+                                         const OptionalTensors& edge_bias, const OptionalTensors& node_bias,
+                                         const OptionalTensors& seed_time_list, c10::string_view temporal_strategy) {
   const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
   TORCH_CHECK(T > 0, "hetero_neighbor_sample: no node types");
   TORCH_CHECK(T <= kMaxTypes && R <= kMaxTypes, "hetero_neighbor_sample: the CUDA kernel takes up to ",
@@ -895,8 +895,8 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   TORCH_CHECK(device.is_cuda(), "hetero_neighbor_sample: the CUDA kernel needs the graph on a GPU");
   const c10::cuda::CUDAGuard guard(device);
   const HeteroInputs in = read_hetero_inputs(num_nodes, src_type, dst_type, colptr_list, row_list, seed_list,
-                                             num_neighbors, num_hops, disjoint, edge_weight, node_time_list,
-                                             edge_time_list, seed_time_list, temporal_strategy, device);
+                                             num_neighbors, num_hops, disjoint, edge_bias, node_bias, seed_time_list,
+                                             temporal_strategy, device);
   std::vector<at::Tensor> seeds(T);
   std::vector<int64_t> num_seeds(T);
   for (int64_t t = 0; t < T; ++t) {
@@ -905,26 +905,12 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     seeds[t] = seed_list[t].to(at::kLong).reshape({-1}).contiguous();
     num_seeds[t] = seeds[t].numel();
   }
-  // The plan's key: the caller's graph tensors by identity; its copies: what conversion
-  // made of them (a plan holds those only).
-  auto given = [](const c10::List<std::optional<at::Tensor>>& list, int64_t i) {
-    const std::optional<at::Tensor> t = i < static_cast<int64_t>(list.size()) ? list.get(i) : std::nullopt;
-    return t.has_value() ? *t : at::Tensor();
-  };
+  // The plan's key: the caller's graph tensors by identity (a plan holds only the copies
+  // conversion made of them).
   HeteroPlanKey key{device.index(), num_nodes.vec(), src_type.vec(), dst_type.vec(), num_neighbors.vec(), num_seeds,
-                    num_hops, replace, disjoint, temporal_strategy == "last", {}};
-  std::vector<at::Tensor> copies;
-  auto note = [&](const at::Tensor& caller, const at::Tensor& read) {
-    key.inputs.push_back(TensorId::of(&caller));
-    if (read.defined() && (!caller.defined() || read.data_ptr() != caller.data_ptr())) copies.push_back(read);
-  };
-  for (int64_t r = 0; r < R; ++r) {
-    note(colptr_list[r], in.colptrs[r]);
-    note(row_list[r], in.rows[r]);
-    note(given(edge_weight, r), in.weights[r]);
-    note(given(edge_time_list, r), in.edge_times[r]);
-  }
-  for (int64_t t = 0; t < T; ++t) note(given(node_time_list, t), in.node_times[t]);
+                    num_hops, replace, disjoint, temporal_strategy == "last",
+                    graph_input_ids(colptr_list, row_list, edge_bias, node_bias)};
+  std::vector<at::Tensor> copies = conversion_copies(in, colptr_list, row_list, edge_bias, node_bias);
   auto plan = PlanCache<HeteroPlan>::instance().get(std::move(key), [&](HeteroPlanKey k) {
     return std::make_shared<HeteroPlan>(std::move(k), in, colptr_list, std::move(copies));
   });

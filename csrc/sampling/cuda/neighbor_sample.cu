@@ -77,7 +77,7 @@ struct PlanKey {
   bool replace, disjoint;
   Bias bias;  // bias_of(weights, times)
   bool last;  // temporal strategy 'last'
-  std::vector<TensorId> inputs;  // colptr, row, edge_weight, node_time, edge_time
+  std::vector<TensorId> inputs;  // colptr, row, the bias inputs (graph_input_ids)
 
   bool alive() const { return all_alive(inputs); }
   bool same(const PlanKey& o) const {
@@ -93,8 +93,8 @@ using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, 
 // captured CUDA graph of the kernel sequence.
 class SamplePlan {
  public:
-  SamplePlan(PlanKey key, const at::Tensor& colptr, const at::Tensor& row, const std::optional<at::Tensor>& weight,
-             const std::optional<at::Tensor>& node_time, const std::optional<at::Tensor>& edge_time)
+  SamplePlan(PlanKey key, const at::Tensor& colptr, const at::Tensor& row, const OptionalTensors& edge_bias,
+             const OptionalTensors& node_bias)
       : key_(std::move(key)), hops_(static_cast<int64_t>(key_.fanouts.size())) {
     // The graph's own tensors are not held: the plan is only used while its key says
     // the caller passed these very tensors, unmodified (converted copies are held).
@@ -114,16 +114,10 @@ class SamplePlan {
     // The graph as the one-type inputs every sampler reads (sampler_inputs.h; time order:
     // a pass over the edges), the draws' view of them, and the copies conversion made
     // (the caller's own tensors are not held).
-    const HeteroInputs in = one_type_graph(colptr, row, weight, node_time, edge_time, key_.bias == Bias::kTemporal);
-    const at::Tensor& w = in.weights[0];
-    TORCH_CHECK_VALUE(!w.defined() || num_edges == 0 || (at::isfinite(w).all() & (w >= 0).all()).item<bool>(),
-                      "neighbor_sample: edge_weight must be finite and non-negative");
+    const HeteroInputs in = one_type_graph(colptr, row, edge_bias, node_bias, key_.bias == Bias::kTemporal);
+    check_bias_values(in, "neighbor_sample");
     bias_ = bias_views(in, std::vector<int64_t>{0}, std::vector<int64_t>{num_nodes_})[0];
-    const std::pair<const at::Tensor*, const std::optional<at::Tensor>*> inputs[] = {
-        {&in.weights[0], &weight}, {&in.node_times[0], &node_time}, {&in.edge_times[0], &edge_time}};
-    for (const auto& [held, given] : inputs) {
-      if (held->defined() && held->data_ptr() != (*given)->data_ptr()) converted_.push_back(*held);
-    }
+    converted_ = conversion_copies(in, colptr, row, edge_bias, node_bias);
     int64_t max_degree = 0;
     for (int64_t f : key_.fanouts) {
       if (f < 0 && num_nodes_ > 0) {
@@ -464,24 +458,19 @@ class SamplePlan {
 
 SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
                                   at::IntArrayRef num_neighbors, bool replace, bool disjoint,
-                                  std::optional<int64_t> random_seed,
-                                  const std::optional<at::Tensor>& edge_weight,
-                                  const std::optional<at::Tensor>& node_time,
-                                  const std::optional<at::Tensor>& edge_time,
-                                  const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
+                                  std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+                                  const OptionalTensors& node_bias, const std::optional<at::Tensor>& seed_time,
+                                  c10::string_view temporal_strategy) {
   const auto entry = std::chrono::steady_clock::now();
   TORCH_CHECK(colptr_t.is_cuda(), "neighbor_sample: colptr, row and seed must be on one GPU");
-  const bool temporal = check_neighbor_sample_inputs(colptr_t, row_t, seed_t, edge_weight, node_time, edge_time,
-                                                     seed_time, disjoint, temporal_strategy, colptr_t.device());
+  const Bias bias = check_neighbor_sample_inputs(colptr_t, row_t, seed_t, edge_bias, node_bias, seed_time, disjoint,
+                                                 temporal_strategy, colptr_t.device());
   const c10::cuda::CUDAGuard guard(colptr_t.device());
   const at::Tensor colptr = colptr_t.contiguous(), row = row_t.contiguous(), seed = seed_t.contiguous();
-  const Bias bias = bias_of(edge_weight.has_value(), temporal);
-  auto id_of = [](const std::optional<at::Tensor>& t) { return TensorId::of(t.has_value() ? &*t : nullptr); };
   PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, bias,
-              temporal_strategy == "last",
-              {TensorId::of(&colptr), TensorId::of(&row), id_of(edge_weight), id_of(node_time), id_of(edge_time)}};
+              temporal_strategy == "last", graph_input_ids(colptr, row, edge_bias, node_bias)};
   auto plan = PlanCache<SamplePlan>::instance().get(std::move(key), [&](PlanKey k) {
-    return std::make_shared<SamplePlan>(std::move(k), colptr, row, edge_weight, node_time, edge_time);
+    return std::make_shared<SamplePlan>(std::move(k), colptr, row, edge_bias, node_bias);
   });
   return plan->run(seed, seed_time, resolve_random_seed(random_seed), entry);
 }
