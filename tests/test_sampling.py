@@ -164,6 +164,12 @@ def test_raw_ops_check_their_inputs_in_one_place(sample_device):
         homo(graph=(colptr[:0], row))
     with pytest.raises(RuntimeError, match='neighbor_sample: colptr, row and seed must be int64'):
         homo(graph=(colptr.int(), row))
+    # the bias inputs come in lists of a fixed layout: two per edge type, one per node type
+    with pytest.raises(RuntimeError, match=r'neighbor_sample: edge_bias must have 2 entries \(2 per type\) or none'):
+        ops().neighbor_sample(colptr, row, seed, [2], False, True, 1, [None], [], None, 'uniform')
+    with pytest.raises(RuntimeError, match=r'hetero_neighbor_sample: node_bias must have 1 entries'):
+        ops().hetero_neighbor_sample([50], [0], [0], [colptr], [row], [seed], [2], 1, False, True, 1, [],
+                                     [times, times], [seed_time], 'uniform')
     assert homo(node_time=times)[0].numel() >= 3  # (the good call)
 
 
@@ -960,6 +966,48 @@ def assert_same_hetero_sample(cpu, gpu, num_nodes, colptrs, disjoint, batch=0):
         for name in ('row', 'col', 'edge'):
             assert torch.equal(getattr(cpu, name)[et], getattr(gpu, name)[et].cpu()), f'{name}[{et}]'
     assert sum(sum(v) for v in gpu.num_sampled_edges.values()) > 0
+
+
+@requires_cuda
+def test_hetero_cuda_plan_follows_in_place_graph_edits():
+    """The heterogeneous plan is keyed by its tensors' versions: after its graph replay
+    is captured, editing an edge type's rows in place is seen by the next sample."""
+    colptrs, rows, num_nodes = random_hetero_graph()
+    colptrs = {et: t.cuda() for et, t in colptrs.items()}
+    rows = {et: t.cuda() for et, t in rows.items()}
+    seeds = {'paper': torch.arange(0, 300, 5, device='cuda')}
+    fanouts = {et: [3, 2] for et in colptrs}
+    for s in range(3):  # eager, then captured and replayed
+        hetero_neighbor_sample(colptrs, rows, seeds, fanouts, num_nodes, random_seed=s)
+    cites = ('paper', 'cites', 'paper')
+    rows[cites].zero_()  # every 'cites' edge now comes from paper 0
+    out = hetero_neighbor_sample(colptrs, rows, seeds, fanouts, num_nodes, random_seed=1)
+    assert out.row[cites].numel() > 0 and bool((out.node['paper'][out.row[cites]] == 0).all())
+
+
+@requires_cuda
+def test_hetero_cuda_plan_does_not_keep_a_freed_graph():
+    """A plan holds no tensor of the caller's graph: once the graph is freed, its plan
+    goes at the next lookup and the graph's memory is released."""
+    from pyg_accel.ops import clear_sampler_cache
+    clear_sampler_cache()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    colptrs, rows, num_nodes = random_hetero_graph(scale=40)
+    colptrs = {et: t.cuda() for et, t in colptrs.items()}
+    rows = {et: t.cuda() for et, t in rows.items()}
+    graph_bytes = sum(t.numel() * t.element_size() for d in (colptrs, rows) for t in d.values())
+    fanouts = {et: [2] for et in colptrs}
+    for s in range(2):
+        out = hetero_neighbor_sample(colptrs, rows, {'paper': torch.arange(8, device='cuda')}, fanouts, num_nodes,
+                                     random_seed=s)
+    del colptrs, rows, out
+    small, small_rows, small_nodes = random_hetero_graph()  # another graph's call drops the dead plan
+    hetero_neighbor_sample({et: t.cuda() for et, t in small.items()}, {et: t.cuda() for et, t in small_rows.items()},
+                           {'paper': torch.arange(8, device='cuda')}, {et: [2] for et in small}, small_nodes)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() - before < graph_bytes / 4
+    clear_sampler_cache()
 
 
 @requires_cuda
