@@ -294,10 +294,10 @@ def _exchange_rows(served: List[Tensor], fetched: List[Tensor], send_sizes: List
     send or receive are left out. Returns the works to wait on."""
     ops = []
     for tag, (out_rows, in_rows) in enumerate(zip(served, fetched)):
-        for peer, (rows, n) in enumerate(zip(out_rows.split(send_sizes), send_sizes)):
+        for peer, (rows, n) in enumerate(zip(out_rows.split_with_sizes(send_sizes), send_sizes)):
             if n:
                 ops.append(dist.P2POp(dist.isend, rows, dist.get_global_rank(group, peer), group, tag))
-        for peer, (rows, n) in enumerate(zip(in_rows.split(recv_sizes), recv_sizes)):
+        for peer, (rows, n) in enumerate(zip(in_rows.split_with_sizes(recv_sizes), recv_sizes)):
             if n:
                 ops.append(dist.P2POp(dist.irecv, rows, dist.get_global_rank(group, peer), group, tag))
     return dist.batch_isend_irecv(ops) if ops else []
