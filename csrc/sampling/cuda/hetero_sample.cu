@@ -57,6 +57,7 @@
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
 #include "../node_draw.h"
+#include "sample_hub_draw.cuh"
 #include "sample_hub_queue.cuh"
 #include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
@@ -386,10 +387,6 @@ struct DrawCount {
 
 // One thread: each edge type's first position in this hop (from the tasks' inclusive
 // draw sums) and its edge count.
-__global__ void publish_kernel(PublishArgs p) {
-  publish_counts(p);
-}
-
 __global__ void hop_summary_kernel(Counters c, const int64_t* scan, int64_t hop, int64_t num_rels, int64_t num_hops) {
   int64_t* rel_start = c.rel_start + hop * (num_rels + 1);
   for (int64_t r = 0; r <= num_rels; ++r) {
@@ -440,26 +437,23 @@ __global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64
   }
 }
 
-// The hop's queued tasks (draw_kernel; sample_hub_queue.cuh): giants by whole blocks,
-// first, then the others a warp each, each taken by whichever is free. `bound`: the
-// queue buffer's length.
-__global__ void __launch_bounds__(kBlock) hub_draw_kernel(HopArgs a, const int64_t* scan, const int64_t* hub_queue,
-                                                            int64_t bound, int64_t* edge) {
-  const uint64_t key_of_hop = hop_key(a.m.call->random_seed, a.hop);
-  auto draw = [&](int64_t q, bool by_block) {
+// A hop's queued tasks, for hub_draw_kernel (sample_hub_draw.cuh): the queue draw_kernel
+// filled (`bound` entries), and where a queued task's draws come from and go.
+struct QueuedTasks {
+  HopArgs a;
+  const int64_t* scan;  // the tasks' inclusive draw counts
+  const int64_t* hub_queue;
+  int64_t bound;
+  int64_t* edge;
+  __device__ HubQueue queue() const {
+    return {hub_queue, bound, a.c.hubs + a.hop, a.c.giants + a.hop, a.c.claimed + 2 * a.hop};
+  }
+  __device__ QueuedDraw queued(int64_t q) const {
     const int64_t k = step(scan, q), base = scan[q] - k;
     const Task t = task_of(a, q);
-    const NodeDraw e = draw_of(a, t);
-    if (by_block) {
-      block_draw_weighted<kBlock / 32>(e.weight, e.start, e.degree, task_key(key_of_hop, t), k, edge + base);
-    } else {
-      warp_draw_filtered(e, task_key(key_of_hop, t), k, edge + base);
-    }
-  };
-  draw_hub_queue<kBlock / 32>(
-      hub_queue, a.c.hubs[a.hop], hub_queue + bound, a.c.giants[a.hop], a.c.claimed + 2 * a.hop,
-      [&](int64_t q) { draw(q, true); }, [&](int64_t q) { draw(q, false); });
-}
+    return {draw_of(a, t), task_key(hop_key(a.m.call->random_seed, a.hop), t), k, edge + base};
+  }
+};
 
 // A position per thread (balanced whatever the degrees): the neighbour the drawn edge
 // leads to, inserted into the table (the smallest position per node wins). An
@@ -838,8 +832,8 @@ class HeteroPlan {
       launch(filtered ? draw_kernel<true> : draw_kernel<false>, task_bound_[h], stream, a, task_scan,
              task_bound_[h], base + o_hop_edge_[h], base + o_hop_col_[h], tree_ptr, keys, base + o_hub_queue_);
       if (filtered) {
-        launch(hub_draw_kernel, 32 * task_bound_[h], stream, a, task_scan, base + o_hub_queue_, task_bound_[h],
-               base + o_hop_edge_[h]);
+        launch(hub_draw_kernel<QueuedTasks>, 32 * task_bound_[h], stream,
+               QueuedTasks{a, task_scan, base + o_hub_queue_, task_bound_[h], base + o_hop_edge_[h]});
       }
       const Segments seg{c.rel_start + h * (R_ + 1), m.src_type, R_};
       const Positions pos{base + o_hop_slot_[h], base + o_node_, tree_ptr};

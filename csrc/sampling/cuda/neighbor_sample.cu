@@ -410,7 +410,10 @@ class SamplePlan {
     if (!group_draws(f)) {
       const auto draw = filtered() ? draw_kernel<true> : draw_kernel<false>;
       launch_after(draw, capped_grid(draw, std::max(fl, rows.len)), kBlock, stream, a, fl, rows);
-      if (warp_draws()) launch_after(hub_draw_kernel, capped_grid(hub_draw_kernel, 32 * fl), kBlock, stream, a);
+      if (warp_draws()) {
+        constexpr auto hubs = hub_draw_kernel<QueuedNodes>;
+        launch_after(hubs, capped_grid(hubs, 32 * fl), kBlock, stream, QueuedNodes{a});
+      }
       return false;
     }
     const int width = static_cast<int>(std::max<int64_t>(f, 1));

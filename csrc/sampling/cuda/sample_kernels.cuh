@@ -16,6 +16,7 @@
 
 #include "../sampling_rng.h"
 #include "../node_draw.h"
+#include "sample_hub_draw.cuh"
 #include "sample_hub_queue.cuh"
 #include "sample_launch.cuh"
 #include "sample_publish.cuh"
@@ -196,12 +197,6 @@ __device__ __forceinline__ void insert_seed(const SeedArgs& a, int64_t first, in
 __global__ void seed_kernel(SeedArgs a) {
   after_previous_kernel();
   insert_seed(a, global_thread(), static_cast<int64_t>(gridDim.x) * blockDim.x);
-}
-
-// The last step of a sample with no hops. One block.
-__global__ void publish_kernel(PublishArgs p) {
-  after_previous_kernel();
-  publish_counts(p);
 }
 
 // Numbering a level, one kernel: positions p < count (the seeds, or the hop's edges)
@@ -409,48 +404,22 @@ __device__ __forceinline__ void draw_one(const HopArgs& a, int64_t i, bool live)
   }
 }
 
-// Where a queued frontier node's draws come from and go.
-struct HubDraw {
-  int64_t k, o;
-  NodeDraw d;
-  uint64_t key;
-  __device__ HubDraw(const HopArgs& a, int64_t i) {
-    k = step(a.offsets, i);
-    o = a.offsets[i] - k;
+// A hop's queued frontier nodes, for hub_draw_kernel (sample_hub_draw.cuh): the queue
+// draw_one filled, and where a queued node's draws come from and go.
+struct QueuedNodes {
+  HopArgs a;
+  __device__ HubQueue queue() const {
+    return {a.hub_queue, a.hub_queue_len, a.c.hubs + a.hop, a.c.giants + a.hop, a.c.claimed + 2 * a.hop};
+  }
+  __device__ QueuedDraw queued(int64_t i) const {
+    const int64_t k = step(a.offsets, i), o = a.offsets[i] - k;
     const int64_t id = a.c.node_start[a.hop] + i;
     int64_t start, degree;
     edge_range(a, a.out->node[id], start, degree);
-    d = node_draw(a, start, degree, tree_of(a, id));
-    key = slot_key(hop_key(*a.c.random_seed, a.hop), i);
+    return {node_draw(a, start, degree, tree_of(a, id)), slot_key(hop_key(*a.c.random_seed, a.hop), i), k,
+            a.drawn + o};
   }
 };
-
-constexpr int kBlockWarps = kBlock / 32;
-
-#ifndef PYG_ACCEL_HUB_MIN_BLOCKS
-#define PYG_ACCEL_HUB_MIN_BLOCKS 0  // resident blocks per SM asked of the compiler (0: its choice, 64 registers)
-#endif
-#if PYG_ACCEL_HUB_MIN_BLOCKS > 0
-#define PYG_ACCEL_HUB_BOUNDS __launch_bounds__(kBlock, PYG_ACCEL_HUB_MIN_BLOCKS)
-#else
-#define PYG_ACCEL_HUB_BOUNDS __launch_bounds__(kBlock)
-#endif
-
-// The hop's queued nodes (draw_one; sample_hub_queue.cuh): giants by whole blocks,
-// first, then the others a warp each, each taken by whichever is free.
-__global__ void PYG_ACCEL_HUB_BOUNDS hub_draw_kernel(HopArgs a) {
-  after_previous_kernel();
-  draw_hub_queue<kBlockWarps>(
-      a.hub_queue, a.c.hubs[a.hop], a.hub_queue + a.hub_queue_len, a.c.giants[a.hop], a.c.claimed + 2 * a.hop,
-      [&](int64_t i) {
-        const HubDraw h(a, i);
-        block_draw_weighted<kBlockWarps>(h.d.weight, h.d.start, h.d.degree, h.key, h.k, a.drawn + h.o);
-      },
-      [&](int64_t i) {
-        const HubDraw h(a, i);
-        warp_draw_filtered(h.d, h.key, h.k, a.drawn + h.o);
-      });
-}
 
 // The frontier's live size (its bound, or the nodes the level actually got).
 __device__ __forceinline__ int64_t frontier_count(const HopArgs& a, int64_t frontier_len) {

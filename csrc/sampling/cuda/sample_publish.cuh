@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "sample_launch.cuh"
+
 namespace pyg_accel {
 
 // Where the counters go (`n` words), and the last kernel's finished blocks.
@@ -21,4 +23,14 @@ __device__ __forceinline__ void publish_counts(const PublishArgs& p) {
   }
 }
 
+namespace {
+
+// The last step of a sample whose last kernel does not publish (the heterogeneous one's,
+// a homogeneous one's with no hops). One block.
+__global__ void publish_kernel(PublishArgs p) {
+  after_previous_kernel();
+  publish_counts(p);
+}
+
+}  // namespace
 }  // namespace pyg_accel
