@@ -48,12 +48,12 @@ TORCH_LIBRARY(pyg_accel, m) {
   // neither is): then each column's edges not later than a seed's time are a prefix,
   // which both sampling kernels binary-search (they check this once per graph).
   m.def("columns_sorted_by_time(Tensor colptr, Tensor row, Tensor? node_time=None, Tensor? edge_time=None) -> bool");
-  // Drops the CUDA sampler's cached plans (buffers and CUDA graphs; they are rebuilt on
+  // Drops both CUDA samplers' cached plans (buffers and CUDA graphs; they are rebuilt on
   // the next call); returns how many were dropped.
   m.def("clear_sampler_plans() -> int");
   // Microseconds (wall clock) the calling thread spent waiting for the GPU in its last
-  // CUDA neighbor_sample call (0 before any): the call's host time is its wall time
-  // minus this.
+  // CUDA neighbor_sample or hetero_neighbor_sample call (0 before any): the call's host
+  // time is its wall time minus this.
   m.def("sampler_last_wait_us() -> float");
   // Heterogeneous version: node types 0..T-1 with num_nodes[t]; edge type r goes from
   // src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node type;

@@ -768,12 +768,18 @@ def test_last_sample_wait_is_part_of_the_call():
         assert last_sample_wait_us() == 0.0
         return
     colptr, row = colptr.cuda(), row.cuda()
-    for _ in range(3):  # (the plan's CUDA graph is captured on its second call)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        neighbor_sample(colptr, row, torch.arange(0, 60, 3, device='cuda'), [5, 5])
-        wall_us = (time.perf_counter() - t0) * 1e6
-        assert 0.0 < last_sample_wait_us() < wall_us
+    colptrs, rows, num_nodes = random_hetero_graph()
+    colptrs, rows = ({et: t.cuda() for et, t in d.items()} for d in (colptrs, rows))
+    samples = (lambda: neighbor_sample(colptr, row, torch.arange(0, 60, 3, device='cuda'), [5, 5]),
+               lambda: hetero_neighbor_sample(colptrs, rows, {'paper': torch.arange(0, 60, 3, device='cuda')},
+                                              {et: [5, 5] for et in colptrs}, num_nodes))
+    for sample in samples:  # either sampler's
+        for _ in range(3):  # (the plan's CUDA graph is captured on its second call)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            sample()
+            wall_us = (time.perf_counter() - t0) * 1e6
+            assert 0.0 < last_sample_wait_us() < wall_us
 
 
 @requires_cuda

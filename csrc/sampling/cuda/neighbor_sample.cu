@@ -67,7 +67,8 @@
 namespace pyg_accel {
 namespace {
 
-// Wall-clock microseconds this thread waited for the GPU in its last sample.
+// Wall-clock microseconds this thread waited for the GPU in its last sample, of either
+// sampler (SampleWait notes it).
 thread_local double last_wait_us = 0.0;
 
 struct PlanKey {
@@ -251,7 +252,6 @@ class SamplePlan {
     const double cpu1 = trace_enabled() ? thread_cpu_us() : 0.0;
     const int polls = wait_.wait();
     const auto t2 = std::chrono::steady_clock::now();
-    last_wait_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
     const double wait_cpu = trace_enabled() ? thread_cpu_us() - cpu1 : 0.0;
     const int64_t* host = host_counts_.data_ptr<int64_t>();
     const Counters c = Counters::at(const_cast<int64_t*>(host), hops_, nullptr);
@@ -481,6 +481,8 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
 }  // namespace
 
 int64_t clear_sampler_plans() { return PlanCache<SamplePlan>::instance().clear() + clear_hetero_sampler_plans(); }
+
+void note_sample_wait_us(double us) { last_wait_us = us; }
 
 double sampler_last_wait_us() { return last_wait_us; }
 

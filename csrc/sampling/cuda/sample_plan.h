@@ -11,6 +11,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -25,6 +26,10 @@ namespace pyg_accel {
 
 // Drops the heterogeneous sampler's plans (hetero_sample.cu); returns how many.
 int64_t clear_hetero_sampler_plans();
+
+// Notes how long (wall clock, microseconds) the calling thread just waited for a
+// sample, which sampler_last_wait_us reports (neighbor_sample.cu).
+void note_sample_wait_us(double us);
 
 namespace {
 
@@ -153,11 +158,18 @@ class SampleWait {
 
   // Waits for the recorded end; returns how many polls found it running (sleep mode), else -1.
   // (A host synchronisation, which PyTorch's sync debug mode reports.)
+  // The wait's wall time is noted for sampler_last_wait_us.
   int wait() {
     c10::cuda::warn_or_error_on_sync();
-    if (mode_ == WaitMode::kSleep) return napper_.wait(done_);
-    C10_CUDA_CHECK(cudaEventSynchronize(mode_ == WaitMode::kBlock ? done_blocking_ : done_));
-    return -1;
+    const auto start = std::chrono::steady_clock::now();
+    int polls = -1;
+    if (mode_ == WaitMode::kSleep) {
+      polls = napper_.wait(done_);
+    } else {
+      C10_CUDA_CHECK(cudaEventSynchronize(mode_ == WaitMode::kBlock ? done_blocking_ : done_));
+    }
+    note_sample_wait_us(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    return polls;
   }
 
  private:
