@@ -202,7 +202,7 @@ for stage in $STAGES; do
         --configs pyg accel accel:tf32 accel-graph:tf32 --max-batches 200 --profile-batches 20 --out "$OUT_DIR" ;;
     tta)  # time to stock PyG's accuracy, 3 seeds, SAGE
       run tta python3 benchmarks/time_to_accuracy.py --out "$OUT_DIR" ;;
-    tta_gat)  # the same for GAT 4 x 64 (PyG's GAT sets the target: ~10 minutes on one H200, a call of its own)
+    tta_gat)  # the same for GAT 4 x 64 (PyG's GAT sets the target: over 5 minutes on one H200, a call of its own)
       run tta_gat python3 benchmarks/time_to_accuracy.py --model gat --out "$OUT_DIR" ;;
     e2e_bf16)  # bf16 autocast with the features stored in bf16 (half the gather bytes), eager and captured
       run e2e_bf16 python3 benchmarks/end_to_end.py --amp --feature-dtype bf16 --configs accel accel-graph \
