@@ -11,8 +11,12 @@
 // (cuda/sample_warp_draws.cuh), which give these functions' results.
 #pragma once
 
+#include <c10/util/Exception.h>
+
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <string>
 #ifndef __CUDA_ARCH__
 #include <algorithm>
 #include <unordered_set>
@@ -383,6 +387,21 @@ struct NodeDraw {
         } else {
           draw_temporal(time, start, degree, fanout, replace, last, key, k, out);
         }
+    }
+  }
+
+  // The host's check of the values these draws read: weights finite and non-negative,
+  // or a ValueError naming `op`. The CPU kernel runs it on each node it draws for (the
+  // caller's tensor may change between calls, also through numpy, which no version
+  // counter sees); the CUDA samplers check a graph's values once per plan
+  // (check_bias_values, sampler_inputs.cpp).
+  void check_values(const char* op) const {
+    if (!weighted()) return;
+    for (int64_t e = start; e < start + degree; ++e) {
+      const double w = weight[e];
+      TORCH_CHECK_VALUE(w >= 0 && w < std::numeric_limits<double>::infinity(), op,
+                        ": edge_weight must be finite and non-negative, got ", std::to_string(w), " at edge ",
+                        std::to_string(e));
     }
   }
 };

@@ -44,25 +44,14 @@ inline int64_t checked_degree(const int64_t* colptr, int64_t v, int64_t num_edge
   return end - start;
 }
 
-// Edge weights as the host's draws read them: finite and non-negative, or an error.
-// (Checked where read rather than once per graph: the caller's tensor may change
-// between calls, also through numpy, which no version counter sees.)
-void check_weights(EdgeWeights weight, int64_t start, int64_t degree, const char* op) {
-  for (int64_t e = start; e < start + degree; ++e) {
-    const double w = weight[e];
-    TORCH_CHECK_VALUE(w >= 0 && w < std::numeric_limits<double>::infinity(), op, ": edge_weight must be finite and ",
-                      "non-negative, got ", std::to_string(w), " at edge ", std::to_string(e));
-  }
-}
-
 // One node's draws (NodeDraw's, shared with the CUDA samplers) into out; returns their
-// count. The host also checks the weights it reads, and in a column taken as sorted by
-// time (a fact remembered about the caller's tensors, which numpy writes can change
-// unseen) that every edge drawn is eligible; if one is not, the column is scanned
-// instead: a tree never reaches a node or an edge later than its seed's time. `keys`:
-// scratch, grown as needed.
+// count. The host also checks the values it reads (NodeDraw::check_values), and in a
+// column taken as sorted by time (a fact remembered about the caller's tensors, which
+// numpy writes can change unseen) that every edge drawn is eligible; if one is not, the
+// column is scanned instead: a tree never reaches a node or an edge later than its
+// seed's time. `keys`: scratch, grown as needed.
 int64_t draw_node(NodeDraw d, uint64_t key, int64_t* out, std::vector<double>& keys, const char* op) {
-  if (d.weighted()) check_weights(d.weight, d.start, d.degree, op);
+  d.check_values(op);
   const auto draw = [&] {
     const int64_t k = d.count();
     if (static_cast<int64_t>(keys.size()) < k) keys.resize(k);
