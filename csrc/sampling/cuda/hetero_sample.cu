@@ -896,7 +896,9 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   for (int64_t t = 0; t < T; ++t) {
     TORCH_CHECK(seed_list[t].numel() == 0 || num_nodes[t] > 0, "hetero_neighbor_sample: seeds of node type ",
                 std::to_string(t), " are out of range (the type has no nodes)");
-    seeds[t] = seed_list[t].to(at::kLong).reshape({-1}).contiguous();
+    const at::Tensor& s = seed_list[t];  // (the Python wrapper passes 1-D int64 seeds: no dispatch then)
+    seeds[t] = s.scalar_type() == at::kLong && s.dim() == 1 ? s.contiguous()
+                                                             : s.to(at::kLong).reshape({-1}).contiguous();
     num_seeds[t] = seeds[t].numel();
   }
   // The plan's key: the caller's graph tensors by identity (a plan holds only the copies
@@ -904,9 +906,9 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   HeteroPlanKey key{device.index(), num_nodes.vec(), src_type.vec(), dst_type.vec(), num_neighbors.vec(), num_seeds,
                     num_hops, replace, disjoint, temporal_strategy == "last",
                     graph_input_ids(colptr_list, row_list, edge_bias, node_bias)};
-  std::vector<at::Tensor> copies = conversion_copies(in, colptr_list, row_list, edge_bias, node_bias);
   auto plan = PlanCache<HeteroPlan>::instance().get(std::move(key), [&](HeteroPlanKey k) {
-    return std::make_shared<HeteroPlan>(std::move(k), in, colptr_list, std::move(copies));
+    return std::make_shared<HeteroPlan>(std::move(k), in, colptr_list,
+                                        conversion_copies(in, colptr_list, row_list, edge_bias, node_bias));
   });
   return plan->run(seeds, in.seed_times, resolve_random_seed(random_seed));
 }
