@@ -199,19 +199,20 @@ def test_cuda_kernel_report_matches_launches_to_definitions(tmp_path):
     assert {'gather.cu', 'hetero_sample.cu', 'sample_kernels.cuh', 'sparse.cu', 'sparse_vec.cuh'} <= set(defined)
     names = {name for kernels in defined.values() for name, _ in kernels}
     assert {'gather_kernel', 'spmm_kernel', 'spmm_vec_kernel', 'hub_draw_kernel', 'emit_kernel'} <= names
-    homogeneous_hub = dict(defined['sample_kernels.cuh'])['hub_draw_kernel']
-    hetero_hub = dict(defined['hetero_sample.cu'])['hub_draw_kernel']
-    assert homogeneous_hub != hetero_hub
+    homogeneous_draw = dict(defined['sample_kernels.cuh'])['draw_kernel']
+    hetero_draw = dict(defined['hetero_sample.cu'])['draw_kernel']
+    assert homogeneous_draw != hetero_draw
+    assert dict(defined['sample_hub_draw.cuh'])['hub_draw_kernel'] == 1  # (both samplers' one, a template)
     assert cuda_kernels.launched_kernel(
         'void pyg_accel::(anonymous namespace)::spmm_kernel<float, (pyg_accel::(anonymous namespace)::Reduce)0>'
         '(pyg_accel::(anonymous namespace)::SpmmArgs<float, long>, long)') == ('spmm_kernel', 2)
     report = tmp_path / 'kernels.tsv'
-    hetero_args = ', '.join(['long'] * hetero_hub)
-    report.write_text(f'tests/a.py::t\tvoid pyg_accel::(anonymous namespace)::hub_draw_kernel({hetero_args})\n'
+    hetero_args = ', '.join(['long'] * hetero_draw)
+    report.write_text(f'tests/a.py::t\tvoid pyg_accel::(anonymous namespace)::draw_kernel<true>({hetero_args})\n'
                       'tests/a.py::t\tvoid at::native::vectorized_elementwise_kernel<4>(int, float)\n')
     table = cuda_kernels.coverage(defined, cuda_kernels.read_report(report))
-    assert table['hetero_sample.cu'][0] == ['hub_draw_kernel']
-    assert 'hub_draw_kernel' in table['sample_kernels.cuh'][1]  # the homogeneous one was not launched
+    assert table['hetero_sample.cu'][0] == ['draw_kernel']
+    assert 'draw_kernel' in table['sample_kernels.cuh'][1]  # the homogeneous one was not launched
     assert cuda_kernels.main([str(report)]) == 1  # files with no kernel launched
 
 
