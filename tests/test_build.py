@@ -139,14 +139,23 @@ def test_prebuild_command():
     assert 'cuda_ops_built' in out.stdout and 'build_dir' in out.stdout
 
 
-@pytest.mark.slow  # compiles the C++ ops from scratch
+@pytest.mark.slow  # links the C++ ops (compiles them from scratch if this session has no CPU build to start from)
 def test_stale_build_baton_does_not_hang(tmp_path):
-    """A process killed mid-build leaves torch's 'lock' file; the next build must not wait on it."""
-    env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
+    """A process killed mid-build leaves torch's 'lock' file; the next build must not wait on it.
+    The killed build had compiled this session's objects (copied from its own CPU build,
+    when there is one): the build still has to take the baton, only it then just links."""
     code = 'from pyg_accel import _build; print(_build.build_config().build_dir)'
-    build_dir = Path(subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
-                                    check=True).stdout.strip())
-    build_dir.mkdir(parents=True)
+
+    def build_dir_of(env):
+        return Path(subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
+    build_dir = build_dir_of(env)
+    built = build_dir_of({**os.environ, 'PYG_ACCEL_BUILD_CUDA': '0'})  # (the same key in this session's cache)
+    if built.is_dir() and any(built.glob('*.so')):
+        shutil.copytree(built, build_dir, ignore=shutil.ignore_patterns('*.so', 'lock'))
+    else:
+        build_dir.mkdir(parents=True)
     (build_dir / 'lock').write_text('')
     out = subprocess.run([sys.executable, '-m', 'pyg_accel.build'], env=env, capture_output=True, text=True,
                          timeout=600)
