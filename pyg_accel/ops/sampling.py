@@ -66,9 +66,8 @@ def clear_sampler_cache() -> int:
 def last_sample_wait_us() -> float:
     """Microseconds (wall clock) the calling thread waited for the GPU in its last CUDA
     :func:`neighbor_sample` or :func:`hetero_neighbor_sample` call; 0.0 before any, or
-    without the CUDA sampler. A call's
-    host time, what it costs the CPU beyond waiting for the sample, is its wall time
-    minus this."""
+    without the CUDA sampler. A call's host time, what it costs the CPU beyond waiting
+    for the sample, is its wall time minus this."""
     if not cuda_sampling_available():
         return 0.0
     return float(ops().sampler_last_wait_us())
