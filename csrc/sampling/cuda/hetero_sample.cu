@@ -106,7 +106,8 @@ __device__ __forceinline__ T* ptr(const int64_t* table, int64_t i) {
   return reinterpret_cast<T*>(table[i]);
 }
 
-// The device counters (one int64 buffer):
+// The device counters (one int64 buffer, zeroed by the last kernel of the previous
+// sample after it published them to the host):
 //   level_count [T x (H + 1)]  new nodes per type and level (= num_sampled_nodes)
 //   level_start [T x (H + 1)]  first local id of each type's level
 //   edge_count  [R x H]        edges per edge type and hop (= num_sampled_edges)
