@@ -109,10 +109,30 @@ def test_missing_sources_error(tmp_path, monkeypatch):
         _build._source_dir()
 
 
-@pytest.mark.slow  # compiles the C++ ops from scratch
+def _seeded_build_dir(env: dict, recompile: tuple = ()) -> Path:
+    """The build folder a process with ``env`` builds into, made to hold this session's
+    CPU build (when there is one) less its library, its lock and the objects named in
+    ``recompile``: a build there then compiles just those and links, instead of every op
+    (what the tests exercise is the build's locking, not the compiler)."""
+    code = 'from pyg_accel import _build; print(_build.build_config().build_dir)'
+
+    def build_dir_of(env):
+        return Path(subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    build_dir = build_dir_of(env)
+    built = build_dir_of({**os.environ, 'PYG_ACCEL_BUILD_CUDA': '0'})  # (the same key in this session's cache)
+    if built.is_dir() and any(built.glob('*.so')):
+        shutil.copytree(built, build_dir, ignore=shutil.ignore_patterns('*.so', 'lock', *recompile))
+    else:
+        build_dir.mkdir(parents=True)
+    return build_dir
+
+
+@pytest.mark.slow  # compiles one C++ file and links (every op if this session has no CPU build to start from)
 def test_concurrent_first_use_builds_once(tmp_path):
-    """Two processes import and use the ops at once on an empty cache: both succeed,
-    one library is built."""
+    """Two processes import and use the ops at once on a cache without the library
+    (only this session's objects, ops.cpp's left to compile): both succeed, one library
+    is built."""
     script = textwrap.dedent('''
         import torch
         from pyg_accel.ops import gather
@@ -121,6 +141,7 @@ def test_concurrent_first_use_builds_once(tmp_path):
         print('ok')
     ''')
     env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
+    _seeded_build_dir(env, recompile=('ops.o',))
     procs = [subprocess.Popen([sys.executable, '-c', script], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=900) for p in procs]
@@ -144,18 +165,8 @@ def test_stale_build_baton_does_not_hang(tmp_path):
     """A process killed mid-build leaves torch's 'lock' file; the next build must not wait on it.
     The killed build had compiled this session's objects (copied from its own CPU build,
     when there is one): the build still has to take the baton, only it then just links."""
-    code = 'from pyg_accel import _build; print(_build.build_config().build_dir)'
-
-    def build_dir_of(env):
-        return Path(subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
-                                   check=True).stdout.strip())
     env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
-    build_dir = build_dir_of(env)
-    built = build_dir_of({**os.environ, 'PYG_ACCEL_BUILD_CUDA': '0'})  # (the same key in this session's cache)
-    if built.is_dir() and any(built.glob('*.so')):
-        shutil.copytree(built, build_dir, ignore=shutil.ignore_patterns('*.so', 'lock'))
-    else:
-        build_dir.mkdir(parents=True)
+    build_dir = _seeded_build_dir(env)
     (build_dir / 'lock').write_text('')
     out = subprocess.run([sys.executable, '-m', 'pyg_accel.build'], env=env, capture_output=True, text=True,
                          timeout=600)
