@@ -110,17 +110,17 @@ def test_missing_sources_error(tmp_path, monkeypatch):
 
 
 def _seeded_build_dir(env: dict, recompile: tuple = ()) -> Path:
-    """The build folder a process with ``env`` builds into, made to hold this session's
-    CPU build (when there is one) less its library, its lock and the objects named in
-    ``recompile``: a build there then compiles just those and links, instead of every op
-    (what the tests exercise is the build's locking, not the compiler)."""
+    """The build folder a process with ``env`` builds into, made to hold the CPU build of
+    the running tests' cache (when there is one) less its library, its lock and the
+    objects named in ``recompile``: a build there then compiles just those and links,
+    instead of every op (what the tests exercise is the build's locking, not the compiler)."""
     code = 'from pyg_accel import _build; print(_build.build_config().build_dir)'
 
     def build_dir_of(env):
         return Path(subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
                                    check=True).stdout.strip())
     build_dir = build_dir_of(env)
-    built = build_dir_of({**os.environ, 'PYG_ACCEL_BUILD_CUDA': '0'})  # (the same key in this session's cache)
+    built = build_dir_of({**os.environ, 'PYG_ACCEL_BUILD_CUDA': '0'})  # (the same key in the running tests' cache)
     if built.is_dir() and any(built.glob('*.so')):
         shutil.copytree(built, build_dir, ignore=shutil.ignore_patterns('*.so', 'lock', *recompile))
     else:
@@ -128,10 +128,10 @@ def _seeded_build_dir(env: dict, recompile: tuple = ()) -> Path:
     return build_dir
 
 
-@pytest.mark.slow  # compiles one C++ file and links (every op if this session has no CPU build to start from)
+@pytest.mark.slow  # compiles one C++ file and links (every op if the tests' cache has no CPU build yet)
 def test_concurrent_first_use_builds_once(tmp_path):
     """Two processes import and use the ops at once on a cache without the library
-    (only this session's objects, ops.cpp's left to compile): both succeed, one library
+    (only the tests' compiled objects, ops.cpp's left to compile): both succeed, one library
     is built."""
     script = textwrap.dedent('''
         import torch
@@ -160,10 +160,10 @@ def test_prebuild_command():
     assert 'cuda_ops_built' in out.stdout and 'build_dir' in out.stdout
 
 
-@pytest.mark.slow  # links the C++ ops (compiles them from scratch if this session has no CPU build to start from)
+@pytest.mark.slow  # links the C++ ops (compiles them from scratch if the tests' cache has no CPU build yet)
 def test_stale_build_baton_does_not_hang(tmp_path):
     """A process killed mid-build leaves torch's 'lock' file; the next build must not wait on it.
-    The killed build had compiled this session's objects (copied from its own CPU build,
+    The killed build had compiled the objects (copied from the running tests' CPU build,
     when there is one): the build still has to take the baton, only it then just links."""
     env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
     build_dir = _seeded_build_dir(env)
