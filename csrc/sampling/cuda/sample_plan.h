@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -50,9 +51,10 @@ class SampleReplay {
 
   // Before a sample: records `enqueue(stream)` (which enqueues the whole sequence) once
   // it is due, and sets `args` (the first kernel's argument pointers for this call) into
-  // the graph. `first_kernels`: the kernels the sequence may start with.
+  // the graph. `first_kernels`: the kernels the sequence may start with (a list read
+  // only at capture: nothing is allocated per call).
   template <typename Enqueue>
-  void prepare(const std::vector<const void*>& first_kernels, void** args, const Enqueue& enqueue) {
+  void prepare(std::initializer_list<const void*> first_kernels, void** args, const Enqueue& enqueue) {
     ++uses_;
     if (exec_ == nullptr && uses_ >= 2 && !failed_ && cuda_graphs_enabled()) capture(first_kernels, enqueue);
     if (exec_ != nullptr) {
@@ -76,7 +78,7 @@ class SampleReplay {
 
  private:
   template <typename Enqueue>
-  void capture(const std::vector<const void*>& first_kernels, const Enqueue& enqueue) {
+  void capture(std::initializer_list<const void*> first_kernels, const Enqueue& enqueue) {
     if (capture_stream_ == nullptr) {
       C10_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
     }
@@ -103,7 +105,7 @@ class SampleReplay {
   }
 
   // Finds the first kernel's node in a captured graph and keeps its launch parameters.
-  bool find_first_node(cudaGraph_t graph, const std::vector<const void*>& first_kernels) {
+  bool find_first_node(cudaGraph_t graph, std::initializer_list<const void*> first_kernels) {
     size_t count = 0;
     if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return false;
     std::vector<cudaGraphNode_t> nodes(count);
