@@ -40,6 +40,12 @@ PYG_ACCEL_HD uint64_t hop_key(int64_t random_seed, int64_t hop) {
 // The key of the node in frontier slot `slot` at a hop keyed `key`.
 PYG_ACCEL_HD uint64_t slot_key(uint64_t key, int64_t slot) { return mix64(key ^ mix64(static_cast<uint64_t>(slot))); }
 
+// The key of edge type `rel`'s draws at a hop keyed `key`: the hop's own key for a
+// homogeneous graph (one edge type), else mixed with the edge type.
+PYG_ACCEL_HD uint64_t type_key(uint64_t key, int64_t rel, bool homogeneous) {
+  return homogeneous ? key : mix64(key ^ mix64(static_cast<uint64_t>(rel) + 0x51ED270B27E1D3A9ull));
+}
+
 // Neighbours drawn for a node of `degree` at `fanout` (-1: all).
 PYG_ACCEL_HD int64_t num_to_draw(int64_t fanout, int64_t degree, bool replace) {
   if (fanout < 0 || (!replace && degree <= fanout)) return degree;

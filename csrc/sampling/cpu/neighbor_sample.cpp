@@ -149,15 +149,14 @@ HeteroOutput sample_cpu(const HeteroInputs& in, at::IntArrayRef num_nodes, at::I
       std::vector<int64_t> drawn(offset[m]), nbr(offset[m]), tree_key(disjoint ? offset[m] : 0);
       const std::vector<int64_t>& key = disjoint ? tree_key : nbr;
       const int64_t stride = std::max<int64_t>(num_nodes[s_t], 1);
-      const uint64_t type_key =
-          homogeneous ? key_of_hop : mix64(key_of_hop ^ mix64(static_cast<uint64_t>(r) + 0x51ED270B27E1D3A9ull));
+      const uint64_t rel_key = type_key(key_of_hop, r, homogeneous);
       at::parallel_for(0, m, 256, [&](int64_t begin, int64_t end) {
         std::vector<double> keys;
         for (int64_t i = begin; i < end; ++i) {
           const int64_t v = node[d_t][from[i]], limit = in.temporal ? tree_time[batch[d_t][from[i]]] : 0;
           const NodeDraw d = node_draw_of(biases[r], row, colptr[v], colptr[v + 1] - colptr[v], fanout, replace, last,
                                           limit);
-          count[i] = draw_node(d, slot_key(type_key, i), drawn.data() + offset[i], keys, op);
+          count[i] = draw_node(d, slot_key(rel_key, i), drawn.data() + offset[i], keys, op);
           // the neighbours' ids and keys too: these random reads run in parallel, not in the pass below
           for (int64_t p = offset[i]; p < offset[i] + count[i]; ++p) {
             nbr[p] = row[drawn[p]];

@@ -51,104 +51,21 @@
 
 #include <cub/cub.cuh>
 
+#include "../../common/tensor_id.h"
 #include "../sampler_inputs.h"
+#include "../sampling_seed.h"
+#include "sample_engine.cuh"
+#include "sample_launch.cuh"
 #include "sample_plan.h"
 #include "sample_publish.cuh"
-#include "../sampling_rng.h"
-#include "../sampling_seed.h"
-#include "../node_draw.h"
-#include "sample_hub_draw.cuh"
-#include "sample_hub_queue.cuh"
-#include "sample_warp_draws.cuh"
 #include "sample_table.cuh"
-#include "../../common/tensor_id.h"
-#include "sample_launch.cuh"
 #include "tile_scan.cuh"
 
 namespace pyg_accel {
 namespace {
 
-constexpr int kMaxTypes = 64;  // node types and edge types (the summaries keep per-type sums in registers)
-
-// What changes from call to call, per node type (addresses stored as integers): the
-// first kernel's argument, copied by it to device memory for the others.
-struct Params {
-  int64_t node_out[kMaxTypes];   // where the type's nodes go (global id per local id)
-  int64_t batch_out[kMaxTypes];  // where their trees go (disjoint; else 0)
-  int64_t seed[kMaxTypes];       // the type's seeds
-  int64_t seed_time[kMaxTypes];  // their times (temporal; else 0)
-  int64_t row_out, col_out, edge_out;
-  int64_t random_seed;
-  int64_t epoch;  // the call's table and look-back epoch
-};
-
-// The graph and per-type tables, as device arrays (the plan's int64 buffer; pointers
-// stored as integers), and the device copy of the call's Params.
-struct Meta {
-  const int64_t* colptr;       // [R] pointers
-  const int64_t* row;          // [R] pointers
-  const BiasView* bias;        // [R] what each edge type's draws read besides (node_draw.h)
-  const int64_t* src_type;     // [R]
-  const int64_t* dst_type;     // [R]
-  const int64_t* type_offset;  // [T] key offset of each node type
-  const int64_t* num_nodes;    // [T]
-  const int64_t* seed_start;   // [T + 1] where each type's seeds begin among all seeds
-  const int64_t* num_edges;    // [R]
-  const Params* call;          // the call's parameters (device copy)
-  int64_t* tree_time;          // [all seeds] each tree's time (temporal; else null)
-  __device__ uint64_t epoch() const { return static_cast<uint64_t>(call->epoch); }
-  __device__ int64_t* node_out(int64_t t) const { return reinterpret_cast<int64_t*>(call->node_out[t]); }
-  __device__ int64_t* batch_out(int64_t t) const { return reinterpret_cast<int64_t*>(call->batch_out[t]); }
-};
-
-template <typename T>
-__device__ __forceinline__ T* ptr(const int64_t* table, int64_t i) {
-  return reinterpret_cast<T*>(table[i]);
-}
-
-// The device counters (one int64 buffer, zeroed by the last kernel of the previous
-// sample after it published them to the host):
-//   level_count [T x (H + 1)]  new nodes per type and level (= num_sampled_nodes)
-//   level_start [T x (H + 1)]  first local id of each type's level
-//   edge_count  [R x H]        edges per edge type and hop (= num_sampled_edges)
-//   rel_start   [H x (R + 1)]  each edge type's first position in its hop (last: the hop's edges)
-//   task_start  [R + 1]        each edge type's first task in the current hop
-//   seg_base    [max(T, R)]    new nodes of the segment's type in earlier segments (current level)
-//   bad         [3]            1 + the position of an out-of-range seed; 1 + the edge type
-//                              of an out-of-range row; 1 + the edge type of a colptr range
-//                              outside its row (0: none)
-//   hubs        [H]            tasks queued for warp draws per hop (hub_draw_kernel)
-//   giants      [H]            tasks queued for block draws per hop (hub_draw_kernel)
-//   claimed     [2H]           hubs / giants hub_draw_kernel has taken, per hop
-struct Counters {
-  int64_t* level_count;
-  int64_t* level_start;
-  int64_t* edge_count;
-  int64_t* rel_start;
-  int64_t* task_start;
-  int64_t* seg_base;
-  int64_t* bad;
-  int64_t* hubs;
-  int64_t* giants;
-  int64_t* claimed;
-  static int64_t size(int64_t T, int64_t R, int64_t H) {
-    return 2 * T * (H + 1) + R * H + H * (R + 1) + (R + 1) + std::max(T, R) + 3 + 4 * H;
-  }
-  static Counters at(int64_t* base, int64_t T, int64_t R, int64_t H) {
-    Counters c;
-    c.level_count = base;
-    c.level_start = c.level_count + T * (H + 1);
-    c.edge_count = c.level_start + T * (H + 1);
-    c.rel_start = c.edge_count + R * H;
-    c.task_start = c.rel_start + H * (R + 1);
-    c.seg_base = c.task_start + R + 1;
-    c.bad = c.seg_base + std::max(T, R);
-    c.hubs = c.bad + 3;
-    c.giants = c.hubs + H;
-    c.claimed = c.giants + H;
-    return c;
-  }
-};
+using HeteroCall = CallParams<kMaxTypes>;
+using TypedHop = HopArgs<ManyTypes>;
 
 // Per-position state of a level: the table slot of the node it reached, the node
 // (global id within its type) and, in disjoint mode, its tree.
@@ -157,67 +74,6 @@ struct Positions {
   int64_t* node;
   int64_t* tree;  // null unless disjoint
 };
-
-// A level's segments: segment s covers positions [start[s], start[s + 1]) of node
-// type type[s] (seeds: one segment per node type; a hop: one per edge type, typed by
-// its source type).
-struct Segments {
-  const int64_t* start;  // [S + 1] (device)
-  const int64_t* type;   // [S] (device), or null: segment s has type s
-  int64_t count;         // S
-  __device__ int64_t type_of(int64_t s) const { return type == nullptr ? s : type[s]; }
-  // The segment of position p (p < start[count]): the last s with start[s] <= p.
-  __device__ int64_t find(int64_t p) const {
-    int64_t lo = 0, hi = count;  // start[lo] <= p < start[hi]
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (start[mid] <= p) lo = mid; else hi = mid;
-    }
-    return lo;
-  }
-};
-
-
-__device__ __forceinline__ uint64_t node_key(int64_t type_offset, int64_t node, int64_t tree, int64_t tree_stride) {
-  return static_cast<uint64_t>(tree * tree_stride + type_offset + node);
-}
-
-// Everything the first kernel takes, as one argument (one kernel-node parameter).
-struct SeedArgs {
-  Params call;
-  Params* dev;  // the device copy the later kernels read (Meta::call)
-  Meta m;
-  Counters c;
-  Table table;
-  Positions pos;
-  int64_t num_seeds, num_types;
-  bool disjoint;
-  int64_t tree_stride;
-};
-
-// Level 0, and the call's parameters to the device: every seed (types in order) is
-// inserted at its position (and in temporal mode its time kept for its tree); an
-// out-of-range seed is noted and stands in as node 0 (the call raises once the counters
-// are read).
-__global__ void seed_kernel(SeedArgs a) {
-  if (global_thread() == 0) *a.dev = a.call;
-  const Meta& m = a.m;
-  const Segments seg{m.seed_start, nullptr, a.num_types};
-  const uint64_t epoch = static_cast<uint64_t>(a.call.epoch);
-  for (int64_t p = global_thread(); p < a.num_seeds; p += thread_count()) {
-    const int64_t t = seg.find(p), i = p - m.seed_start[t];
-    int64_t v = reinterpret_cast<const int64_t*>(a.call.seed[t])[i];
-    if (v < 0 || v >= m.num_nodes[t]) {
-      atomicCAS(reinterpret_cast<unsigned long long*>(a.c.bad), 0ull, static_cast<unsigned long long>(p + 1));
-      v = 0;
-    }
-    const int64_t tree = a.disjoint ? p : 0;  // a tree per seed, numbered across types
-    if (m.tree_time != nullptr) m.tree_time[p] = reinterpret_cast<const int64_t*>(a.call.seed_time[t])[i];
-    a.pos.slot[p] = table_insert_claim(a.table, epoch, node_key(m.type_offset[t], v, tree, a.tree_stride), p);
-    a.pos.node[p] = v;
-    if (a.pos.tree != nullptr) a.pos.tree[p] = tree;
-  }
-}
 
 // Inclusive sums of item(p) over the live positions [0, live) into incl, one tile of
 // kScanTile positions per block: the block's sum, then its prefix by decoupled
@@ -229,7 +85,7 @@ constexpr int64_t kScanTile = static_cast<int64_t>(kBlock) * kScanItems;
 
 template <typename Item>
 __global__ void __launch_bounds__(kBlock) live_scan_kernel(Item item, const int64_t* live_ptr, int64_t* incl,
-                                                             unsigned long long* status, const Params* call) {
+                                                             unsigned long long* status, const HeteroCall* call) {
   using Scan = cub::BlockScan<int64_t, kBlock>;
   __shared__ typename Scan::TempStorage storage;
   __shared__ int64_t tile_before;
@@ -264,23 +120,22 @@ __global__ void __launch_bounds__(kBlock) live_scan_kernel(Item item, const int6
 
 // 1 if position p is the first to reach a node without a local id.
 struct FirstReach {
-  Meta m;
+  const HeteroCall* call;
   Table table;
   const int64_t* slot;
   __device__ int64_t operator()(int64_t p, bool valid) const {
-    return valid && table_is_first(table, slot[p], m.epoch(), p);
+    return valid && table_is_first(table, slot[p], static_cast<uint64_t>(call->epoch), p);
   }
 };
-
 
 // One thread, after the flags' inclusive scan: each segment's base among its type's
 // new nodes, the level's count and first local id per type, and (if a hop follows)
 // that hop's task offsets: edge type r expands the level's nodes of its destination
 // type.
-__global__ void level_summary_kernel(Meta m, Counters c, Segments seg, const int64_t* scan, int64_t level,
-                                     int64_t num_types, int64_t num_rels, int64_t num_hops) {
+__global__ void level_summary_kernel(ManyTypes g, Counters c, Segments seg, const int64_t* scan, int64_t level,
+                                     int64_t num_hops) {
   int64_t found[kMaxTypes];
-  for (int64_t t = 0; t < num_types; ++t) found[t] = 0;
+  for (int64_t t = 0; t < g.num_types; ++t) found[t] = 0;
   for (int64_t s = 0; s < seg.count; ++s) {
     const int64_t begin = seg.start[s], end = seg.start[s + 1];
     const int64_t t = seg.type_of(s);
@@ -288,15 +143,15 @@ __global__ void level_summary_kernel(Meta m, Counters c, Segments seg, const int
     if (end > begin) found[t] += scan[end - 1] - (begin > 0 ? scan[begin - 1] : 0);
   }
   const int64_t L = num_hops + 1;
-  for (int64_t t = 0; t < num_types; ++t) {
+  for (int64_t t = 0; t < g.num_types; ++t) {
     c.level_count[t * L + level] = found[t];
     c.level_start[t * L + level] =
         level == 0 ? 0 : c.level_start[t * L + level - 1] + c.level_count[t * L + level - 1];
   }
   if (level < num_hops) {
     c.task_start[0] = 0;
-    for (int64_t r = 0; r < num_rels; ++r) {
-      c.task_start[r + 1] = c.task_start[r] + found[m.dst_type[r]];
+    for (int64_t r = 0; r < g.num_rels; ++r) {
+      c.task_start[r + 1] = c.task_start[r] + found[g.dst_type[r]];
     }
   }
 }
@@ -309,80 +164,30 @@ struct EveryPosition {
 
 // New nodes get their local ids: node and tree recorded, the table slot assigned (at
 // level 0 by the first of a repeated seed only: later hops reaching it link to that one).
-__global__ void assign_kernel(Meta m, Counters c, Table table, Segments seg, Positions pos, const int64_t* scan,
-                              int64_t level, int64_t num_hops, int64_t bound) {
+__global__ void assign_kernel(const HeteroCall* call, Counters c, Table table, Segments seg, Positions pos,
+                              const int64_t* scan, int64_t level, int64_t num_hops, int64_t bound) {
   const int64_t live = seg.start[seg.count];
   const int64_t L = num_hops + 1;
-  const uint64_t epoch = m.epoch();
+  const uint64_t epoch = static_cast<uint64_t>(call->epoch);
   for (int64_t p = global_thread(); p < bound && p < live; p += thread_count()) {
     if (step(scan, p) == 0) continue;  // (the flags' inclusive sums)
     const int64_t s = seg.find(p);
     const int64_t t = seg.type_of(s), begin = seg.start[s];
     const int64_t rank = scan[p] - 1 - (begin > 0 ? scan[begin - 1] : 0) + c.seg_base[s];
     const int64_t id = c.level_start[t * L + level] + rank;
-    m.node_out(t)[id] = pos.node[p];
-    if (pos.tree != nullptr) m.batch_out(t)[id] = pos.tree[p];
+    call->node_out[t][id] = pos.node[p];
+    if (pos.tree != nullptr) call->batch_out[t][id] = pos.tree[p];
     if (level > 0 || table_is_first(table, pos.slot[p], epoch, p)) table_assign(table, pos.slot[p], epoch, id);
   }
 }
 
-// A hop's task q: edge type r expands node i of the previous level's nodes of r's
-// destination type.
-struct Task {
-  int64_t rel, index, local_id, node, tree;
-};
-
-struct HopArgs {
-  Meta m;
-  Counters c;
-  int64_t hop, num_rels, num_hops;
-  const int64_t* fanout;  // [R] this hop's fanouts (device)
-  bool replace, disjoint, last;
-};
-
-__device__ Task task_of(const HopArgs& a, int64_t q) {
-  const Segments tasks{a.c.task_start, nullptr, a.num_rels};
-  Task k;
-  k.rel = tasks.find(q);
-  k.index = q - a.c.task_start[k.rel];
-  const int64_t d = a.m.dst_type[k.rel];
-  k.local_id = a.c.level_start[d * (a.num_hops + 1) + a.hop] + k.index;
-  k.node = a.m.node_out(d)[k.local_id];
-  k.tree = a.disjoint ? a.m.batch_out(d)[k.local_id] : 0;
-  return k;
-}
-
-// Task k's draw (node_draw.h: the policy the CPU and the homogeneous sampler share):
-// its edge type's bias, temporal when the type has times, else weighted when it has
-// weights, else uniform (bias_of).
-__device__ NodeDraw draw_of(const HopArgs& a, const Task& k) {
-  const int64_t* colptr = ptr<const int64_t>(a.m.colptr, k.rel);
-  // (checked where read, as edge_range in sample_kernels.cuh: a range outside the row
-  // is noted and read as empty; the call raises once the counters are back)
-  int64_t start = colptr[k.node], end = colptr[k.node + 1];
-  if (!(start >= 0 && start <= end && end <= a.m.num_edges[k.rel])) {
-    atomicCAS(reinterpret_cast<unsigned long long*>(a.c.bad + 2), 0ull, static_cast<unsigned long long>(k.rel + 1));
-    start = 0, end = 0;
-  }
-  return node_draw_of(a.m.bias[k.rel], ptr<const int64_t>(a.m.row, k.rel), start, end - start, a.fanout[k.rel],
-                      a.replace, a.last, a.m.tree_time != nullptr ? a.m.tree_time[k.tree] : 0);
-}
-
-// The draws of task q (`valid`: the lane has one). kFiltered (some edge type has weights
-// or times; uniform sampling keeps its lean kernels): every lane of the warp calls it,
-// and a weighted or temporal node with more than kWarpDegree neighbours is counted by
-// the whole warp.
+// The draw count of task q (`valid`: the lane has one); see count_draws.
 template <bool kFiltered>
 struct DrawCount {
-  HopArgs a;
+  TypedHop a;
   __device__ int64_t operator()(int64_t q, bool valid) const {
-    NodeDraw d{};
-    if (valid) d = draw_of(a, task_of(a, q));
-    if constexpr (!kFiltered) {
-      return valid ? num_to_draw(d.fanout, d.degree, d.replace) : 0;
-    } else {
-      return warp_assisted_count(valid, d);
-    }
+    const Task t = valid ? task_of(a, q) : Task{};
+    return count_draws<kFiltered>(a, valid, t.rel, t.node, t.tree);
   }
 };
 
@@ -397,81 +202,22 @@ __global__ void hop_summary_kernel(Counters c, const int64_t* scan, int64_t hop,
   for (int64_t r = 0; r < num_rels; ++r) c.edge_count[r * num_hops + hop] = rel_start[r + 1] - rel_start[r];
 }
 
-
-// The key of task `task`'s draws at the hop keyed `key_of_hop`.
-__device__ __forceinline__ uint64_t task_key(uint64_t key_of_hop, const Task& task) {
-  const uint64_t type_key = mix64(key_of_hop ^ mix64(static_cast<uint64_t>(task.rel) + 0x51ED270B27E1D3A9ull));
-  return slot_key(type_key, task.index);
-}
-
-// Each task's draws: the CSC positions (grouped by task, in task order), and per
-// position the local id of the node drawn for (col) and, in disjoint mode, its tree.
-// kFiltered: a weighted or temporal node with more than kWarpDegree neighbours whose
-// draws a warp can make is queued (hub_queue, of `bound` entries; sample_hub_queue.cuh)
-// for hub_draw_kernel instead.
-template <bool kFiltered>
-__global__ void draw_kernel(HopArgs a, const int64_t* scan, int64_t bound, int64_t* edge, int64_t* col,
-                            int64_t* tree, double* keys, int64_t* hub_queue) {
-  const int64_t live = a.c.task_start[a.num_rels], tasks = bound < live ? bound : live;
-  const uint64_t key_of_hop = hop_key(a.m.call->random_seed, a.hop);
-  // Whole warps step together (warp draws need every lane), lane by lane over the tasks.
-  for (int64_t first = global_thread() - lane_id(); first < tasks; first += thread_count()) {
-    const int64_t q = first + lane_id();
-    const bool valid = q < tasks;
-    int64_t k = 0, base = 0;
-    Task task{};
-    NodeDraw d{};
-    if (valid) {
-      k = step(scan, q), base = scan[q] - k;
-      if (k > 0) task = task_of(a, q), d = draw_of(a, task);
-    }
-    const bool heavy = kFiltered && k > 0 && warp_draws(d, k);
-    if (k > 0 && !heavy) d.draw(task_key(key_of_hop, task), k, edge + base, keys != nullptr ? keys + base : nullptr);
-    if constexpr (kFiltered) {
-      enqueue_hub(heavy, is_giant(d), q, a.c.hubs + a.hop, a.c.giants + a.hop,
-                  hub_queue, bound);
-    }
-    for (int64_t j = 0; j < k; ++j) {
-      col[base + j] = task.local_id;
-      if (tree != nullptr) tree[base + j] = task.tree;
-    }
-  }
-}
-
-// A hop's queued tasks, for hub_draw_kernel (sample_hub_draw.cuh): the queue draw_kernel
-// filled (`bound` entries), and where a queued task's draws come from and go.
-struct QueuedTasks {
-  HopArgs a;
-  const int64_t* scan;  // the tasks' inclusive draw counts
-  const int64_t* hub_queue;
-  int64_t bound;
-  int64_t* edge;
-  __device__ HubQueue queue() const {
-    return {hub_queue, bound, a.c.hubs + a.hop, a.c.giants + a.hop, a.c.claimed + 2 * a.hop};
-  }
-  __device__ QueuedDraw queued(int64_t q) const {
-    const int64_t k = step(scan, q), base = scan[q] - k;
-    const Task t = task_of(a, q);
-    return {draw_of(a, t), task_key(hop_key(a.m.call->random_seed, a.hop), t), k, edge + base};
-  }
-};
-
 // A position per thread (balanced whatever the degrees): the neighbour the drawn edge
 // leads to, inserted into the table (the smallest position per node wins). An
 // out-of-range row is noted and stands in as node 0.
-__global__ void insert_kernel(Meta m, Counters c, Table table, Segments seg, const int64_t* edge, Positions pos,
-                              int64_t bound, int64_t tree_stride) {
+__global__ void insert_kernel(ManyTypes g, const HeteroCall* call, Counters c, Table table, Segments seg,
+                              const int64_t* edge, Positions pos, int64_t bound, int64_t tree_stride) {
   const int64_t live = seg.start[seg.count];
-  const uint64_t epoch = m.epoch();
+  const uint64_t epoch = static_cast<uint64_t>(call->epoch);
   for (int64_t p = global_thread(); p < bound && p < live; p += thread_count()) {
-    const int64_t r = seg.find(p), s = m.src_type[r];
-    int64_t u = ptr<const int64_t>(m.row, r)[edge[p]];
-    if (u < 0 || u >= m.num_nodes[s]) {
-      atomicCAS(reinterpret_cast<unsigned long long*>(c.bad + 1), 0ull, static_cast<unsigned long long>(r + 1));
+    const int64_t r = seg.find(p), s = g.src_type[r];
+    int64_t u = g.row_of(r)[edge[p]];
+    if (u < 0 || u >= g.num_nodes[s]) {
+      note_bad(c.bad, kBadRowType, r, edge[p]);
       u = 0;
     }
     const int64_t tree = pos.tree != nullptr ? pos.tree[p] : 0;
-    pos.slot[p] = table_insert_claim(table, epoch, node_key(m.type_offset[s], u, tree, tree_stride), p);
+    pos.slot[p] = table_insert_claim(table, epoch, node_key(g.type_offset[s], u, tree, tree_stride), p);
     pos.node[p] = u;
   }
 }
@@ -479,14 +225,12 @@ __global__ void insert_kernel(Meta m, Counters c, Table table, Segments seg, con
 // A hop's edges (at most `bound`) into the outputs, which hold edge type 0's edges (hop
 // by hop), then edge type 1's, ...: edge type r's edges of this hop start after every
 // edge of the types before r and r's edges of the earlier hops (from the counters).
-__global__ void emit_kernel(const Params* call, Table table, Counters c, Segments seg, int64_t hop, int64_t num_hops,
-                            const int64_t* slot, const int64_t* col, const int64_t* edge, int64_t bound) {
+__global__ void emit_kernel(const HeteroCall* call, Table table, Counters c, Segments seg, int64_t hop,
+                            int64_t num_hops, const int64_t* slot, const int64_t* col, const int64_t* edge,
+                            int64_t bound) {
   __shared__ int64_t shift[kMaxTypes];  // output index of position q of edge type r: shift[r] + q
   const int64_t R = seg.count;
   const int64_t count = seg.start[R] < bound ? seg.start[R] : bound;
-  int64_t* row_out = reinterpret_cast<int64_t*>(call->row_out);
-  int64_t* col_out = reinterpret_cast<int64_t*>(call->col_out);
-  int64_t* edge_out = reinterpret_cast<int64_t*>(call->edge_out);
   for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
     int64_t before = -seg.start[r];
     for (int64_t i = 0; i < r * num_hops + hop; ++i) before += c.edge_count[i];
@@ -495,9 +239,9 @@ __global__ void emit_kernel(const Params* call, Table table, Counters c, Segment
   __syncthreads();
   for (int64_t q = global_thread(); q < count; q += thread_count()) {
     const int64_t j = shift[seg.find(q)] + q;
-    row_out[j] = table_local_id(table, slot[q]);
-    col_out[j] = col[q];
-    edge_out[j] = edge[q];
+    call->row_out[j] = table_local_id(table, slot[q]);
+    call->col_out[j] = col[q];
+    call->edge_out[j] = edge[q];
   }
 }
 
@@ -527,28 +271,10 @@ int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
 }
 
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
+int64_t* long_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; }
 
 using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor, at::Tensor,
                                 at::Tensor, at::Tensor>;
-
-// One sampling configuration: the type structure, seeds per type, fanouts and options,
-// and the graph's tensors (the caller's, by identity: the plan is used only while the
-// caller passes these very tensors, unmodified).
-struct HeteroPlanKey {
-  int device;
-  std::vector<int64_t> num_nodes, src_type, dst_type, fanouts, num_seeds;
-  int64_t num_hops;
-  bool replace, disjoint, last;
-  std::vector<TensorId> inputs;  // colptr and row per edge type, the bias inputs (graph_input_ids)
-
-  bool alive() const { return all_alive(inputs); }
-  bool same(const HeteroPlanKey& o) const {
-    return device == o.device && num_nodes == o.num_nodes && src_type == o.src_type && dst_type == o.dst_type &&
-           fanouts == o.fanouts && num_seeds == o.num_seeds && num_hops == o.num_hops && replace == o.replace &&
-           disjoint == o.disjoint &&
-           last == o.last && all_same(inputs, o.inputs);
-  }
-};
 
 // Everything one configuration needs on the GPU (see the top of the file).
 class HeteroPlan {
@@ -556,7 +282,7 @@ class HeteroPlan {
   // `in`: the call's checked inputs (read_hetero_inputs) of the caller's `colptr_list`;
   // `copies`: those of its tensors that conversion made (the plan keeps them; the
   // caller's own are not held).
-  HeteroPlan(HeteroPlanKey key, const HeteroInputs& in, at::TensorList colptr_list, std::vector<at::Tensor> copies)
+  HeteroPlan(PlanKey key, const HeteroInputs& in, at::TensorList colptr_list, std::vector<at::Tensor> copies)
       : key_(std::move(key)),
         T_(static_cast<int64_t>(key_.num_nodes.size())),
         R_(static_cast<int64_t>(key_.src_type.size())),
@@ -661,7 +387,7 @@ class HeteroPlan {
     // Each edge type's BiasView, as int64 words (the struct holds pointers, integers and flags).
     static_assert(sizeof(BiasView) % sizeof(int64_t) == 0 && alignof(BiasView) <= alignof(int64_t),
                   "BiasView is copied as int64 words");
-    static_assert(sizeof(Params) % sizeof(int64_t) == 0, "Params is copied as int64 words");
+    static_assert(sizeof(HeteroCall) % sizeof(int64_t) == 0, "CallParams are copied as int64 words");
     const std::vector<BiasView> views = bias_views(in, key_.src_type, num_nodes);
     std::vector<int64_t> bias_a(views.size() * sizeof(BiasView) / sizeof(int64_t));
     if (!views.empty()) std::memcpy(bias_a.data(), views.data(), views.size() * sizeof(BiasView));
@@ -669,13 +395,13 @@ class HeteroPlan {
                   o_src = append(key_.src_type), o_dst = append(key_.dst_type), o_offset = append(type_offset),
                   o_num_nodes = append(num_nodes), o_seed_start = append(seed_start_),
                   o_fanout = append(fanout_by_hop), o_num_edges = append(num_edges_a),
-                  o_params = append(std::vector<int64_t>(sizeof(Params) / sizeof(int64_t), 0));
+                  o_params = append(std::vector<int64_t>(sizeof(HeteroCall) / sizeof(int64_t), 0));
     meta_ = at::empty({static_cast<int64_t>(meta_host.size())}, long_opts);
     // (From pageable memory: the call returns once the driver has staged the bytes.)
     C10_CUDA_CHECK(cudaMemcpyAsync(meta_.data_ptr<int64_t>(), meta_host.data(), meta_host.size() * sizeof(int64_t),
                                    cudaMemcpyHostToDevice, at::cuda::getCurrentCUDAStream()));
     const int64_t* md = meta_.data_ptr<int64_t>();
-    params_dev_ = reinterpret_cast<Params*>(meta_.data_ptr<int64_t>() + o_params);
+    params_dev_ = reinterpret_cast<HeteroCall*>(meta_.data_ptr<int64_t>() + o_params);
     fanout_dev_ = md + o_fanout;
 
     // Scratch.
@@ -688,19 +414,20 @@ class HeteroPlan {
     o_scan_ = carve(max_positions), o_node_ = carve(max_positions), o_tree_ = carve(key_.disjoint ? max_positions : 0);
     o_seed_slot_ = carve(num_seeds_), o_task_scan_ = carve(max_tasks), o_keys_ = carve(weighted_ ? max_positions : 0);
     o_hub_queue_ = carve(weighted_ || temporal_ ? max_tasks : 0);
-    const int64_t o_tree_time = carve(temporal_ ? num_seeds_ : 0);
+    o_tree_time_ = carve(temporal_ ? num_seeds_ : 0);
     for (int64_t h = 0; h < H_; ++h) {
       o_hop_slot_.push_back(carve(edge_bound_[h]));
       o_hop_edge_.push_back(carve(edge_bound_[h]));
       o_hop_col_.push_back(carve(edge_bound_[h]));
     }
     scratch_ = at::empty({std::max<int64_t>(scratch_words, 1)}, long_opts);
-    m_ = Meta{md + o_colptr, md + o_row, reinterpret_cast<const BiasView*>(md + o_bias), md + o_src, md + o_dst,
-              md + o_offset, md + o_num_nodes, md + o_seed_start, md + o_num_edges, params_dev_,
-              temporal_ ? scratch_.data_ptr<int64_t>() + o_tree_time : nullptr};
+    g_ = ManyTypes{md + o_colptr,    md + o_row,       reinterpret_cast<const BiasView*>(md + o_bias),
+                   md + o_src,       md + o_dst,       md + o_offset,
+                   md + o_num_nodes, md + o_seed_start, md + o_num_edges,
+                   T_,               R_,               nullptr};
   }
 
-  const HeteroPlanKey& key() const { return key_; }
+  const PlanKey& key() const { return key_; }
 
   // One sample of `seeds` (one int64 tensor per node type, as many as the key says):
   // outputs at their upper bounds, returned as views of their used prefixes.
@@ -719,25 +446,25 @@ class HeteroPlan {
       return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt));
     };
     std::vector<at::Tensor> node(T_), batch(key_.disjoint ? T_ : 0);
-    Params& call = seed_args_.call;
-    call = Params{};
+    HeteroCall& call = seed_args_.call;
+    call = HeteroCall{};
     for (int64_t t = 0; t < T_; ++t) {
       node[t] = fresh(node_bound_[t]);
-      call.node_out[t] = address(node[t]);
+      call.node_out[t] = long_ptr(node[t]);
       if (key_.disjoint) {
         batch[t] = fresh(node_bound_[t]);
-        call.batch_out[t] = address(batch[t]);
+        call.batch_out[t] = long_ptr(batch[t]);
       }
-      call.seed[t] = address(seeds[t]);
-      call.seed_time[t] = temporal_ && seeds[t].numel() > 0 ? address(seed_times[t]) : 0;
+      call.seed[t] = long_ptr(seeds[t]);
+      call.seed_time[t] = temporal_ && seeds[t].numel() > 0 ? long_ptr(seed_times[t]) : nullptr;
     }
     at::Tensor row = fresh(edge_out_len_), col = fresh(edge_out_len_), edge = fresh(edge_out_len_);
-    call.row_out = address(row), call.col_out = address(col), call.edge_out = address(edge);
+    call.row_out = long_ptr(row), call.col_out = long_ptr(col), call.edge_out = long_ptr(edge);
     call.random_seed = random_seed;
     call.epoch = epoch_;
     const auto enqueue_on = [this](cudaStream_t s) { enqueue(s); };
     void* args[] = {&seed_args_};
-    replay_.prepare({reinterpret_cast<const void*>(&seed_kernel)}, args, enqueue_on);
+    replay_.prepare({reinterpret_cast<const void*>(&seed_kernel<ManyTypes>)}, args, enqueue_on);
     replay_.launch(stream, enqueue_on);
     wait_.record(stream, wait);
     wait_.wait();
@@ -745,17 +472,13 @@ class HeteroPlan {
     // The counters, as the last kernel published them.
     const int64_t* host = host_counts_.data_ptr<int64_t>();
     const Counters hc = Counters::at(const_cast<int64_t*>(host), T_, R_, H_);
-    if (hc.bad[0] != 0) {  // (1 + the position of an out-of-range seed)
-      const int64_t p = hc.bad[0] - 1;
-      const int64_t t = std::upper_bound(seed_start_.begin(), seed_start_.end(), p) - seed_start_.begin() - 1;
-      TORCH_CHECK(false, "hetero_neighbor_sample: seed ", std::to_string(seeds[t][p - seed_start_[t]].item<int64_t>()),
-                  " is out of range for node type ", std::to_string(t));
-    }
-    TORCH_CHECK_INDEX(hc.bad[1] == 0, "hetero_neighbor_sample: row of edge type ", std::to_string(hc.bad[1] - 1),
-                      " holds a node out of range");
-    TORCH_CHECK_INDEX(hc.bad[2] == 0, "hetero_neighbor_sample: colptr of edge type ", std::to_string(hc.bad[2] - 1),
-                      " holds a range outside its row's edges (colptr must start at 0, never decrease and end "
-                      "at len(row))");
+    const auto type_of_seed = [&](int64_t p) {
+      return std::upper_bound(seed_start_.begin(), seed_start_.end(), p) - seed_start_.begin() - 1;
+    };
+    raise_bad_input(
+        hc.bad, false, 0, 0,
+        [&](int64_t p) { return seeds[type_of_seed(p)][p - seed_start_[type_of_seed(p)]].item<int64_t>(); },
+        type_of_seed);
     // Shrink the fresh outputs to their used prefixes in place (no dispatch per view).
     for (int64_t t = 0; t < T_; ++t) {
       int64_t n = 0;
@@ -783,15 +506,16 @@ class HeteroPlan {
     int64_t* const scan = base + o_scan_;
     int64_t* const task_scan = base + o_task_scan_;
     int64_t* const tree_ptr = key_.disjoint ? base + o_tree_ : nullptr;
+    int64_t* const tree_time = temporal_ ? base + o_tree_time_ : nullptr;
     double* const keys = weighted_ ? reinterpret_cast<double*>(base + o_keys_) : nullptr;
-    const Meta m = m_;
+    const HeteroCall* call = params_dev_;
     const Table table = table_;
 
     // Inclusive sums of item over the live positions (at most `bound`), one kernel.
     auto live_scan = [&](auto item, const int64_t* live, int64_t* incl, int64_t bound, int64_t status_at) {
       if (bound == 0) return;
       live_scan_kernel<<<static_cast<unsigned>((bound + kScanTile - 1) / kScanTile), kBlock, 0, stream>>>(
-          item, live, incl, status + status_at, m.call);
+          item, live, incl, status + status_at, call);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
     // Numbers a level whose positions are in pos (scan of the first reaches, summary, assign).
@@ -799,30 +523,36 @@ class HeteroPlan {
       if (level == 0) {
         live_scan(EveryPosition{}, seg.start + seg.count, scan, bound, level_status_[0]);
       } else {
-        live_scan(FirstReach{m, table, pos.slot}, seg.start + seg.count, scan, bound, level_status_[level]);
+        live_scan(FirstReach{call, table, pos.slot}, seg.start + seg.count, scan, bound, level_status_[level]);
       }
-      level_summary_kernel<<<1, 1, 0, stream>>>(m, c, seg, scan, level, T_, R_, H_);
+      level_summary_kernel<<<1, 1, 0, stream>>>(g_, c, seg, scan, level, H_);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      launch(assign_kernel, bound, stream, m, c, table, seg, pos, scan, level, H_, bound);
+      launch(assign_kernel, bound, stream, call, c, table, seg, pos, scan, level, H_, bound);
     };
 
     const Positions seed_pos{base + o_seed_slot_, base + o_node_, tree_ptr};
     seed_args_.dev = params_dev_;
-    seed_args_.m = m;
+    seed_args_.g = g_;
     seed_args_.c = c;
     seed_args_.table = table;
-    seed_args_.pos = seed_pos;
+    seed_args_.slot = seed_pos.slot;
+    seed_args_.node = seed_pos.node;
+    seed_args_.tree = seed_pos.tree;
+    seed_args_.tree_time = tree_time;
     seed_args_.num_seeds = num_seeds_;
-    seed_args_.num_types = T_;
     seed_args_.disjoint = key_.disjoint;
     seed_args_.tree_stride = tree_stride_;
     // (always launched, if only to copy the call's parameters)
-    seed_kernel<<<capped_grid(seed_kernel, num_seeds_), kBlock, 0, stream>>>(seed_args_);
+    seed_kernel<ManyTypes><<<capped_grid(seed_kernel<ManyTypes>, num_seeds_), kBlock, 0, stream>>>(seed_args_);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    number_level(Segments{m.seed_start, nullptr, T_}, seed_pos, 0, num_seeds_);
+    number_level(Segments{g_.seed_start, nullptr, T_}, seed_pos, 0, num_seeds_);
     const bool filtered = weighted_ || temporal_;  // (kernels whose warps take the hubs of weighted and temporal types)
     for (int64_t h = 0; h < H_; ++h) {
-      const HopArgs a{m, c, h, R_, H_, fanout_dev_ + h * R_, key_.replace, key_.disjoint, key_.last};
+      ManyTypes g = g_;
+      g.fanout = fanout_dev_ + h * R_;
+      int64_t* const edge = base + o_hop_edge_[h];
+      const TypedHop a{g,     c,    call, tree_time, h, H_, key_.replace, key_.disjoint, key_.last, task_scan, edge,
+                       keys, base + o_hop_col_[h], tree_ptr, base + o_hub_queue_, task_bound_[h]};
       if (filtered) {
         live_scan(DrawCount<true>{a}, c.task_start + R_, task_scan, task_bound_[h], draw_status_[h]);
       } else {
@@ -830,20 +560,16 @@ class HeteroPlan {
       }
       hop_summary_kernel<<<1, 1, 0, stream>>>(c, task_scan, h, R_, H_);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      launch(filtered ? draw_kernel<true> : draw_kernel<false>, task_bound_[h], stream, a, task_scan,
-             task_bound_[h], base + o_hop_edge_[h], base + o_hop_col_[h], tree_ptr, keys, base + o_hub_queue_);
-      if (filtered) {
-        launch(hub_draw_kernel<QueuedTasks>, 32 * task_bound_[h], stream,
-               QueuedTasks{a, task_scan, base + o_hub_queue_, task_bound_[h], base + o_hop_edge_[h]});
-      }
-      const Segments seg{c.rel_start + h * (R_ + 1), m.src_type, R_};
+      launch(filtered ? draw_kernel<ManyTypes, true, NoSideWork> : draw_kernel<ManyTypes, false, NoSideWork>,
+             task_bound_[h], stream, a, task_bound_[h], NoSideWork{});
+      if (filtered) launch(hub_draw_kernel<QueuedTasks<ManyTypes>>, 32 * task_bound_[h], stream, QueuedTasks<ManyTypes>{a});
+      const Segments seg{c.rel_start + h * (R_ + 1), g_.src_type, R_};
       const Positions pos{base + o_hop_slot_[h], base + o_node_, tree_ptr};
-      launch(insert_kernel, edge_bound_[h], stream, m, c, table, seg, base + o_hop_edge_[h], pos, edge_bound_[h],
-             tree_stride_);
+      launch(insert_kernel, edge_bound_[h], stream, g_, call, c, table, seg, edge, pos, edge_bound_[h], tree_stride_);
       number_level(seg, pos, h + 1, edge_bound_[h]);
     }
     for (int64_t h = 0; h < H_; ++h) {  // the edges, edge type by edge type
-      launch(emit_kernel, edge_bound_[h], stream, m.call, table, c, Segments{c.rel_start + h * (R_ + 1), nullptr, R_},
+      launch(emit_kernel, edge_bound_[h], stream, call, table, c, Segments{c.rel_start + h * (R_ + 1), nullptr, R_},
              h, H_, base + o_hop_slot_[h], base + o_hop_col_[h], base + o_hop_edge_[h], edge_bound_[h]);
     }
     publish_kernel<<<1, kBlock, 0, stream>>>(
@@ -851,7 +577,7 @@ class HeteroPlan {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 
-  HeteroPlanKey key_;
+  PlanKey key_;
   int64_t T_, R_, H_;
   bool weighted_, temporal_;
   std::vector<at::Tensor> converted_;  // the inputs' int64 / contiguous copies the tables point into
@@ -862,14 +588,15 @@ class HeteroPlan {
   int64_t status_offset_ = 0;
   std::vector<int64_t> level_status_, draw_status_;  // each scan's first look-back word (after status_offset_)
   at::Tensor host_counts_;  // pinned: the counters as the last kernel publishes them
-  at::Tensor meta_;         // the per-type tables, then the device Params
-  Params* params_dev_ = nullptr;
+  at::Tensor meta_;         // the per-type tables, then the call parameters (device copy)
+  HeteroCall* params_dev_ = nullptr;
   const int64_t* fanout_dev_ = nullptr;  // [H][R]
-  Meta m_{};
+  ManyTypes g_{};  // the graph's tables (device), without a hop's fanouts
   at::Tensor scratch_;
-  int64_t o_scan_ = 0, o_node_ = 0, o_tree_ = 0, o_seed_slot_ = 0, o_task_scan_ = 0, o_keys_ = 0, o_hub_queue_ = 0;
+  int64_t o_scan_ = 0, o_node_ = 0, o_tree_ = 0, o_seed_slot_ = 0, o_task_scan_ = 0, o_keys_ = 0, o_hub_queue_ = 0,
+          o_tree_time_ = 0;
   std::vector<int64_t> o_hop_slot_, o_hop_edge_, o_hop_col_;
-  SeedArgs seed_args_{};  // the first kernel's argument (its call field set per call)
+  SeedArgs<ManyTypes> seed_args_{};  // the first kernel's argument (its call field set per call)
   int64_t epoch_ = 0;
   std::mutex mutex_;
   SampleReplay replay_;
@@ -904,10 +631,10 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
   }
   // The plan's key: the caller's graph tensors by identity (a plan holds only the copies
   // conversion made of them).
-  HeteroPlanKey key{device.index(), num_nodes.vec(), src_type.vec(), dst_type.vec(), num_neighbors.vec(), num_seeds,
-                    num_hops, replace, disjoint, temporal_strategy == "last",
-                    graph_input_ids(colptr_list, row_list, edge_bias, node_bias)};
-  auto plan = PlanCache<HeteroPlan>::instance().get(std::move(key), [&](HeteroPlanKey k) {
+  PlanKey key{device.index(), num_nodes.vec(), src_type.vec(), dst_type.vec(), num_neighbors.vec(), num_seeds,
+              num_hops, replace, disjoint, temporal_strategy == "last",
+              graph_input_ids(colptr_list, row_list, edge_bias, node_bias)};
+  auto plan = PlanCache<HeteroPlan>::instance().get(std::move(key), [&](PlanKey k) {
     return std::make_shared<HeteroPlan>(std::move(k), in, colptr_list,
                                         conversion_copies(in, colptr_list, row_list, edge_bias, node_bias));
   });

@@ -71,22 +71,6 @@ namespace {
 // sampler (SampleWait notes it).
 thread_local double last_wait_us = 0.0;
 
-struct PlanKey {
-  int device;
-  std::vector<int64_t> fanouts;
-  int64_t num_seeds;
-  bool replace, disjoint;
-  Bias bias;  // bias_of(weights, times)
-  bool last;  // temporal strategy 'last'
-  std::vector<TensorId> inputs;  // colptr, row, the bias inputs (graph_input_ids)
-
-  bool alive() const { return all_alive(inputs); }
-  bool same(const PlanKey& o) const {
-    return device == o.device && fanouts == o.fanouts && num_seeds == o.num_seeds && replace == o.replace &&
-           disjoint == o.disjoint && bias == o.bias && last == o.last && all_same(inputs, o.inputs);
-  }
-};
-
 using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // Everything one sampling configuration needs on the GPU: validated graph tensors,
@@ -94,9 +78,9 @@ using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, 
 // captured CUDA graph of the kernel sequence.
 class SamplePlan {
  public:
-  SamplePlan(PlanKey key, const at::Tensor& colptr, const at::Tensor& row, const OptionalTensors& edge_bias,
-             const OptionalTensors& node_bias)
-      : key_(std::move(key)), hops_(static_cast<int64_t>(key_.fanouts.size())) {
+  SamplePlan(PlanKey key, Bias bias, const at::Tensor& colptr, const at::Tensor& row,
+             const OptionalTensors& edge_bias, const OptionalTensors& node_bias)
+      : key_(std::move(key)), bias_kind_(bias), hops_(key_.num_hops) {
     // The graph's own tensors are not held: the plan is only used while its key says
     // the caller passed these very tensors, unmodified (converted copies are held).
     colptr_ptr_ = colptr.data_ptr<int64_t>();
@@ -115,7 +99,7 @@ class SamplePlan {
     // The graph as the one-type inputs every sampler reads (sampler_inputs.h; time order:
     // a pass over the edges), the draws' view of them, and the copies conversion made
     // (the caller's own tensors are not held).
-    const HeteroInputs in = one_type_graph(colptr, row, edge_bias, node_bias, key_.bias == Bias::kTemporal);
+    const HeteroInputs in = one_type_graph(colptr, row, edge_bias, node_bias, bias_kind_ == Bias::kTemporal);
     check_bias_values(in, "neighbor_sample");
     bias_ = bias_views(in, std::vector<int64_t>{0}, std::vector<int64_t>{num_nodes_})[0];
     converted_ = conversion_copies(in, colptr, row, edge_bias, node_bias);
@@ -130,7 +114,7 @@ class SamplePlan {
       }
     }
     // Upper bounds per level (frontier) and hop (edges).
-    const int64_t S = key_.num_seeds;
+    const int64_t S = key_.num_seeds[0];
     std::vector<int64_t> frontier{S};
     int64_t node_bound = S;
     for (int64_t h = 0; h < hops_; ++h) {
@@ -170,24 +154,25 @@ class SamplePlan {
     table_slots_ = at::zeros({capacity, 2}, opts);  // epoch 0: every slot free
     table_ = {reinterpret_cast<TableSlot*>(table_slots_.data_ptr<int64_t>()), capacity - 1};
     edge_out_len_ = std::max<int64_t>(total_edges, 1);
-    static_assert(sizeof(Params) % sizeof(int64_t) == 0, "Params is copied as int64 words");
-    params_dev_ = at::empty({static_cast<int64_t>(sizeof(Params) / sizeof(int64_t))}, opts);
-    offsets_ = at::empty({frontier_len_}, opts);
-    // Per-edge scratch: drawn positions and their nodes only for hops drawn apart from
-    // their expansion, trees only in disjoint mode (the seeds' are always written).
+    static_assert(sizeof(OneCall) % sizeof(int64_t) == 0, "CallParams are copied as int64 words");
+    params_dev_ = at::empty({static_cast<int64_t>(sizeof(OneCall) / sizeof(int64_t))}, opts);
+    draw_scan_ = at::empty({frontier_len_}, opts);
+    // Per-edge scratch: drawn positions and their owners only for hops drawn apart from
+    // their expansion, trees only in disjoint mode.
     bool separate_draws = !kFusedExpand;
     for (int64_t h = 0; h < hops_; ++h) separate_draws = separate_draws || !group_draws(key_.fanouts[h]);
     drawn_ = at::empty({separate_draws ? edge_len_ : 1}, opts);
-    seg_ = at::empty({separate_draws ? edge_len_ : 1}, opts);
+    owner_ = at::empty({separate_draws ? edge_len_ : 1}, opts);
     nbr_ = at::empty({edge_len_}, opts);
-    tree_ = at::empty({key_.disjoint ? edge_len_ : std::max<int64_t>(S, 1)}, opts);
+    tree_ = at::empty({key_.disjoint ? edge_len_ : 1}, opts);
     slot_of_ = at::empty({2 * edge_len_}, opts);  // two levels' worth (enqueue's slots())
-    if (key_.bias == Bias::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
+    if (bias_kind_ == Bias::kWeighted) drawn_key_ = at::empty({edge_len_}, opts.dtype(at::kDouble));
     hub_queue_ = at::empty({warp_draws() ? frontier_len_ : 1}, opts);
-    seed_time_buf_ = at::empty({std::max<int64_t>(S, 1)}, opts);
-    counters_ = at::zeros({Counters::size(hops_)}, opts);
+    tree_time_ = at::empty({std::max<int64_t>(S, 1)}, opts);
+    const int64_t counter_words = Counters::size(1, 1, hops_);
+    counters_ = at::zeros({counter_words}, opts);
     blocks_done_ = at::zeros({1}, opts.dtype(at::kInt));
-    host_counts_ = at::empty({Counters::size(hops_)}, opts.device(at::kCPU).pinned_memory(true));
+    host_counts_ = at::empty({counter_words}, opts.device(at::kCPU).pinned_memory(true));
     // Look-back words of each level's numbering: ids and draws, a tile each.
     int64_t status_words = 0;
     for (int64_t level = 0; level <= hops_; ++level) {
@@ -230,14 +215,18 @@ class SamplePlan {
                &edge = outputs.edge;
     const auto t_alloc = std::chrono::steady_clock::now();
     at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
-    seed_args_.call = Params{
-        {node.data_ptr<int64_t>(), key_.disjoint ? batch.data_ptr<int64_t>() : nullptr, row.data_ptr<int64_t>(),
-         col.data_ptr<int64_t>(), edge.data_ptr<int64_t>()},
-        seed.data_ptr<int64_t>(), seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr, random_seed,
-        epoch_};
+    seed_args_.call = OneCall{{node.data_ptr<int64_t>()},
+                              {key_.disjoint ? batch.data_ptr<int64_t>() : nullptr},
+                              {seed.data_ptr<int64_t>()},
+                              {seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr},
+                              row.data_ptr<int64_t>(),
+                              col.data_ptr<int64_t>(),
+                              edge.data_ptr<int64_t>(),
+                              random_seed,
+                              epoch_};
     const auto enqueue_on = [this](cudaStream_t s) { enqueue(s); };
     void* args[] = {&seed_args_, &level0_args_};  // the call's parameters (seed_kernel takes the first only)
-    replay_.prepare({reinterpret_cast<const void*>(&seed_kernel),
+    replay_.prepare({reinterpret_cast<const void*>(&seed_kernel<OneType>),
                      reinterpret_cast<const void*>(&seed_number_kernel<false>),
                      reinterpret_cast<const void*>(&seed_number_kernel<true>)},
                     args, enqueue_on);
@@ -254,31 +243,21 @@ class SamplePlan {
     const auto t2 = std::chrono::steady_clock::now();
     const double wait_cpu = trace_enabled() ? thread_cpu_us() - cpu1 : 0.0;
     const int64_t* host = host_counts_.data_ptr<int64_t>();
-    const Counters c = Counters::at(const_cast<int64_t*>(host), hops_, nullptr);
-    if (*c.bad_seed != 0) {
-      const int64_t bad = *c.bad_seed > 0 ? *c.bad_seed - 1 : *c.bad_seed + 1;
-      TORCH_CHECK_INDEX(false, "neighbor_sample: seed ", std::to_string(bad), " is out of range for ",
-                        std::to_string(num_nodes_), " nodes");
-    }
-    if (*c.bad_graph > 0) {
-      const int64_t v = *c.bad_graph - 1;
-      TORCH_CHECK_INDEX(false, "neighbor_sample: colptr[", std::to_string(v), ":", std::to_string(v + 2),
-                        "] is not a valid edge range for ", std::to_string(num_edges_), " edges (colptr must start "
-                        "at 0, never decrease and end at len(row))");
-    }
-    TORCH_CHECK_INDEX(*c.bad_graph == 0, "neighbor_sample: row[", std::to_string(-1 - *c.bad_graph),
-                      "] is not one of the ", std::to_string(num_nodes_), " nodes of colptr");
+    const Counters c = Counters::at(const_cast<int64_t*>(host), 1, 1, hops_);
+    raise_bad_input(
+        c.bad, true, num_nodes_, num_edges_, [&](int64_t p) { return seed[p].item<int64_t>(); },
+        [](int64_t) { return int64_t{0}; });
     int64_t num_out_nodes = 0, num_out_edges = 0;
-    for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.nodes[l];
-    for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edges[h];
+    for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.level_count[l];
+    for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edge_count[h];
     // Shrink the fresh outputs to their used prefixes in place (no dispatch per view).
     for (const at::Tensor* t : {&node, &row, &col, &edge}) {
       t->unsafeGetTensorImpl()->set_sizes_contiguous({t == &node ? num_out_nodes : num_out_edges});
     }
     if (key_.disjoint) batch.unsafeGetTensorImpl()->set_sizes_contiguous({num_out_nodes});
     at::Tensor nodes_per_hop = at::empty({hops_ + 1}, at::kLong), edges_per_hop = at::empty({hops_}, at::kLong);
-    std::memcpy(nodes_per_hop.data_ptr<int64_t>(), c.nodes, (hops_ + 1) * sizeof(int64_t));
-    std::memcpy(edges_per_hop.data_ptr<int64_t>(), c.edges, hops_ * sizeof(int64_t));
+    std::memcpy(nodes_per_hop.data_ptr<int64_t>(), c.level_count, (hops_ + 1) * sizeof(int64_t));
+    std::memcpy(edges_per_hop.data_ptr<int64_t>(), c.edge_count, hops_ * sizeof(int64_t));
     if (trace_enabled()) {
       const auto t3 = std::chrono::steady_clock::now();
       auto us = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::micro>(b - a).count()); };
@@ -313,9 +292,9 @@ class SamplePlan {
 
   // Whether a hop of fanout f draws in lane groups (uniform, 0 <= f <= 32), and so (with
   // kFusedExpand) expands its draws in the same kernel.
-  bool group_draws(int64_t f) const { return key_.bias == Bias::kUniform && f >= 0 && f <= 32; }
+  bool group_draws(int64_t f) const { return bias_kind_ == Bias::kUniform && f >= 0 && f <= 32; }
   // Weighted and temporal draws look at every neighbour: their kernels let warps take hubs.
-  bool filtered() const { return key_.bias != Bias::kUniform; }
+  bool filtered() const { return bias_kind_ != Bias::kUniform; }
   // Whether hubs are queued for warp draws (hub_draw_kernel): filtered draws, except
   // temporal ones in time-sorted columns (a binary search per node instead).
   bool warp_draws() const { return filtered() && !bias_.time_sorted; }
@@ -323,75 +302,76 @@ class SamplePlan {
 
   // Positions numbered at `level` (the seeds, or the edges of hop level - 1), at most.
   int64_t number_len(int64_t level) const {
-    return std::max<int64_t>(level == 0 ? key_.num_seeds : edge_bound_[level - 1], 1);
+    return std::max<int64_t>(level == 0 ? key_.num_seeds[0] : edge_bound_[level - 1], 1);
   }
   int64_t number_tiles(int64_t level) const { return (number_len(level) + kNumberTile - 1) / kNumberTile; }
 
   // The whole sample, a fixed kernel sequence (graph-capturable): the call's parameters
   // in, the hops, and the counts out to pinned memory (the call's one host read).
   void enqueue(cudaStream_t stream) {
-    Params* params = reinterpret_cast<Params*>(params_dev_.data_ptr<int64_t>());
-    const Counters c = Counters::at(counters_.data_ptr<int64_t>(), hops_, params);
-    const int64_t S = key_.num_seeds, stride = std::max<int64_t>(num_nodes_, 1);
+    OneCall* call = reinterpret_cast<OneCall*>(params_dev_.data_ptr<int64_t>());
+    const Counters c = Counters::at(counters_.data_ptr<int64_t>(), 1, 1, hops_);
+    const int64_t S = key_.num_seeds[0], stride = std::max<int64_t>(num_nodes_, 1);
     // Each level's positions keep their table slots in one of two buffers, so a hop's
     // kernel can write its own while it writes the previous hop's rows from the other.
     auto slots = [&](int64_t level) { return slot_of_.data_ptr<int64_t>() + (level % 2) * edge_len_; };
     int64_t* nbr = nbr_.data_ptr<int64_t>();
-    int64_t* tree = tree_.data_ptr<int64_t>();
-    const Outputs* out = &params->out;
-    const GraphPtrs g{colptr_ptr_, row_ptr_, bias_, num_nodes_, num_edges_};
+    int64_t* tree = key_.disjoint ? tree_.data_ptr<int64_t>() : nullptr;
+    int64_t* tree_time = bias_kind_ == Bias::kTemporal ? tree_time_.data_ptr<int64_t>() : nullptr;
     auto hop_args = [&](int64_t h) {
-      return HopArgs{g, key_.bias, key_.last, h < hops_ ? key_.fanouts[h] : 0, key_.replace, h, c, out,
-                     seed_time_buf_.data_ptr<int64_t>(), offsets_.data_ptr<int64_t>(),
-                     drawn_.data_ptr<int64_t>(), drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr,
-                     seg_.data_ptr<int64_t>(), hub_queue_.data_ptr<int64_t>(), hub_queue_.numel()};
+      const OneType g{colptr_ptr_, row_ptr_, bias_, num_nodes_, num_edges_, h < hops_ ? key_.fanouts[h] : 0};
+      return OneHop{g, c, call, tree_time, h, hops_, key_.replace, key_.disjoint, key_.last,
+                    draw_scan_.data_ptr<int64_t>(), drawn_.data_ptr<int64_t>(),
+                    drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr, owner_.data_ptr<int64_t>(),
+                    nullptr, hub_queue_.data_ptr<int64_t>(), hub_queue_.numel()};
     };
     // Numbers level `level`'s new nodes and sums their next-hop draws (one kernel).
     auto number_args = [&](const int64_t* count_ptr, int64_t static_count, int64_t level) {
       unsigned long long* status = reinterpret_cast<unsigned long long*>(status_.data_ptr<int64_t>()) +
                                    status_start_[level];
       return NumberArgs{slots(level), nbr, tree, count_ptr, static_count, level, key_.disjoint, table_, status,
-                        status + number_tiles(level), level < hops_, hop_args(level)};
+                        status + number_tiles(level), level < hops_, hop_args(level),
+                        draw_scan_.data_ptr<int64_t>()};
     };
-    seed_args_.params = params;  // (seed_args_.call is set by run())
-    seed_args_.num_seeds = S;
-    seed_args_.num_nodes = num_nodes_;
-    seed_args_.disjoint = key_.disjoint;
-    seed_args_.stride = stride;
+    // (seed_args_.call is set by run())
+    seed_args_.dev = call;
+    seed_args_.g = hop_args(0).g;
     seed_args_.c = c;
-    seed_args_.t = table_;
-    seed_args_.slot_of = slots(0);
-    seed_args_.nbr = nbr;
+    seed_args_.table = table_;
+    seed_args_.slot = slots(0);
+    seed_args_.node = nbr;
     seed_args_.tree = tree;
-    seed_args_.seed_time_buf = seed_time_buf_.data_ptr<int64_t>();
+    seed_args_.tree_time = tree_time;
+    seed_args_.num_seeds = S;
+    seed_args_.disjoint = key_.disjoint;
+    seed_args_.tree_stride = stride;
     level0_args_ = number_args(nullptr, S, 0);
     const auto number = filtered() ? number_kernel<true> : number_kernel<false>;
     if (S <= kSeedTile) {  // one block inserts and numbers the seeds
       (filtered() ? seed_number_kernel<true> : seed_number_kernel<false>)<<<1, kSeedBlock, 0, stream>>>(
           seed_args_, level0_args_);
     } else {
-      seed_kernel<<<grid_for(S), kBlock, 0, stream>>>(seed_args_);
+      seed_kernel<OneType><<<grid_for(S), kBlock, 0, stream>>>(seed_args_);
       launch_after(number, static_cast<unsigned>(number_tiles(0)), kBlock, stream, level0_args_);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    RowsArgs rows{slots(0), 0, 0, c, table_};
+    RowsArgs rows{slots(0), 0, 0, c, table_, call};
     for (int64_t h = 0; h < hops_; ++h) {
       const int64_t fl = std::max<int64_t>(frontier_bound_[h], 1), el = std::max<int64_t>(edge_bound_[h], 1);
-      const HopArgs a = hop_args(h);
+      const OneHop a = hop_args(h);
       const ExpandArgs x{key_.disjoint, stride, el, table_, nbr, tree, slots(h + 1)};
       if (!launch_draw_expand(a, x, fl, rows, stream)) {  // (with the previous hop's rows)
         launch_after(expand_kernel, capped_grid(expand_kernel, el), kBlock, stream, a, x);
       }
       launch_after(number, static_cast<unsigned>(number_tiles(h + 1)), kBlock, stream,
-                   number_args(c.edges + h, 0, h + 1));
-      rows = RowsArgs{slots(h + 1), el, h, c, table_};
+                   number_args(c.edge_count + h, 0, h + 1));
+      rows = RowsArgs{slots(h + 1), el, h, c, table_, call};
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
     const PublishArgs publish{counters_.data_ptr<int64_t>(), host_counts_.data_ptr<int64_t>(), counters_.numel(),
                               reinterpret_cast<unsigned int*>(blocks_done_.data_ptr<int>())};
     if (rows.len > 0) {  // the last hop's rows, and the counters out
-      launch_after(rows_publish_kernel, capped_grid(rows_publish_kernel, rows.len), kBlock, stream, rows, out,
-                   publish);
+      launch_after(rows_publish_kernel, capped_grid(rows_publish_kernel, rows.len), kBlock, stream, rows, publish);
     } else {
       launch_after(publish_kernel, 1, 32, stream, publish);
     }
@@ -400,19 +380,19 @@ class SamplePlan {
 
   // The hop's draws (the grid also covers the previous hop's rows). Uniform draws with
   // fanouts up to 32 run a group of lanes per node and are expanded by the same kernel
-  // (returns true); the rest draw a thread per node (weighted and temporal hubs: a warp
-  // per node, by hub_draw_kernel), for expand_kernel.
+  // (returns true); the rest draw a thread per node (the engine's draw_kernel; weighted
+  // and temporal hubs: a warp per node, by hub_draw_kernel), for expand_kernel.
   // PYG_ACCEL_SAMPLER_FUSED_EXPAND=0 (compile time) keeps group draws and expand apart
   // (a variant for comparison).
-  bool launch_draw_expand(const HopArgs& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
+  bool launch_draw_expand(const OneHop& a, const ExpandArgs& x, int64_t fl, const RowsArgs& rows,
                           cudaStream_t stream) {
-    const int64_t f = a.fanout;
+    const int64_t f = a.g.fanout;
     if (!group_draws(f)) {
-      const auto draw = filtered() ? draw_kernel<true> : draw_kernel<false>;
+      const auto draw = filtered() ? draw_kernel<OneType, true, RowsArgs> : draw_kernel<OneType, false, RowsArgs>;
       launch_after(draw, capped_grid(draw, std::max(fl, rows.len)), kBlock, stream, a, fl, rows);
       if (warp_draws()) {
-        constexpr auto hubs = hub_draw_kernel<QueuedNodes>;
-        launch_after(hubs, capped_grid(hubs, 32 * fl), kBlock, stream, QueuedNodes{a});
+        constexpr auto hubs = hub_draw_kernel<QueuedTasks<OneType>>;
+        launch_after(hubs, capped_grid(hubs, 32 * fl), kBlock, stream, QueuedTasks<OneType>{a});
       }
       return false;
     }
@@ -430,6 +410,7 @@ class SamplePlan {
   }
 
   PlanKey key_;
+  Bias bias_kind_;  // the sample's (bias_of)
   int64_t hops_;
   int64_t num_nodes_ = 0, num_edges_ = 0;
   std::vector<int64_t> frontier_bound_, edge_bound_;
@@ -442,13 +423,13 @@ class SamplePlan {
   Table table_{};
   int64_t epoch_ = 0;
   int64_t edge_out_len_ = 1;
-  at::Tensor params_dev_;  // Params, the device copy
-  SeedArgs seed_args_{};   // the first kernel's argument (its call field set per call)
+  at::Tensor params_dev_;  // the call's parameters, the device copy
+  SeedArgs<OneType> seed_args_{};  // the first kernel's argument (its call field set per call)
   OutputSet spare_;        // the next call's outputs, allocated while this one samples
   NumberArgs level0_args_{};  // the fused first kernel's second argument
-  at::Tensor offsets_;
-  at::Tensor drawn_, drawn_key_, seg_, nbr_, tree_, slot_of_;
-  at::Tensor seed_time_buf_, counters_, host_counts_;
+  at::Tensor draw_scan_;
+  at::Tensor drawn_, drawn_key_, owner_, nbr_, tree_, slot_of_;
+  at::Tensor tree_time_, counters_, host_counts_;
   at::Tensor hub_queue_;  // [frontier bound] (warp_draws(); else 1)
   at::Tensor blocks_done_;  // [1] int32: the last kernel's finished blocks
   at::Tensor status_;                  // look-back words (tile_scan.cuh) of every level's numbering
@@ -470,10 +451,12 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
                                                  temporal_strategy, colptr_t.device());
   const c10::cuda::CUDAGuard guard(colptr_t.device());
   const at::Tensor colptr = colptr_t.contiguous(), row = row_t.contiguous(), seed = seed_t.contiguous();
-  PlanKey key{colptr.get_device(), num_neighbors.vec(), seed.numel(), replace, disjoint, bias,
-              temporal_strategy == "last", graph_input_ids(colptr, row, edge_bias, node_bias)};
+  // (the bias is the inputs': given or None, which the ids tell apart)
+  PlanKey key{colptr.get_device(), {colptr.numel() - 1}, {0}, {0}, num_neighbors.vec(), {seed.numel()},
+              static_cast<int64_t>(num_neighbors.size()), replace, disjoint, temporal_strategy == "last",
+              graph_input_ids(colptr, row, edge_bias, node_bias)};
   auto plan = PlanCache<SamplePlan>::instance().get(std::move(key), [&](PlanKey k) {
-    return std::make_shared<SamplePlan>(std::move(k), colptr, row, edge_bias, node_bias);
+    return std::make_shared<SamplePlan>(std::move(k), bias, colptr, row, edge_bias, node_bias);
   });
   return plan->run(seed, seed_time, resolve_random_seed(random_seed), entry);
 }

@@ -180,6 +180,25 @@ class SampleWait {
   Napper napper_;
 };
 
+// One sampling configuration, the key of its plan: the type structure (a homogeneous
+// graph: one node type, one edge type), seeds per node type, fanouts (edge type by edge
+// type, hop by hop), options, and the caller's graph tensors by identity (a plan is used
+// only while the caller passes these very tensors, unmodified; graph_input_ids).
+struct PlanKey {
+  int device;
+  std::vector<int64_t> num_nodes, src_type, dst_type, fanouts, num_seeds;
+  int64_t num_hops;
+  bool replace, disjoint, last;  // last: temporal strategy 'last'
+  std::vector<TensorId> inputs;
+
+  bool alive() const { return all_alive(inputs); }
+  bool same(const PlanKey& o) const {
+    return device == o.device && num_nodes == o.num_nodes && src_type == o.src_type && dst_type == o.dst_type &&
+           fanouts == o.fanouts && num_seeds == o.num_seeds && num_hops == o.num_hops && replace == o.replace &&
+           disjoint == o.disjoint && last == o.last && all_same(inputs, o.inputs);
+  }
+};
+
 // The most recently used plans of one kind (a plan holds buffers sized by its batch's
 // upper bounds; one whose input tensors were freed is dropped at the next lookup).
 // Plan::key() has alive() and same(). Never destroyed: no CUDA calls at exit.
@@ -189,8 +208,8 @@ class PlanCache {
   static constexpr size_t kCapacity = 8;
 
   // The plan of `key`, made by make(key) if there is none.
-  template <typename Key, typename Make>
-  std::shared_ptr<Plan> get(Key key, const Make& make) {
+  template <typename Make>
+  std::shared_ptr<Plan> get(PlanKey key, const Make& make) {
     std::lock_guard<std::mutex> lock(mutex_);
     plans_.remove_if([](const std::shared_ptr<Plan>& p) { return !p->key().alive(); });
     for (auto it = plans_.begin(); it != plans_.end(); ++it) {
