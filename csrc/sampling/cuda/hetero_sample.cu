@@ -258,18 +258,6 @@ void launch(void (*kernel)(Params...), int64_t n, cudaStream_t stream, Args... a
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The largest in-degree of an edge type (fanout -1's bound on its draws): read from
-// the device (a host sync) the first time a colptr tensor is seen, then remembered
-// while the caller passes that same, unmodified tensor (plans differ by their seed
-// counts, so a link loader's batches make many). `given` is the caller's tensor (the
-// memo's key), `colptr` its int64 contiguous form.
-int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
-  if (colptr.numel() <= 1) return 0;
-  static DerivedMemo<int64_t> memo;
-  return memo.get({TensorId::of(&given)},
-                  [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
-}
-
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
 int64_t* long_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; }
 
@@ -436,11 +424,10 @@ class HeteroPlan {
     const WaitMode wait = wait_mode();  // (a bad setting raises before anything is enqueued)
     std::lock_guard<std::mutex> lock(mutex_);
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table and look-back words once
+    const int64_t epoch = epoch_.next([&] {
       state_.narrow(0, 0, 2 * (table_.mask + 1)).zero_();
       state_.narrow(0, status_offset_, state_.numel() - status_offset_).zero_();
-      epoch_ = 1;
-    }
+    });
     const c10::Device device = state_.device();
     auto fresh = [&](int64_t len) {
       return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt));
@@ -461,7 +448,7 @@ class HeteroPlan {
     at::Tensor row = fresh(edge_out_len_), col = fresh(edge_out_len_), edge = fresh(edge_out_len_);
     call.row_out = long_ptr(row), call.col_out = long_ptr(col), call.edge_out = long_ptr(edge);
     call.random_seed = random_seed;
-    call.epoch = epoch_;
+    call.epoch = epoch;
     const auto enqueue_on = [this](cudaStream_t s) { enqueue(s); };
     void* args[] = {&seed_args_};
     replay_.prepare({reinterpret_cast<const void*>(&seed_kernel<ManyTypes>)}, args, enqueue_on);
@@ -479,16 +466,16 @@ class HeteroPlan {
         hc.bad, false, 0, 0,
         [&](int64_t p) { return seeds[type_of_seed(p)][p - seed_start_[type_of_seed(p)]].item<int64_t>(); },
         type_of_seed);
-    // Shrink the fresh outputs to their used prefixes in place (no dispatch per view).
+    // The fresh outputs, shrunk to their used prefixes.
     for (int64_t t = 0; t < T_; ++t) {
       int64_t n = 0;
       for (int64_t l = 0; l <= H_; ++l) n += hc.level_count[t * (H_ + 1) + l];
-      node[t].unsafeGetTensorImpl()->set_sizes_contiguous({n});
-      if (key_.disjoint) batch[t].unsafeGetTensorImpl()->set_sizes_contiguous({n});
+      shrink_to(node[t], n);
+      if (key_.disjoint) shrink_to(batch[t], n);
     }
     int64_t total_edges = 0;
     for (int64_t i = 0; i < R_ * H_; ++i) total_edges += hc.edge_count[i];
-    for (const at::Tensor* t : {&row, &col, &edge}) t->unsafeGetTensorImpl()->set_sizes_contiguous({total_edges});
+    for (const at::Tensor* t : {&row, &col, &edge}) shrink_to(*t, total_edges);
     at::Tensor nodes_per_hop = at::empty({T_, H_ + 1}, at::kLong), edges_per_hop = at::empty({R_, H_}, at::kLong);
     std::memcpy(nodes_per_hop.data_ptr<int64_t>(), hc.level_count, T_ * (H_ + 1) * sizeof(int64_t));
     std::memcpy(edges_per_hop.data_ptr<int64_t>(), hc.edge_count, R_ * H_ * sizeof(int64_t));
@@ -597,7 +584,7 @@ class HeteroPlan {
           o_tree_time_ = 0;
   std::vector<int64_t> o_hop_slot_, o_hop_edge_, o_hop_col_;
   SeedArgs<ManyTypes> seed_args_{};  // the first kernel's argument (its call field set per call)
-  int64_t epoch_ = 0;
+  SampleEpoch epoch_;
   std::mutex mutex_;
   SampleReplay replay_;
   SampleWait wait_;

@@ -103,16 +103,10 @@ class SamplePlan {
     check_bias_values(in, "neighbor_sample");
     bias_ = bias_views(in, std::vector<int64_t>{0}, std::vector<int64_t>{num_nodes_})[0];
     converted_ = conversion_copies(in, colptr, row, edge_bias, node_bias);
-    int64_t max_degree = 0;
-    for (int64_t f : key_.fanouts) {
-      if (f < 0 && num_nodes_ > 0) {
-        max_degree = (colptr.slice(0, 1) - colptr.slice(0, 0, num_nodes_)).max().item<int64_t>();
-        // (a node draws at most the row's edges: the kernels read a range outside the row
-        // as empty, so a corrupt colptr cannot raise the bound past them)
-        max_degree = std::clamp<int64_t>(max_degree, 0, num_edges);
-        break;
-      }
-    }
+    // (a node draws at most the row's edges: the kernels read a range outside the row as
+    // empty, so a corrupt colptr cannot raise the bound past them)
+    const bool takes_all = std::any_of(key_.fanouts.begin(), key_.fanouts.end(), [](int64_t f) { return f < 0; });
+    const int64_t max_degree = takes_all ? std::clamp<int64_t>(max_in_degree(colptr, colptr), 0, num_edges) : 0;
     // Upper bounds per level (frontier) and hop (edges).
     const int64_t S = key_.num_seeds[0];
     std::vector<int64_t> frontier{S};
@@ -199,11 +193,10 @@ class SamplePlan {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto t0 = std::chrono::steady_clock::now();
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    if (++epoch_ > kMaxEpoch) {  // the tags wrap: clear the table and look-back words once
+    const int64_t epoch = epoch_.next([&] {
       table_slots_.zero_();
       status_.zero_();
-      epoch_ = 1;
-    }
+    });
     // This call's outputs: the spare set allocated during the previous call's wait, if
     // it was allocated on this stream (the caching allocator ties a block to its
     // allocation stream), else a fresh one.
@@ -223,7 +216,7 @@ class SamplePlan {
                               col.data_ptr<int64_t>(),
                               edge.data_ptr<int64_t>(),
                               random_seed,
-                              epoch_};
+                              epoch};
     const auto enqueue_on = [this](cudaStream_t s) { enqueue(s); };
     void* args[] = {&seed_args_, &level0_args_};  // the call's parameters (seed_kernel takes the first only)
     replay_.prepare({reinterpret_cast<const void*>(&seed_kernel<OneType>),
@@ -250,11 +243,10 @@ class SamplePlan {
     int64_t num_out_nodes = 0, num_out_edges = 0;
     for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.level_count[l];
     for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edge_count[h];
-    // Shrink the fresh outputs to their used prefixes in place (no dispatch per view).
-    for (const at::Tensor* t : {&node, &row, &col, &edge}) {
-      t->unsafeGetTensorImpl()->set_sizes_contiguous({t == &node ? num_out_nodes : num_out_edges});
-    }
-    if (key_.disjoint) batch.unsafeGetTensorImpl()->set_sizes_contiguous({num_out_nodes});
+    // The fresh outputs, shrunk to their used prefixes.
+    shrink_to(node, num_out_nodes);
+    for (const at::Tensor* t : {&row, &col, &edge}) shrink_to(*t, num_out_edges);
+    if (key_.disjoint) shrink_to(batch, num_out_nodes);
     at::Tensor nodes_per_hop = at::empty({hops_ + 1}, at::kLong), edges_per_hop = at::empty({hops_}, at::kLong);
     std::memcpy(nodes_per_hop.data_ptr<int64_t>(), c.level_count, (hops_ + 1) * sizeof(int64_t));
     std::memcpy(edges_per_hop.data_ptr<int64_t>(), c.edge_count, hops_ * sizeof(int64_t));
@@ -421,7 +413,7 @@ class SamplePlan {
   std::vector<at::Tensor> converted_;  // the copies bias_ points into, where the inputs needed one
   at::Tensor table_slots_;  // [capacity, 2]: the TableSlot words
   Table table_{};
-  int64_t epoch_ = 0;
+  SampleEpoch epoch_;
   int64_t edge_out_len_ = 1;
   at::Tensor params_dev_;  // the call's parameters, the device copy
   SeedArgs<OneType> seed_args_{};  // the first kernel's argument (its call field set per call)

@@ -20,7 +20,10 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "../../common/tensor_id.h"
+#include "sample_table.cuh"
 #include "sample_wait.h"
 
 namespace pyg_accel {
@@ -179,6 +182,40 @@ class SampleWait {
   WaitMode mode_ = WaitMode::kSpin;
   Napper napper_;
 };
+
+// The epoch of a plan's samples: the tag of the dedup table's slots and of the scans'
+// look-back words, so neither is cleared between samples. Where the tags would wrap,
+// next() calls clear() (which zeroes both) once and starts again at 1.
+class SampleEpoch {
+ public:
+  template <typename Clear>
+  int64_t next(const Clear& clear) {
+    if (++epoch_ > kMaxEpoch) {
+      clear();
+      epoch_ = 1;
+    }
+    return epoch_;
+  }
+
+ private:
+  int64_t epoch_ = 0;
+};
+
+// An output allocated at its upper bound, shrunk to the `n` entries the sample used
+// (in place: no dispatch per view).
+inline void shrink_to(const at::Tensor& t, int64_t n) { t.unsafeGetTensorImpl()->set_sizes_contiguous({n}); }
+
+// The largest in-degree of a CSC (fanout -1's bound on its draws): read from the
+// device (a host sync) the first time a colptr tensor is seen, then remembered while
+// the caller passes that same, unmodified tensor (plans differ by their seed counts,
+// so a link loader's batches make many). `given` is the caller's tensor (the memo's
+// key), `colptr` its int64 contiguous form.
+inline int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
+  if (colptr.numel() <= 1) return 0;
+  static DerivedMemo<int64_t> memo;
+  return memo.get({TensorId::of(&given)},
+                  [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
+}
 
 // One sampling configuration, the key of its plan: the type structure (a homogeneous
 // graph: one node type, one edge type), seeds per node type, fanouts (edge type by edge
