@@ -795,6 +795,43 @@ def test_cuda_plan_follows_in_place_graph_edits():
 
 
 @requires_cuda
+def test_cuda_degree_grown_behind_the_version_counter_is_an_error_not_an_overflow():
+    """A plan's buffers for fanout -1 are sized by the largest degree it saw. colptr
+    edited through .data (as through numpy or DLPack: no version bump) so that a node has
+    more neighbours is refused, not written past the buffers; after clear_sampler_cache()
+    the graph is sampled as it is now."""
+    from pyg_accel.ops import clear_sampler_cache
+    colptr = torch.tensor([0, 1, 2, 3, 4], device='cuda')
+    row = torch.tensor([1, 2, 3, 0], device='cuda')
+    seed = torch.tensor([3], device='cuda')
+    for _ in range(2):  # eager, then captured
+        assert neighbor_sample(colptr, row, seed, [-1]).num_sampled_edges == [1]
+    colptr.data.copy_(torch.tensor([0, 0, 0, 0, 4]))  # node 3 now has every edge
+    with pytest.raises(RuntimeError, match='node 3 has more neighbours.*clear_sampler_cache'):
+        neighbor_sample(colptr, row, seed, [-1])
+    clear_sampler_cache()
+    out = neighbor_sample(colptr, row, seed, [-1])
+    assert out.num_sampled_edges == [4] and sorted(out.node[out.row].tolist()) == [0, 1, 2, 3]
+
+
+@requires_cuda
+def test_hetero_cuda_degree_grown_behind_the_version_counter_is_an_error():
+    from pyg_accel.ops import clear_sampler_cache
+    et = ('a', 'to', 'a')
+    colptr = torch.tensor([0, 1, 2, 3, 4], device='cuda')
+    row = torch.tensor([1, 2, 3, 0], device='cuda')
+    seeds = {'a': torch.tensor([3], device='cuda')}
+    for _ in range(2):
+        hetero_neighbor_sample({et: colptr}, {et: row}, seeds, {et: [-1]}, {'a': 4})
+    colptr.data.copy_(torch.tensor([0, 0, 0, 0, 4]))
+    with pytest.raises(RuntimeError, match='node 3 of edge type 0.*clear_sampler_cache'):
+        hetero_neighbor_sample({et: colptr}, {et: row}, seeds, {et: [-1]}, {'a': 4})
+    clear_sampler_cache()
+    out = hetero_neighbor_sample({et: colptr}, {et: row}, seeds, {et: [-1]}, {'a': 4})
+    assert out.row[et].numel() == 4
+
+
+@requires_cuda
 def test_cuda_bad_seed_after_a_good_batch_is_an_error_and_the_plan_recovers():
     colptr, row = random_graph(device='cuda')
     seed = torch.tensor([1, 2, 3], device='cuda')

@@ -78,6 +78,12 @@ class DerivedMemo {
     return value;
   }
 
+  // Forgets every value (for tensors changed where no version counter sees it).
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    known_.clear();
+  }
+
  private:
   std::mutex mutex_;
   std::list<std::pair<Key, Value>> known_;  // most recently used first

@@ -203,22 +203,32 @@ __global__ void hop_summary_kernel(Counters c, const int64_t* scan, int64_t hop,
 }
 
 // A position per thread (balanced whatever the degrees): the neighbour the drawn edge
-// leads to, inserted into the table (the smallest position per node wins). An
-// out-of-range row is noted and stands in as node 0.
+// leads to, inserted into the table (the smallest position per node wins; repeats of a
+// node within a warp make one insert: claim_in_warp). An out-of-range row is noted and
+// stands in as node 0.
 __global__ void insert_kernel(ManyTypes g, const HeteroCall* call, Counters c, Table table, Segments seg,
                               const int64_t* edge, Positions pos, int64_t bound, int64_t tree_stride) {
-  const int64_t live = seg.start[seg.count];
+  const int64_t live = seg.start[seg.count] < bound ? seg.start[seg.count] : bound;
   const uint64_t epoch = static_cast<uint64_t>(call->epoch);
-  for (int64_t p = global_thread(); p < bound && p < live; p += thread_count()) {
-    const int64_t r = seg.find(p), s = g.src_type[r];
-    int64_t u = g.row_of(r)[edge[p]];
-    if (u < 0 || u >= g.num_nodes[s]) {
-      note_bad(c.bad, kBadRowType, r, edge[p]);
-      u = 0;
+  PYG_ACCEL_FOR_BLOCK_STRIDE(p, live) {  // (whole warps step together: claim_in_warp needs every lane)
+    const bool valid = p < live;
+    int64_t u = 0;
+    int64_t key = -1 - static_cast<int64_t>(threadIdx.x % 32);  // dead lanes: a key no one else has
+    if (valid) {
+      const int64_t r = seg.find(p), s = g.src_type[r];
+      u = g.row_of(r)[edge[p]];
+      if (u < 0 || u >= g.num_nodes[s]) {
+        note_bad(c.bad, kBadRowType, r, edge[p]);
+        u = 0;
+      }
+      const int64_t tree = pos.tree != nullptr ? pos.tree[p] : 0;
+      key = static_cast<int64_t>(node_key(g.type_offset[s], u, tree, tree_stride));
     }
-    const int64_t tree = pos.tree != nullptr ? pos.tree[p] : 0;
-    pos.slot[p] = table_insert_claim(table, epoch, node_key(g.type_offset[s], u, tree, tree_stride), p);
-    pos.node[p] = u;
+    const int64_t slot = claim_in_warp(table, epoch, key, valid, p);
+    if (valid) {
+      pos.slot[p] = slot;
+      pos.node[p] = u;
+    }
   }
 }
 
@@ -299,7 +309,7 @@ class HeteroPlan {
     auto fan_bound = [&](int64_t r, int64_t h) {
       const int64_t f = key_.fanouts[r * H_ + h];
       if (f >= 0) return f;
-      if (max_degree[r] < 0) {  // (at most the row's edges: see edge_range in draw_of)
+      if (max_degree[r] < 0) {  // (at most the row's edges: see node_range)
         max_degree[r] = std::clamp<int64_t>(max_in_degree(colptr_list[r], in.colptrs[r]), 0, in.rows[r].numel());
       }
       return max_degree[r];
@@ -366,11 +376,13 @@ class HeteroPlan {
       meta_host.insert(meta_host.end(), values.begin(), values.end());
       return at_;
     };
-    std::vector<int64_t> colptr_a(R_), row_a(R_), num_edges_a(R_);
+    std::vector<int64_t> colptr_a(R_), row_a(R_), num_edges_a(R_), max_degree_a(R_);
     for (int64_t r = 0; r < R_; ++r) {
       colptr_a[r] = address(in.colptrs[r]);
       row_a[r] = address(in.rows[r]);
       num_edges_a[r] = in.rows[r].numel();
+      // (-1: no hop takes every neighbour, and none reads the bound)
+      max_degree_a[r] = max_degree[r] < 0 ? std::numeric_limits<int64_t>::max() : max_degree[r];
     }
     // Each edge type's BiasView, as int64 words (the struct holds pointers, integers and flags).
     static_assert(sizeof(BiasView) % sizeof(int64_t) == 0 && alignof(BiasView) <= alignof(int64_t),
@@ -383,6 +395,7 @@ class HeteroPlan {
                   o_src = append(key_.src_type), o_dst = append(key_.dst_type), o_offset = append(type_offset),
                   o_num_nodes = append(num_nodes), o_seed_start = append(seed_start_),
                   o_fanout = append(fanout_by_hop), o_num_edges = append(num_edges_a),
+                  o_max_degree = append(max_degree_a),
                   o_params = append(std::vector<int64_t>(sizeof(HeteroCall) / sizeof(int64_t), 0));
     meta_ = at::empty({static_cast<int64_t>(meta_host.size())}, long_opts);
     // (From pageable memory: the call returns once the driver has staged the bytes.)
@@ -412,7 +425,8 @@ class HeteroPlan {
     g_ = ManyTypes{md + o_colptr,    md + o_row,       reinterpret_cast<const BiasView*>(md + o_bias),
                    md + o_src,       md + o_dst,       md + o_offset,
                    md + o_num_nodes, md + o_seed_start, md + o_num_edges,
-                   T_,               R_,               nullptr};
+                   md + o_max_degree, T_,               R_,
+                   nullptr};
   }
 
   const PlanKey& key() const { return key_; }

@@ -106,7 +106,8 @@ class SamplePlan {
     // (a node draws at most the row's edges: the kernels read a range outside the row as
     // empty, so a corrupt colptr cannot raise the bound past them)
     const bool takes_all = std::any_of(key_.fanouts.begin(), key_.fanouts.end(), [](int64_t f) { return f < 0; });
-    const int64_t max_degree = takes_all ? std::clamp<int64_t>(max_in_degree(colptr, colptr), 0, num_edges) : 0;
+    const int64_t max_degree = max_degree_ =
+        takes_all ? std::clamp<int64_t>(max_in_degree(colptr, colptr), 0, num_edges) : 0;
     // Upper bounds per level (frontier) and hop (edges).
     const int64_t S = key_.num_seeds[0];
     std::vector<int64_t> frontier{S};
@@ -311,7 +312,8 @@ class SamplePlan {
     int64_t* tree = key_.disjoint ? tree_.data_ptr<int64_t>() : nullptr;
     int64_t* tree_time = bias_kind_ == Bias::kTemporal ? tree_time_.data_ptr<int64_t>() : nullptr;
     auto hop_args = [&](int64_t h) {
-      const OneType g{colptr_ptr_, row_ptr_, bias_, num_nodes_, num_edges_, h < hops_ ? key_.fanouts[h] : 0};
+      const OneType g{colptr_ptr_, row_ptr_,    bias_, num_nodes_, num_edges_,
+                      max_degree_, h < hops_ ? key_.fanouts[h] : 0};
       return OneHop{g, c, call, tree_time, h, hops_, key_.replace, key_.disjoint, key_.last,
                     draw_scan_.data_ptr<int64_t>(), drawn_.data_ptr<int64_t>(),
                     drawn_key_.defined() ? drawn_key_.data_ptr<double>() : nullptr, owner_.data_ptr<int64_t>(),
@@ -405,6 +407,7 @@ class SamplePlan {
   Bias bias_kind_;  // the sample's (bias_of)
   int64_t hops_;
   int64_t num_nodes_ = 0, num_edges_ = 0;
+  int64_t max_degree_ = 0;  // the bound on a degree that fanout -1 hops were sized by (0 if none)
   std::vector<int64_t> frontier_bound_, edge_bound_;
   int64_t node_len_ = 1, edge_len_ = 1, frontier_len_ = 1;
   const int64_t* colptr_ptr_ = nullptr;
@@ -455,7 +458,10 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
 
 }  // namespace
 
-int64_t clear_sampler_plans() { return PlanCache<SamplePlan>::instance().clear() + clear_hetero_sampler_plans(); }
+int64_t clear_sampler_plans() {
+  degree_memo().clear();  // (a graph edited in place, unseen by its version counter, is read afresh)
+  return PlanCache<SamplePlan>::instance().clear() + clear_hetero_sampler_plans();
+}
 
 void note_sample_wait_us(double us) { last_wait_us = us; }
 

@@ -47,8 +47,19 @@ struct CallParams {
 
 // The words of Counters::bad: 1 + the position of an out-of-range seed; 1 + the edge
 // type and 1 + the CSC position of a row entry that is not a node; 1 + the edge type
-// and 1 + the node of a colptr range outside its row (0: none).
-enum BadWord : int { kBadSeed, kBadRowType, kBadRowEdge, kBadRangeType, kBadRangeNode, kBadWords };
+// and 1 + the node of a colptr range outside its row; 1 + the edge type and 1 + the
+// node of a range longer than the plan's bound on a degree (0: none). Each pair's first
+// word is claimed before its second is written (note_bad).
+enum BadWord : int {
+  kBadSeed,
+  kBadRowType,
+  kBadRowEdge,
+  kBadRangeType,
+  kBadRangeNode,
+  kBadDegreeType,
+  kBadDegreeNode,
+  kBadWords
+};
 
 // The device counters of one sample in one int64 buffer, zeroed by the last kernel of
 // the previous sample after it published them to the host (T node types, R edge types,
@@ -121,23 +132,6 @@ struct Segments {
   }
 };
 
-// The node that edge type `rel`'s CSC range [start, start + degree) of `node` is, checked
-// where it is read: the graph's tensors are the caller's, and may have changed since the
-// plan checked them in ways no version counter sees (a pinned graph written through
-// numpy, a CUDA one through DLPack). A range outside the row's edges is noted and read
-// as empty, so no kernel reads outside the graph. Every site reads a range the same way,
-// so draw counts and draws agree.
-__device__ __forceinline__ void checked_range(const int64_t* colptr, int64_t num_edges, int64_t rel, int64_t node,
-                                              int64_t* bad, int64_t& start, int64_t& degree) {
-  const int64_t s = colptr[node], e = colptr[node + 1];
-  if (s >= 0 && s <= e && e <= num_edges) {
-    start = s, degree = e - s;
-  } else {
-    note_bad(bad, kBadRangeType, rel, node);
-    start = 0, degree = 0;
-  }
-}
-
 // A homogeneous graph as a hop reads it: one node type, one edge type.
 struct OneType {
   static constexpr int kTypes = 1;
@@ -149,8 +143,10 @@ struct OneType {
   const int64_t* row;
   BiasView bias;
   int64_t num_nodes, num_edges;
-  int64_t fanout;  // the hop's
+  int64_t max_degree;  // the plan's bound on a degree (read where the hop's fanout is -1)
+  int64_t fanout;      // the hop's
   __device__ int64_t fanout_of(int64_t) const { return fanout; }
+  __device__ int64_t max_degree_of(int64_t) const { return max_degree; }
   __device__ const int64_t* colptr_of(int64_t) const { return colptr; }
   __device__ const int64_t* row_of(int64_t) const { return row; }
   __device__ const BiasView& bias_of(int64_t) const { return bias; }
@@ -176,9 +172,11 @@ struct ManyTypes {
   const int64_t* num_nodes;    // [T]
   const int64_t* seed_start;   // [T + 1] where each type's seeds begin among all seeds
   const int64_t* num_edges;    // [R]
+  const int64_t* max_degree;   // [R] the plan's bound on a degree (read where the hop's fanout is -1)
   int64_t num_types, num_rels;
   const int64_t* fanout;  // [R] the hop's
   __device__ int64_t fanout_of(int64_t r) const { return fanout[r]; }
+  __device__ int64_t max_degree_of(int64_t r) const { return max_degree[r]; }
   __device__ const int64_t* colptr_of(int64_t r) const { return reinterpret_cast<const int64_t*>(colptr[r]); }
   __device__ const int64_t* row_of(int64_t r) const { return reinterpret_cast<const int64_t*>(row[r]); }
   __device__ const BiasView& bias_of(int64_t r) const { return bias[r]; }
@@ -244,12 +242,35 @@ __device__ __forceinline__ Task task_of(const HopArgs<ManyTypes>& a, int64_t q) 
   return k;
 }
 
+// The edge range [start, start + degree) of `node` in edge type `rel`, checked where it
+// is read: the graph's tensors are the caller's, and may have changed since the plan
+// checked them in ways no version counter sees (a pinned graph written through numpy, a
+// CUDA one through DLPack). A range outside the row's edges, or (where the hop takes
+// every neighbour, fanout -1) longer than the plan's bound on a degree, which sized its
+// buffers, is noted and read as empty, so no kernel reads or writes outside its
+// buffers, and the call raises once the counters are back. Every site reads a range the
+// same way, so draw counts and draws agree.
+template <typename Types>
+__device__ __forceinline__ void node_range(const HopArgs<Types>& a, int64_t rel, int64_t node, int64_t& start,
+                                           int64_t& degree) {
+  const int64_t* colptr = a.g.colptr_of(rel);
+  const int64_t s = colptr[node], e = colptr[node + 1];
+  start = 0, degree = 0;
+  if (!(s >= 0 && s <= e && e <= a.g.edges_of(rel))) {
+    note_bad(a.c.bad, kBadRangeType, rel, node);
+  } else if (a.g.fanout_of(rel) < 0 && e - s > a.g.max_degree_of(rel)) {
+    note_bad(a.c.bad, kBadDegreeType, rel, node);
+  } else {
+    start = s, degree = e - s;
+  }
+}
+
 // The draw of `node` along edge type `rel` in tree `tree` at the hop of `a` (node_draw.h:
 // the edge type's bias, temporal when it has times, else weighted when it has weights).
 template <typename Types>
 __device__ __forceinline__ NodeDraw draw_at(const HopArgs<Types>& a, int64_t rel, int64_t node, int64_t tree) {
   int64_t start, degree;
-  checked_range(a.g.colptr_of(rel), a.g.edges_of(rel), rel, node, a.c.bad, start, degree);
+  node_range(a, rel, node, start, degree);
   return node_draw_of(a.g.bias_of(rel), a.g.row_of(rel), start, degree, a.g.fanout_of(rel), a.replace, a.last,
                       a.tree_time != nullptr ? a.tree_time[tree] : 0);
 }
@@ -275,7 +296,7 @@ __device__ __forceinline__ int64_t count_draws(const HopArgs<Types>& a, bool liv
                                                int64_t tree) {
   if constexpr (!kFiltered) {
     int64_t start = 0, degree = 0;
-    if (live) checked_range(a.g.colptr_of(rel), a.g.edges_of(rel), rel, node, a.c.bad, start, degree);
+    if (live) node_range(a, rel, node, start, degree);
     return live ? num_to_draw(a.g.fanout_of(rel), degree, a.replace) : 0;
   } else {
     return warp_assisted_count(live, live ? draw_at(a, rel, node, tree) : NodeDraw{});
@@ -420,6 +441,14 @@ void raise_bad_input(const int64_t* bad, bool homogeneous, int64_t num_nodes, in
     TORCH_CHECK_INDEX(false, "hetero_neighbor_sample: colptr of edge type ", std::to_string(bad[kBadRangeType] - 1),
                       " holds a range outside its row's edges (colptr must start at 0, never decrease and end at "
                       "len(row))");
+  }
+  if (bad[kBadDegreeType] != 0) {
+    TORCH_CHECK(false, homogeneous ? "neighbor_sample" : "hetero_neighbor_sample", ": node ",
+                std::to_string(bad[kBadDegreeNode] - 1),
+                homogeneous ? "" : " of edge type " + std::to_string(bad[kBadDegreeType] - 1) + "'s destination type",
+                " has more neighbours than any had when this sampling configuration was first used: the graph's "
+                "colptr changed in place without its version counter (as through numpy or DLPack); call "
+                "pyg_accel.ops.clear_sampler_cache() after such an edit");
   }
   if (bad[kBadRowType] != 0) {
     if (homogeneous) {

@@ -221,8 +221,7 @@ __device__ __forceinline__ GroupDraw group_draw(const OneHop& a, int64_t m, int6
   if (live) {
     k = step(a.draw_scan, i);
     o = a.draw_scan[i] - k;
-    checked_range(a.g.colptr, a.g.num_edges, 0, a.call->node_out[0][a.c.level_start[a.hop] + i], a.c.bad, start,
-                  degree);
+    node_range(a, 0, a.call->node_out[0][a.c.level_start[a.hop] + i], start, degree);
   }
   const bool floyd = live && k > 0 && !a.replace && k < degree;
   int64_t mine = 0;  // this lane's draw
@@ -253,20 +252,6 @@ __device__ __forceinline__ bool warp_has_nodes(int64_t m, int64_t t, int width) 
   return __ballot_sync(0xffffffffu, (t >> 5) * (32 / width) < m) != 0;
 }
 
-// Inserts `key` and claims it for edge p, once per distinct key of the warp: lanes
-// with the same key elect the lowest lane (the smallest p) to do the atomics, so
-// repeats of a node inside a warp add no atomic traffic. Every lane of the warp must
-// call it (`live` false: a lane with nothing to insert, whose key must be unique).
-__device__ __forceinline__ int64_t claim_in_warp(const Table& t, uint64_t epoch, int64_t key, bool live, int64_t p) {
-  const unsigned peers = __match_any_sync(0xffffffffu, static_cast<unsigned long long>(key));
-  const int leader = __ffs(peers) - 1;
-  int64_t slot = 0;
-  if (live && static_cast<int>(threadIdx.x % 32) == leader) {
-    slot = table_insert_claim(t, epoch, static_cast<uint64_t>(key), p);
-  }
-  return __shfl_sync(0xffffffffu, slot, leader);
-}
-
 struct ExpandArgs {
   bool disjoint;
   int64_t stride;  // key = tree * stride + node in disjoint mode
@@ -287,7 +272,7 @@ __device__ __forceinline__ void expand_edge(const OneHop& a, const ExpandArgs& x
   int64_t key = -1 - static_cast<int64_t>(threadIdx.x % 32);  // dead lanes: a key no one else has
   if (live) {
     u = a.g.row[pos];
-    if (u < 0 || u >= a.g.num_nodes) {  // (noted, and stands in as node 0: see checked_range)
+    if (u < 0 || u >= a.g.num_nodes) {  // (noted, and stands in as node 0: see node_range)
       note_bad(a.c.bad, kBadRowType, 0, pos);
       u = 0;
     }

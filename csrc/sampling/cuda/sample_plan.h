@@ -205,6 +205,12 @@ class SampleEpoch {
 // (in place: no dispatch per view).
 inline void shrink_to(const at::Tensor& t, int64_t n) { t.unsafeGetTensorImpl()->set_sizes_contiguous({n}); }
 
+// The memo of max_in_degree (cleared with the plans: clear_sampler_plans).
+inline DerivedMemo<int64_t>& degree_memo() {
+  static DerivedMemo<int64_t>* memo = new DerivedMemo<int64_t>();  // (never destroyed)
+  return *memo;
+}
+
 // The largest in-degree of a CSC (fanout -1's bound on its draws): read from the
 // device (a host sync) the first time a colptr tensor is seen, then remembered while
 // the caller passes that same, unmodified tensor (plans differ by their seed counts,
@@ -212,9 +218,8 @@ inline void shrink_to(const at::Tensor& t, int64_t n) { t.unsafeGetTensorImpl()-
 // key), `colptr` its int64 contiguous form.
 inline int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
   if (colptr.numel() <= 1) return 0;
-  static DerivedMemo<int64_t> memo;
-  return memo.get({TensorId::of(&given)},
-                  [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
+  return degree_memo().get({TensorId::of(&given)},
+                           [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
 }
 
 // One sampling configuration, the key of its plan: the type structure (a homogeneous

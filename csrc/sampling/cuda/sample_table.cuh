@@ -87,6 +87,20 @@ __device__ __forceinline__ int64_t table_insert_claim(const Table& t, uint64_t e
   }
 }
 
+// Inserts `key` and claims it for position p, once per distinct key of the warp: lanes
+// with the same key elect the lowest lane (the smallest p) to do the atomics, so
+// repeats of a node inside a warp add no atomic traffic. Every lane of the warp must
+// call it (`live` false: a lane with nothing to insert, whose key must be unique).
+__device__ __forceinline__ int64_t claim_in_warp(const Table& t, uint64_t epoch, int64_t key, bool live, int64_t p) {
+  const unsigned peers = __match_any_sync(0xffffffffu, static_cast<unsigned long long>(key));
+  const int leader = __ffs(peers) - 1;
+  int64_t slot = 0;
+  if (live && static_cast<int>(threadIdx.x % 32) == leader) {
+    slot = table_insert_claim(t, epoch, static_cast<uint64_t>(key), p);
+  }
+  return __shfl_sync(0xffffffffu, slot, leader);
+}
+
 // Whether `position` is the first edge to reach the slot's still unnumbered key. (Read
 // through L2, where the atomics are made: the claims may come from the same kernel,
 // before a barrier, and this SM's L1 may hold the slot from the insert.)
