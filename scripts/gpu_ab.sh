@@ -19,7 +19,8 @@ HERE=$PWD
 jobs=$(( $(nproc) / 2 ))
 build() {  # build TREE: the extension into TREE/.build-cache
   (cd "$1" && MAX_JOBS=$jobs PYG_ACCEL_CACHE_DIR=$1/.build-cache PYTHONPATH=$1 python3 -m pyg_accel.build \
-    > "$OUT_DIR/build_$(basename "$1").log" 2>&1) || { echo "build of $1 failed:"; tail -20 "$OUT_DIR/build_$(basename "$1").log"; exit 1; }
+    > "$OUT_DIR/build_$(basename "$1").log" 2>&1) \
+    || { echo "build of $1 failed:"; tail -20 "$OUT_DIR/build_$(basename "$1").log"; exit 1; }
 }
 build "$BASE" & b1=$!
 build "$HERE" & b2=$!

@@ -563,7 +563,9 @@ class HeteroPlan {
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       launch(filtered ? draw_kernel<ManyTypes, true, NoSideWork> : draw_kernel<ManyTypes, false, NoSideWork>,
              task_bound_[h], stream, a, task_bound_[h], NoSideWork{});
-      if (filtered) launch(hub_draw_kernel<QueuedTasks<ManyTypes>>, 32 * task_bound_[h], stream, QueuedTasks<ManyTypes>{a});
+      if (filtered) {
+        launch(hub_draw_kernel<QueuedTasks<ManyTypes>>, 32 * task_bound_[h], stream, QueuedTasks<ManyTypes>{a});
+      }
       const Segments seg{c.rel_start + h * (R_ + 1), g_.src_type, R_};
       const Positions pos{base + o_hop_slot_[h], base + o_node_, tree_ptr};
       launch(insert_kernel, edge_bound_[h], stream, g_, call, c, table, seg, edge, pos, edge_bound_[h], tree_stride_);

@@ -458,8 +458,13 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
 
 }  // namespace
 
+DerivedMemo<int64_t>& sampler_degree_memo() {
+  static DerivedMemo<int64_t>* memo = new DerivedMemo<int64_t>();  // (never destroyed: no work at exit)
+  return *memo;
+}
+
 int64_t clear_sampler_plans() {
-  degree_memo().clear();  // (a graph edited in place, unseen by its version counter, is read afresh)
+  sampler_degree_memo().clear();  // (a graph edited in place, unseen by its version counter, is read afresh)
   return PlanCache<SamplePlan>::instance().clear() + clear_hetero_sampler_plans();
 }
 

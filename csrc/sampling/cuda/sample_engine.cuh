@@ -334,7 +334,8 @@ __device__ __forceinline__ void insert_seeds(const SeedArgs<Types>& a, int64_t f
     int64_t v = a.call.seed[t][i];
     if (a.tree_time != nullptr && a.call.seed_time[t] != nullptr) a.tree_time[p] = a.call.seed_time[t][i];
     if (v < 0 || v >= a.g.nodes_of(t)) {
-      atomicCAS(reinterpret_cast<unsigned long long*>(a.c.bad + kBadSeed), 0ull, static_cast<unsigned long long>(p + 1));
+      auto* word = reinterpret_cast<unsigned long long*>(a.c.bad + kBadSeed);
+      atomicCAS(word, 0ull, static_cast<unsigned long long>(p + 1));  // (any one bad seed will do)
       v = 0;
     }
     const int64_t tree = a.disjoint ? p : 0;

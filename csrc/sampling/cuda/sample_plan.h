@@ -35,6 +35,10 @@ int64_t clear_hetero_sampler_plans();
 // sample, which sampler_last_wait_us reports (neighbor_sample.cu).
 void note_sample_wait_us(double us);
 
+// The degrees max_in_degree remembers, one memo for both samplers (neighbor_sample.cu;
+// cleared with the plans by clear_sampler_plans).
+DerivedMemo<int64_t>& sampler_degree_memo();
+
 namespace {
 
 // A plan's kernel sequence recorded as a CUDA graph from its second sample on (the
@@ -205,12 +209,6 @@ class SampleEpoch {
 // (in place: no dispatch per view).
 inline void shrink_to(const at::Tensor& t, int64_t n) { t.unsafeGetTensorImpl()->set_sizes_contiguous({n}); }
 
-// The memo of max_in_degree (cleared with the plans: clear_sampler_plans).
-inline DerivedMemo<int64_t>& degree_memo() {
-  static DerivedMemo<int64_t>* memo = new DerivedMemo<int64_t>();  // (never destroyed)
-  return *memo;
-}
-
 // The largest in-degree of a CSC (fanout -1's bound on its draws): read from the
 // device (a host sync) the first time a colptr tensor is seen, then remembered while
 // the caller passes that same, unmodified tensor (plans differ by their seed counts,
@@ -218,8 +216,8 @@ inline DerivedMemo<int64_t>& degree_memo() {
 // key), `colptr` its int64 contiguous form.
 inline int64_t max_in_degree(const at::Tensor& given, const at::Tensor& colptr) {
   if (colptr.numel() <= 1) return 0;
-  return degree_memo().get({TensorId::of(&given)},
-                           [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
+  return sampler_degree_memo().get({TensorId::of(&given)},
+                                   [&] { return (colptr.slice(0, 1) - colptr.slice(0, 0, -1)).max().item<int64_t>(); });
 }
 
 // One sampling configuration, the key of its plan: the type structure (a homogeneous
