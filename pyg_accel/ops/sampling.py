@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -146,6 +146,18 @@ def _check_modes(op: str, strategy, temporal: bool, disjoint: bool, weighted: bo
         raise ValueError(f'{op}: weighted temporal sampling is not supported')
 
 
+def _bias_tensor(op: str, name: str, t: Any, size: int, floating: bool, device: torch.device) -> Tensor:
+    """``t`` as a sampling input of ``op`` (a bias or a seed time): a float tensor
+    (``floating``) or an integer one of shape ``[size]``, on ``device``; else a TypeError
+    naming ``name``."""
+    ok_dtype = isinstance(t, Tensor) and (t.is_floating_point() if floating else
+                                          not (t.is_floating_point() or t.dtype == torch.bool))
+    if not ok_dtype or t.shape != (size,):
+        raise TypeError(f"{op}: {name} must be {'a float' if floating else 'an integer'} tensor of shape [{size}], "
+                        f'got {getattr(t, "dtype", type(t).__name__)} {tuple(getattr(t, "shape", ()))}')
+    return t.to(device)
+
+
 def _check_times(node_time, edge_time, seed_time, seed, num_nodes, num_edges, disjoint, strategy, edge_weight,
                  device):
     """Validated (node_time, edge_time, seed_time) on ``device`` for temporal sampling."""
@@ -155,18 +167,15 @@ def _check_times(node_time, edge_time, seed_time, seed, num_nodes, num_edges, di
         if seed_time is not None:
             raise ValueError('neighbor_sample: seed_time was given without node_time or edge_time')
         return None, None, None
-    for name, t, n in (('node_time', node_time, num_nodes), ('edge_time', edge_time, num_edges),
-                       ('seed_time', seed_time, seed.numel())):
-        if t is not None and (not isinstance(t, Tensor) or t.is_floating_point() or t.dtype == torch.bool
-                              or t.shape != (n,)):
-            raise TypeError(f'neighbor_sample: {name} must be an integer tensor of shape [{n}], got '
-                            f'{getattr(t, "dtype", type(t).__name__)} {tuple(getattr(t, "shape", ()))}')
+    node_time, edge_time, seed_time = (
+        None if t is None else _bias_tensor('neighbor_sample', name, t, n, False, device)
+        for name, t, n in (('node_time', node_time, num_nodes), ('edge_time', edge_time, num_edges),
+                           ('seed_time', seed_time, seed.numel())))
     if seed_time is None:
         if node_time is None:
             raise ValueError('neighbor_sample: temporal sampling with edge times needs seed_time')
-        seed_time = node_time.to(device)[seed]
-    move = lambda t: None if t is None else t.to(device)  # noqa: E731
-    return move(node_time), move(edge_time), move(seed_time)
+        seed_time = node_time[seed]
+    return node_time, edge_time, seed_time
 
 
 def sort_columns_by_time(colptr: Tensor, row: Tensor, node_time: Optional[Tensor] = None,
@@ -275,13 +284,8 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
         lo, hi = (int(v) for v in torch.aminmax(seed))
         if lo < 0 or hi >= num_nodes:
             raise IndexError(f'neighbor_sample: seed {lo if lo < 0 else hi} is out of range for {num_nodes} nodes')
-    if edge_weight is not None:
-        if not isinstance(edge_weight, Tensor) or not edge_weight.is_floating_point() or \
-                edge_weight.shape != (row.numel(),):
-            raise TypeError(f'neighbor_sample: edge_weight must be a float tensor of shape [{row.numel()}], got '
-                            f'{getattr(edge_weight, "dtype", type(edge_weight).__name__)} '
-                            f'{tuple(getattr(edge_weight, "shape", ()))}')
-        edge_weight = edge_weight.to(device)  # (the CPU op checks each weight it reads, the CUDA op once per plan)
+    if edge_weight is not None:  # (the CPU op checks each weight it reads, the CUDA op once per plan)
+        edge_weight = _bias_tensor('neighbor_sample', 'edge_weight', edge_weight, row.numel(), True, device)
     if node_time is not None or edge_time is not None or seed_time is not None or temporal_strategy != 'uniform':
         node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes,
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
@@ -360,13 +364,7 @@ def _per_type(values: Optional[Dict], types: List, sizes: Dict, name: str, devic
         if t is None:
             out.append(None)
             continue
-        ok_dtype = isinstance(t, Tensor) and (t.is_floating_point() if floating else
-                                              not (t.is_floating_point() or t.dtype == torch.bool))
-        if not ok_dtype or t.shape != (sizes[key],):
-            raise TypeError(f"hetero_neighbor_sample: {name} of {key} must be {'a float' if floating else 'an integer'}"
-                            f' tensor of shape [{sizes[key]}], got {getattr(t, "dtype", type(t).__name__)} '
-                            f'{tuple(getattr(t, "shape", ()))}')
-        t = t.to(device)
+        t = _bias_tensor('hetero_neighbor_sample', f'{name} of {key}', t, sizes[key], floating, device)
         if floating and t.is_cuda:  # (the CPU op checks each weight it reads)
             _check_nonnegative(t, f'hetero_neighbor_sample: {name} of {key}')
         out.append(t)
