@@ -30,6 +30,12 @@ void check_list_size(const OptionalTensors& list, int64_t types, int64_t per_typ
               " per type) or none");
 }
 
+// `t` as a contiguous tensor of `dtype`: `t` itself when it is one (no dispatch: the
+// heterogeneous op reads two tensors per edge type on every call).
+at::Tensor as_contiguous(const at::Tensor& t, at::ScalarType dtype) {
+  return t.scalar_type() == dtype && t.is_contiguous() ? t : t.to(dtype).contiguous();
+}
+
 // Entry i of an optional per-type tensor list as given, or an undefined tensor.
 at::Tensor list_entry(const OptionalTensors& list, int64_t i) {
   if (i >= static_cast<int64_t>(list.size())) return at::Tensor();
@@ -44,7 +50,7 @@ at::Tensor read_input(const OptionalTensors& list, int64_t i, const BiasInput& i
   const at::Tensor t = list_entry(list, i);
   if (!t.defined()) return t;
   TORCH_CHECK(!device || t.device() == *device, op, ": ", input.name, " must be on the graph's GPU");
-  return t.to(input.dtype_of(t.scalar_type())).contiguous();
+  return as_contiguous(t, input.dtype_of(t.scalar_type()));
 }
 
 const BiasInput kSeedTime{"seed_time", as_long};
@@ -187,13 +193,15 @@ HeteroInputs read_hetero_inputs(at::IntArrayRef num_nodes, at::IntArrayRef src_t
   check_list_size(node_bias, T, kNodeBiasInputs, "node_bias", op);
   check_list_size(seed_time, T, 1, "seed_time", op);
   HeteroInputs in;
+  for (auto* list : {&in.colptrs, &in.rows, &in.weights, &in.edge_times}) list->reserve(R);
+  for (auto* list : {&in.node_times, &in.seed_times}) list->reserve(T);
   for (int64_t r = 0; r < R; ++r) {
     TORCH_CHECK(src_type[r] >= 0 && src_type[r] < T && dst_type[r] >= 0 && dst_type[r] < T,
                 "hetero_neighbor_sample: edge type ", std::to_string(r), " names an unknown node type");
     TORCH_CHECK(!device || (colptr_list[r].device() == *device && row_list[r].device() == *device),
                 "hetero_neighbor_sample: every edge type's colptr and row must be on one GPU");
-    in.colptrs.push_back(colptr_list[r].to(at::kLong).contiguous());
-    in.rows.push_back(row_list[r].to(at::kLong).contiguous());
+    in.colptrs.push_back(as_contiguous(colptr_list[r], at::kLong));
+    in.rows.push_back(as_contiguous(row_list[r], at::kLong));
     TORCH_CHECK(in.colptrs[r].numel() == num_nodes[dst_type[r]] + 1, "hetero_neighbor_sample: colptr of edge type ",
                 std::to_string(r), " must have ", std::to_string(num_nodes[dst_type[r]] + 1), " entries");
     const int64_t e = r * kEdgeBiasInputs;
