@@ -134,14 +134,45 @@ def run_batches(step, loader, device, limit: int, host: Optional[List[float]] = 
     return count
 
 
-def timed_epoch(step, loader, device, max_batches: int, row: dict, whole_warmup: bool = False) -> Tuple[float, float]:
+def steady_epoch(step, loader, device, batches: int, row: dict) -> Tuple[float, float]:
+    """A worker loader's epoch from its steady state: in one pass over the loader, the
+    first ``2 x workers x prefetch_factor`` batches (every worker's first batches, which
+    all start at once) warm up, the next ``batches`` are timed, and their rate is scaled
+    to ``len(loader)``. It leaves out the pipeline's fill at an epoch's start, so it is at
+    most the whole epoch's time: the baseline's best case."""
+    workers = loader.num_workers
+    warmup = min(2 * workers * (loader.prefetch_factor or 2), max(len(loader) - batches, 0))
+    total, count, host = torch.zeros((), device=device), 0, []
+    start = None
+    for batch in loader:
+        if count == warmup:
+            sync(device)
+            start = time.perf_counter()
+        t0 = time.perf_counter()
+        total += step(batch)
+        if start is not None:
+            host.append(time.perf_counter() - t0)
+        count += 1
+        if count >= warmup + batches:
+            break
+    sync(device)
+    timed = count - warmup
+    row['timed batches'], row['warm-up batches'] = timed, warmup
+    return (time.perf_counter() - start) / timed * len(loader), statistics.median(host) * 1e3
+
+
+def timed_epoch(step, loader, device, max_batches: int, row: dict, whole_warmup: bool = False,
+                steady_batches: int = 0) -> Tuple[float, float]:
     """Seconds for one epoch (``max_batches`` timed, scaled to ``len(loader)``) and the
     median ms the host spends inside a step call. A loader with worker processes is timed
     over a whole epoch after a whole warm-up epoch: it starts each epoch with its
     workers' pipeline empty and ends it drained, and a cut epoch would time the workers'
-    start or leave batches in flight. A captured or compiled step (``whole_warmup``) is
-    timed after a whole epoch too, which captures or compiles each batch shape
-    (``row['first epoch s']``)."""
+    start or leave batches in flight (``steady_batches``: timed instead on that many
+    batches of one epoch's steady state, :func:`steady_epoch`). A captured or compiled
+    step (``whole_warmup``) is timed after a whole epoch too, which captures or compiles
+    each batch shape (``row['first epoch s']``)."""
+    if getattr(loader, 'num_workers', 0) > 0 and steady_batches > 0:
+        return steady_epoch(step, loader, device, steady_batches, row)
     if getattr(loader, 'num_workers', 0) > 0:
         run_batches(step, loader, device, len(loader))  # warm-up: workers started, kernels, allocator
         max_batches = len(loader)
@@ -237,6 +268,10 @@ def main(argv=None) -> dict:
                         "pin_memory=True; 'pyg-0w' is the same loader with none")
     p.add_argument('--pyg-batches', type=int, default=16,
                    help="batches timed for 'pyg-0w', stock PyG without workers (scaled to the epoch)")
+    p.add_argument('--pyg-steady-batches', type=int, default=0,
+                   help="time the tuned 'pyg' loader on this many batches of its steady state (after every "
+                        "worker's first batches) instead of a whole epoch after a whole warm-up epoch: for "
+                        "settings whose epochs take minutes (it leaves out the pipeline's fill: PyG's best case)")
     p.add_argument('--split-batches', type=int, default=10)
     p.add_argument('--profile-batches', type=int, default=50)
     p.add_argument('--configs', nargs='*', default=['pyg', 'pyg-0w', 'accel-sampler', 'accel-sync', 'accel'],
@@ -324,7 +359,8 @@ def main(argv=None) -> dict:
         if name == 'pyg':
             row['workers'] = args.pyg_workers
         row['epoch s'], row['host ms/step'] = timed_epoch(step, loader, device, limit, row,
-                                                          whole_warmup=name in ('accel-graph', 'accel-compile'))
+                                                          whole_warmup=name in ('accel-graph', 'accel-compile'),
+                                                          steady_batches=args.pyg_steady_batches)
         if name in ('pyg-0w', 'accel-sampler', 'accel-sync'):  # (the others overlap loading with compute)
             row.update(split_step(step, loader, device, min(args.split_batches, limit)))
         if device.type == 'cuda' and not name.startswith('pyg'):

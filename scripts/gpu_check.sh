@@ -196,7 +196,7 @@ for stage in $STAGES; do
         accel-graph:tf32 --profile-batches 30 --out "$OUT_DIR" ;;
     e2e_peers)  # the published settings of WholeGraph (fanout 30^3, batch 512) and gSampler ([25, 10], batch 512)
       run e2e_wholegraph_step python3 benchmarks/end_to_end.py --fanout 30 30 30 --batch-size 512 \
-        --configs pyg accel accel:tf32 accel-graph:tf32 --max-batches 200 --pyg-batches 8 --profile-batches 20 \
+        --configs pyg accel accel:tf32 accel-graph:tf32 --max-batches 200 --pyg-steady-batches 40 --profile-batches 20 \
         --out "$OUT_DIR"
       run e2e_gsampler_step python3 benchmarks/end_to_end.py --fanout 25 10 --batch-size 512 --layers 2 \
         --configs pyg accel accel:tf32 accel-graph:tf32 --max-batches 200 --profile-batches 20 --out "$OUT_DIR" ;;

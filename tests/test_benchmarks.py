@@ -126,6 +126,18 @@ def test_end_to_end_benchmark_times_stock_pyg_tuned_and_untuned(tmp_path):
         e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--configs', 'accel:fp8', '--out', str(tmp_path)])
 
 
+@requires_stock_sampler
+def test_end_to_end_benchmark_times_the_tuned_loader_in_its_steady_state(tmp_path):
+    """--pyg-steady-batches times that many batches of one epoch after every worker's
+    first batches (2 x workers x prefetch_factor) and scales their rate to the epoch."""
+    result = e2e_bench.main(['--preset', 'tiny', '--device', 'cpu', '--configs', 'pyg', '--pyg-workers', '1',
+                             '--batch-size', '8', '--pyg-steady-batches', '3', '--out', str(tmp_path)])
+    row = result['rows'][0]
+    assert row['batches/epoch'] == 13
+    assert (row['warm-up batches'], row['timed batches']) == (4, 3)
+    assert row['epoch s'] > 0 and row['host ms/step'] > 0
+
+
 @requires_cuda
 def test_end_to_end_benchmark_with_pinned_features(tmp_path):
     result = e2e_bench.main(['--preset', 'tiny', '--configs', 'accel-sync', 'accel', '--max-batches', '2',
