@@ -4,6 +4,7 @@ API, of the raw op, with and without CUDA-graph replay, and a profiler table. Wi
 
     python scripts/profile_sampler.py [--preset products] [--batch 1024] [--out DIR]
     python scripts/profile_sampler.py --mode weighted   # only the kernel table, eager
+    python scripts/profile_sampler.py --hetero [--fanouts 10 10]   # the mag-like graph's sampler
     ncu --clock-control none --kernel-name regex:expand --launch-skip 5 --launch-count 1 \
         python3 scripts/profile_sampler.py --loop 3 [--mode weighted]
 """
@@ -21,7 +22,7 @@ from sampling import MODES, mode_options  # noqa: E402
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
-from pyg_accel.ops import neighbor_sample  # noqa: E402
+from pyg_accel.ops import hetero_neighbor_sample, last_sample_wait_us, neighbor_sample  # noqa: E402
 from pyg_accel.ops._library import ops  # noqa: E402
 
 
@@ -59,7 +60,12 @@ def main():
     p.add_argument('--loop', type=int, default=0, help='only make this many sampling calls')
     p.add_argument('--mode', choices=MODES, default='uniform',
                    help="weighted or temporal: only the eager kernel table (the graph's columns in CSC order)")
+    p.add_argument('--hetero', action='store_true',
+                   help="the heterogeneous sampler on benchmarks/hetero_sampling.py's mag-like graph (paper seeds)")
     args = p.parse_args()
+    if args.hetero:
+        profile_hetero(args.batch, args.fanouts, args.out)
+        return
     colptr, row, batches = graph_and_batches(args.preset, args.batch, 40)
     f = args.fanouts
     options = mode_options(args.mode, colptr.numel() - 1, row.numel(), row.device)
@@ -99,6 +105,55 @@ def main():
         print(f'--- {label}\n{table}')
         Path(args.out).mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(Path(args.out) / f'sampler_{label}.json'))
+
+
+def profile_hetero(batch: int, fanouts, out: str) -> None:
+    """The heterogeneous sampler's call split into the Python API's own time, the raw
+    op's host time outside its wait for the GPU, and the wait (wall and thread-CPU
+    medians); then the kernel table of graph-replayed calls."""
+    from hetero_sampling import mag_like_graph, to_csc
+    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')  # (CPU: a check of the script)
+    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
+    num_nodes, edges = mag_like_graph(1.0 if device.type == 'cuda' else 0.01, device)
+    csc = {et: to_csc(ei, num_nodes[et[-1]]) for et, ei in edges.items()}
+    colptr = {et: c for et, (c, _) in csc.items()}
+    row = {et: r for et, (_, r) in csc.items()}
+    fanout = {et: list(fanouts) for et in edges}
+    gen = torch.Generator().manual_seed(0)
+    batches = [torch.randperm(num_nodes['paper'], generator=gen)[:batch].to(device) for _ in range(40)]
+    node_types, edge_types = list(num_nodes), list(edges)
+    index = {t: i for i, t in enumerate(node_types)}
+    no_seeds = torch.empty(0, dtype=torch.long, device=device)
+    flat = [f for et in edge_types for f in fanout[et]]
+    api = lambda s: hetero_neighbor_sample(colptr, row, {'paper': s}, fanout, num_nodes)  # noqa: E731
+    raw = lambda s: ops().hetero_neighbor_sample(  # noqa: E731
+        [num_nodes[t] for t in node_types], [index[et[0]] for et in edge_types], [index[et[-1]] for et in edge_types],
+        [colptr[et] for et in edge_types], [row[et] for et in edge_types],
+        [s if t == 'paper' else no_seeds for t in node_types], flat, len(fanouts), False, False, 7,
+        [], [], [None] * len(node_types), 'uniform')
+    for name, fn in (('python api', api), ('raw op', raw)):
+        for _ in range(3):
+            fn(batches[0])
+        walls, cpus, waits = [], [], []
+        for s in batches:
+            sync()
+            t0, c0 = time.perf_counter(), time.thread_time()
+            fn(s)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.thread_time() - c0)
+            waits.append(last_sample_wait_us() * 1e-6)
+        w, c, wait = (statistics.median(v) * 1e6 for v in (walls, cpus, waits))
+        print(f'{name:12s} {fanouts}: wall {w:7.1f} us  cpu {c:7.1f} us  wait {wait:7.1f} us  '
+              f'outside the wait {w - wait:7.1f} us', flush=True)
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for s in batches[:10]:
+            raw(s)
+        sync()
+    print(prof.key_averages().table(sort_by='self_cuda_time_total' if device.type == 'cuda' else 'self_cpu_time_total',
+                                    row_limit=30))
+    Path(out).mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(Path(out) / 'hetero_sampler.json'))
 
 
 def kernel_table(colptr, row, batches, fanouts, options) -> None:
