@@ -448,18 +448,25 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         [t for t in seed_dict if t not in num_nodes]
     if unknown:
         raise ValueError(f'hetero_neighbor_sample: unknown node types in {unknown} (num_nodes has {node_types})')
-    fanouts = {et: _check_fanouts(num_neighbors[et]) for et in edge_types}
-    num_hops = len(fanouts[edge_types[0]]) if edge_types else 0
-    if any(len(f) != num_hops for f in fanouts.values()):
-        raise ValueError(f'hetero_neighbor_sample: every edge type needs {num_hops} fanouts, got '
-                         f'{ {et: len(f) for et, f in fanouts.items()} }')
+    # One pass over the edge types (this runs per batch): fanouts, graph tensors, their device.
+    type_index = {t: i for i, t in enumerate(node_types)}
+    fanouts, colptrs, rows, src_type, dst_type = [], [], [], [], []
     for et in edge_types:
-        _check_graph(colptr_dict[et], row_dict[et])
-    devices = {colptr_dict[et].device for et in edge_types}
-    if len(devices) > 1:
+        fanouts.append(_check_fanouts(num_neighbors[et]))
+        colptr, row = colptr_dict[et], row_dict[et]
+        _check_graph(colptr, row)
+        colptrs.append(colptr)
+        rows.append(row)
+        src_type.append(type_index[et[0]])
+        dst_type.append(type_index[et[-1]])
+    num_hops = len(fanouts[0]) if edge_types else 0
+    if any(len(f) != num_hops for f in fanouts):
+        raise ValueError(f'hetero_neighbor_sample: every edge type needs {num_hops} fanouts, got '
+                         f'{ {et: len(f) for et, f in zip(edge_types, fanouts)} }')
+    if len({c.get_device() for c in colptrs}) > 1:  # (-1: CPU; a CUDA tensor's index)
         raise ValueError(f'hetero_neighbor_sample: every edge type must be on one device, got '
-                         f'{sorted(map(str, devices))}')
-    device = devices.pop() if devices else torch.device('cpu')
+                         f'{sorted({str(c.device) for c in colptrs})}')
+    device = colptrs[0].device if edge_types else torch.device('cpu')
     if device.type == 'cuda' and not cuda_sampling_available():
         check_cuda_built(device)
     seeds = []
@@ -471,14 +478,20 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         if not isinstance(s, Tensor) or s.dtype not in (torch.int32, torch.int64) or s.dim() != 1:
             raise TypeError(f'hetero_neighbor_sample: seeds of {t!r} must be a 1-D integer tensor')
         seeds.append(s.to(device, torch.long, non_blocking=True))  # (a pageable copy then waits for nothing)
-    sizes = {et: row_dict[et].numel() for et in edge_types}
-    weights = _per_type(edge_weight, edge_types, sizes, 'edge_weight', device, floating=True)
-    node_times = _per_type(node_time, node_types, num_nodes, 'node_time', device)
-    edge_times = _per_type(edge_time, edge_types, sizes, 'edge_time', device)
-    seed_times = _per_type(seed_time, node_types, {t: s.numel() for t, s in zip(node_types, seeds)}, 'seed_time',
-                           device)
-    temporal = any(t is not None for t in node_times + edge_times)
-    _check_modes('hetero_neighbor_sample', temporal_strategy, temporal, disjoint, any(w is not None for w in weights))
+    biased = bool(edge_weight or node_time or edge_time or seed_time)
+    if biased:
+        sizes = {et: row.numel() for et, row in zip(edge_types, rows)}
+        weights = _per_type(edge_weight, edge_types, sizes, 'edge_weight', device, floating=True)
+        node_times = _per_type(node_time, node_types, num_nodes, 'node_time', device)
+        edge_times = _per_type(edge_time, edge_types, sizes, 'edge_time', device)
+        seed_times = _per_type(seed_time, node_types, {t: s.numel() for t, s in zip(node_types, seeds)},
+                               'seed_time', device)
+    else:  # (the common case: no per-type inputs to read)
+        weights = edge_times = [None] * len(edge_types)
+        node_times = seed_times = [None] * len(node_types)
+    temporal = biased and any(t is not None for t in node_times + edge_times)
+    _check_modes('hetero_neighbor_sample', temporal_strategy, temporal, disjoint,
+                 biased and any(w is not None for w in weights))
     if temporal:
         for i, t in enumerate(node_types):  # seed times default to the seeds' node times
             if seed_times[i] is None and seeds[i].numel():
@@ -486,15 +499,14 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
                     raise ValueError(f'hetero_neighbor_sample: seeds of {t!r} need seed_time (the type has no '
                                      'node_time)')
                 seed_times[i] = node_times[i][seeds[i]]
-    elif any(t is not None for t in seed_times):
+    elif biased and any(t is not None for t in seed_times):
         raise ValueError('hetero_neighbor_sample: seed_time was given without node_time or edge_time')
-    type_index = {t: i for i, t in enumerate(node_types)}
     out = ops().hetero_neighbor_sample(
-        [int(num_nodes[t]) for t in node_types], [type_index[et[0]] for et in edge_types],
-        [type_index[et[-1]] for et in edge_types], [_graph_long(colptr_dict[et]) for et in edge_types],
-        [_graph_long(row_dict[et]) for et in edge_types], seeds, [k for et in edge_types for k in fanouts[et]],
-        num_hops, bool(replace), bool(disjoint), None if random_seed is None else int(random_seed),
-        _bias_inputs(weights, edge_times), _bias_inputs(node_times), seed_times, temporal_strategy)
+        [int(num_nodes[t]) for t in node_types], src_type, dst_type, [_graph_long(c) for c in colptrs],
+        [_graph_long(r) for r in rows], seeds, [k for f in fanouts for k in f], num_hops, bool(replace),
+        bool(disjoint), None if random_seed is None else int(random_seed),
+        _bias_inputs(weights, edge_times) if biased else [], _bias_inputs(node_times) if biased else [],
+        seed_times, temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
     # (the op returns the edges of all edge types in one tensor each, type after type)
