@@ -408,6 +408,35 @@ def test_graph_sorting_transpose_and_int32(device):
     assert already.perm is None
 
 
+@pytest.mark.parametrize('order', ['sorted', 'unsorted', 'empty'])
+@pytest.mark.parametrize('num_nodes', [0, 7, 30])
+def test_with_self_loops_is_the_sorted_graph_of_the_edges_and_loops(device, order, num_nodes):
+    """Merging one loop per node below num_nodes into a graph gives what sorting the edge
+    list with the loops appended gives: ptr, src, dst and each edge's input id (stable:
+    a loop after its node's edges); then SpMM and the transpose agree too."""
+    ei = random_edges(device=device)
+    if order == 'sorted':
+        ei = ei[:, torch.argsort(ei[1].cpu(), stable=True).to(device)]
+    elif order == 'empty':
+        ei = ei[:, :0]
+    graph = CooGraph.from_edge_index(ei, (40, 30))
+    assert (graph.perm is None) == (order != 'unsorted')
+    looped = graph.with_self_loops(num_nodes)
+    loops = torch.arange(num_nodes, device=device)
+    ref = CooGraph.from_edge_index(torch.cat([ei, torch.stack([loops, loops])], 1), (40, 30))
+    for name in ('ptr', 'src', 'dst'):
+        got, want = getattr(looped, name), getattr(ref, name)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want.cpu()), name
+    want_perm = ref.perm if ref.perm is not None else torch.arange(ref.num_edges, device=device)
+    assert torch.equal(looped.perm.cpu(), want_perm.cpu())
+    x = torch.randn(40, 8, device=device)
+    torch.testing.assert_close(spmm(looped, x), spmm(ref, x))
+    rev, ref_rev = looped.transpose()[0], ref.transpose()[0]
+    assert torch.equal(rev.ptr.cpu(), ref_rev.ptr.cpu()) and torch.equal(rev.src.cpu(), ref_rev.src.cpu())
+    with pytest.raises(ValueError, match='num_nodes'):
+        graph.with_self_loops(31)  # (more than the 30 destinations)
+
+
 @pytest.mark.parametrize('cut', ['whole', 'mid-destination', 'none', 'all'])
 def test_edge_prefix_is_the_graph_of_the_first_edges(device, cut):
     """A prefix of a destination-sorted graph (what trim_to_layer keeps) equals the graph

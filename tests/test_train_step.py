@@ -288,17 +288,26 @@ def test_a_failed_capture_trains_eagerly_and_random_ops_still_work():
 @pytest.mark.parametrize('device', DEVICES)
 @pytest.mark.parametrize('name,options,weighted', [('GCN', {}, False), ('GCN', {}, True), ('GCN', {'improved': True}, True),
                                                    ('GAT', {}, False), ('GAT', {'heads': 2, 'concat': False}, False)])
-def test_self_loops_without_a_sync_give_pyg_values(device, name, options, weighted):
+@pytest.mark.parametrize('marked_sorted', [False, True])
+def test_self_loops_without_a_sync_give_pyg_values(device, name, options, weighted, marked_sorted):
     """Inside sync_free() (as TrainStep runs its padded steps) GCN and GAT keep the graph's
     own self-loops with no effect instead of dropping them: PyG's values and gradients on
-    a graph full of self-loops (duplicated ones too), weighted GCN included."""
+    a graph full of self-loops (duplicated ones too), weighted GCN included; also on
+    edges marked sorted by destination (as a loader's batch), whose graph the loops are
+    merged into without a sort."""
     import torch_geometric.nn.models as pyg_models
     from pyg_accel.nn.conv._self_loops import sync_free
+    from pyg_accel.ops.sparse import trust_edge_index
     g = torch.Generator().manual_seed(0)
     n = 60
     ei = torch.randint(0, n, (2, 400), generator=g)
     loops = torch.randint(0, n, (40,), generator=g)
-    ei = torch.cat([ei, torch.stack([loops, loops])], 1).to(device)
+    ei = torch.cat([ei, torch.stack([loops, loops])], 1)
+    if marked_sorted:
+        ei = ei[:, torch.argsort(ei[1], stable=True)]
+    ei = ei.to(device)
+    if marked_sorted:
+        trust_edge_index(ei, n, n, dst_sorted=True)
     x = torch.randn(n, 16, generator=g).to(device)
     if weighted:  # a node's duplicated loops share one weight: which of them PyG keeps is up to the device
         weight = torch.rand(ei.size(1), generator=g) + 0.1

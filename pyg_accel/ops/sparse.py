@@ -231,6 +231,34 @@ class CooGraph:
             graph._mean_weight = self._mean_weight[:num_edges]
         return graph
 
+    def with_self_loops(self, num_nodes: int) -> 'CooGraph':
+        """The graph of this graph's input edges followed by one self-loop per node below
+        ``num_nodes`` (input edge ids ``E .. E + num_nodes - 1``), exactly as sorting that
+        list stably by destination would give it (each loop after its node's edges), but
+        by a merge: no sort, no host sync. ``num_nodes`` must be at most ``num_src`` and
+        ``num_dst``.
+
+        Shapes: ``ptr`` ``[num_dst + 1]``, ``src`` / ``dst`` / ``perm`` ``[E + num_nodes]``.
+        """
+        E, n = self.num_edges, int(num_nodes)
+        if not 0 <= n <= min(self.num_src, self.num_dst):
+            raise ValueError(f'with_self_loops: num_nodes must be in [0, {min(self.num_src, self.num_dst)}] for '
+                             f'{self!r}, got {n}')
+        device, dtype = self.device, _index_dtype(self.num_src, self.num_dst, E + n)
+        # an edge into d moves past the loops of the destinations before d (those below n);
+        # node j's loop follows j's edges and the loops of the j nodes before it
+        at = torch.arange(E, device=device).add_(self.dst.clamp(max=n))
+        loop_at = self.ptr[1:n + 1] + torch.arange(n, device=device)
+        loops = torch.arange(n, device=device, dtype=dtype)
+
+        def merged(edges: Tensor, loop_values: Tensor) -> Tensor:
+            out = torch.empty(E + n, dtype=loop_values.dtype, device=device)
+            return out.index_copy_(0, at, edges.to(loop_values.dtype)).index_copy_(0, loop_at, loop_values)
+        perm = self.perm if self.perm is not None else torch.arange(E, device=device)
+        ptr = self.ptr + torch.arange(self.num_dst + 1, device=device).clamp_(max=n)
+        return CooGraph._unchecked(ptr, merged(self.src, loops), merged(self.dst, loops),
+                                   merged(perm, torch.arange(E, E + n, device=device)), self.num_src, self.num_dst)
+
     @property
     def perm(self) -> Optional[Tensor]:
         """``[E]`` int64 input edge id of each sorted edge (``None``: the input was sorted)."""

@@ -119,6 +119,18 @@ def coo_graph(edge_index: Tensor, size: Tuple[int, int]) -> CooGraph:
 _COO_SLOT = '_pyg_accel_coo'
 
 
+def looped_graph(edge_index: Tensor, looped: Tensor, size: Tuple[int, int], num_nodes: int) -> CooGraph:
+    """``coo_graph(looped, size)`` for ``looped``, ``edge_index`` followed by one self-loop
+    per node below ``num_nodes`` (as ``with_loops_masked`` appends them). When
+    ``edge_index`` is known sorted by destination (a loader's batch, a trimmed layer's
+    prefix), the loops are merged into its graph instead of sorting every edge again."""
+    if looped.size(1) != edge_index.size(1) + num_nodes or not (
+            is_trusted_dst_sorted(edge_index) and is_trusted_edge_index(edge_index, size)):
+        return coo_graph(looped, size)
+    return cached_on(looped, _COO_SLOT, (int(size[0]), int(size[1])),
+                     lambda: coo_graph(edge_index, size).with_self_loops(num_nodes))
+
+
 def memoized_graph(edge_index: Tensor, size: Tuple[int, int]) -> Optional[CooGraph]:
     """The graph :func:`coo_graph` memoised on ``edge_index`` for ``size``, if any (nothing is built)."""
     hit = recorded(edge_index, _COO_SLOT) if _memo_enabled() else None

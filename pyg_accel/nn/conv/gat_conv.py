@@ -15,7 +15,7 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 from ...ops import edge_softmax, sddmm, spmm
 from ...ops.sparse import take_rows
 from ...ops.sparse import is_trusted_edge_index, trust_edge_index
-from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, is_row_prefix, plain_edge_index
+from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, is_row_prefix, looped_graph, plain_edge_index
 from ._self_loops import sync_free_mode, with_loops_masked
 
 
@@ -80,7 +80,7 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
                 e, edge_attr = add_self_loops(e, edge_attr, fill_value=self.fill_value, num_nodes=num_nodes)
             if self.add_self_loops and is_trusted_edge_index(ei, shape):  # the loops stay inside both node sets
                 trust_edge_index(e, *shape)
-            graph = coo_graph(e, shape)
+            graph = looped_graph(ei, e, shape, num_nodes) if masked else coo_graph(e, shape)
             return e, edge_attr, graph, None if old_loops is None else graph.sort_edges(old_loops)
 
         if edge_attr is None:  # shared by the layers that see this edge_index

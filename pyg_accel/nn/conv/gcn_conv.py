@@ -12,7 +12,8 @@ from torch_geometric.utils import add_remaining_self_loops, scatter
 
 from ...ops import CooGraph, spmm
 from ...ops.sparse import check_edge_index, is_trusted_edge_index, trust_edge_index
-from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, is_row_prefix, plain_edge_index, trimmed_from
+from ._graph import (PyGPropagate, accelerated, cached_on, coo_graph, is_row_prefix, looped_graph, plain_edge_index,
+                     trimmed_from)
 from ._self_loops import gcn_self_loops, sync_free_mode
 
 
@@ -102,7 +103,9 @@ class GCNConv(PyGPropagate, pyg_nn.GCNConv):
                                            self._untrimmed_deg_inv_sqrt(edge_index, edge_weight is not None, dtype))
         if is_trusted_edge_index(edge_index, (n, n)):  # self-loops stay inside [0, n)
             trust_edge_index(e, n, n)
-        graph = coo_graph(e, (n, n))
+        # (sync-free loops are appended to the edges: merged into a sorted batch's graph)
+        graph = looped_graph(edge_index, e, (n, n), n) if self.add_self_loops and sync_free_mode() else \
+            coo_graph(e, (n, n))
         return graph, graph.sort_edges(w), deg_inv_sqrt
 
     def _untrimmed_deg_inv_sqrt(self, edge_index: Tensor, weighted: bool, dtype: torch.dtype) -> Optional[Tensor]:
