@@ -127,8 +127,12 @@ def looped_graph(edge_index: Tensor, looped: Tensor, size: Tuple[int, int], num_
     if looped.size(1) != edge_index.size(1) + num_nodes or not (
             is_trusted_dst_sorted(edge_index) and is_trusted_edge_index(edge_index, size)):
         return coo_graph(looped, size)
-    return cached_on(looped, _COO_SLOT, (int(size[0]), int(size[1])),
-                     lambda: coo_graph(edge_index, size).with_self_loops(num_nodes))
+    def build() -> CooGraph:  # (edge_index's own graph is not memoised here: only the looped one is used)
+        graph = memoized_graph(edge_index, size)
+        if graph is None:
+            graph = CooGraph._from_trusted(edge_index, int(size[0]), int(size[1]), dst_sorted=True)
+        return graph.with_self_loops(num_nodes)
+    return cached_on(looped, _COO_SLOT, (int(size[0]), int(size[1])), build)
 
 
 def memoized_graph(edge_index: Tensor, size: Tuple[int, int]) -> Optional[CooGraph]:
