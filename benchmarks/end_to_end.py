@@ -140,25 +140,16 @@ def steady_epoch(step, loader, device, batches: int, row: dict) -> Tuple[float, 
     all start at once) warm up, the next ``batches`` are timed, and their rate is scaled
     to ``len(loader)``. It leaves out the pipeline's fill at an epoch's start, so it is at
     most the whole epoch's time: the baseline's best case."""
-    workers = loader.num_workers
-    warmup = min(2 * workers * (loader.prefetch_factor or 2), max(len(loader) - batches, 0))
-    total, count, host = torch.zeros((), device=device), 0, []
-    start = None
-    for batch in loader:
-        if count == warmup:
-            sync(device)
-            start = time.perf_counter()
-        t0 = time.perf_counter()
-        total += step(batch)
-        if start is not None:
-            host.append(time.perf_counter() - t0)
-        count += 1
-        if count >= warmup + batches:
-            break
-    sync(device)
-    timed = count - warmup
+    warmup = min(2 * loader.num_workers * (loader.prefetch_factor or 2), max(len(loader) - batches, 0))
+    batch_iter = iter(loader)  # (one pass: both windows draw from it)
+    if warmup:
+        run_batches(step, batch_iter, device, warmup)
+    host: List[float] = []
+    start = time.perf_counter()
+    timed = run_batches(step, batch_iter, device, batches, host)
+    seconds = time.perf_counter() - start
     row['timed batches'], row['warm-up batches'] = timed, warmup
-    return (time.perf_counter() - start) / timed * len(loader), statistics.median(host) * 1e3
+    return seconds / timed * len(loader), statistics.median(host) * 1e3
 
 
 def timed_epoch(step, loader, device, max_batches: int, row: dict, whole_warmup: bool = False,

@@ -39,16 +39,25 @@ def graph_and_batches(preset: str, batch: int, count: int, device: str = 'cuda',
     return colptr, row, batches
 
 
-def timed(fn, batches):
-    walls, cpus = [], []
-    for s in batches:
+def sync() -> None:
+    if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def timed(fn, batches, with_wait: bool = False):
+    """Medians in us of a call's wall and thread-CPU time (and, ``with_wait``, of its wait
+    for the GPU, ``last_sample_wait_us``)."""
+    walls, cpus, waits = [], [], []
+    for s in batches:
+        sync()
         t0, c0 = time.perf_counter(), time.thread_time()
         fn(s)
-        torch.cuda.synchronize()
+        sync()
         walls.append(time.perf_counter() - t0)
         cpus.append(time.thread_time() - c0)
-    return statistics.median(walls) * 1e6, statistics.median(cpus) * 1e6
+        waits.append(last_sample_wait_us())
+    medians = statistics.median(walls) * 1e6, statistics.median(cpus) * 1e6
+    return medians + (statistics.median(waits),) if with_wait else medians
 
 
 def main():
@@ -113,7 +122,6 @@ def profile_hetero(batch: int, fanouts, out: str) -> None:
     medians); then the kernel table of graph-replayed calls."""
     from hetero_sampling import mag_like_graph, to_csc
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')  # (CPU: a check of the script)
-    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     num_nodes, edges = mag_like_graph(1.0 if device.type == 'cuda' else 0.01, device)
     csc = {et: to_csc(ei, num_nodes[et[-1]]) for et, ei in edges.items()}
     colptr = {et: c for et, (c, _) in csc.items()}
@@ -134,15 +142,7 @@ def profile_hetero(batch: int, fanouts, out: str) -> None:
     for name, fn in (('python api', api), ('raw op', raw)):
         for _ in range(3):
             fn(batches[0])
-        walls, cpus, waits = [], [], []
-        for s in batches:
-            sync()
-            t0, c0 = time.perf_counter(), time.thread_time()
-            fn(s)
-            walls.append(time.perf_counter() - t0)
-            cpus.append(time.thread_time() - c0)
-            waits.append(last_sample_wait_us() * 1e-6)
-        w, c, wait = (statistics.median(v) * 1e6 for v in (walls, cpus, waits))
+        w, c, wait = timed(fn, batches, with_wait=True)
         print(f'{name:12s} {fanouts}: wall {w:7.1f} us  cpu {c:7.1f} us  wait {wait:7.1f} us  '
               f'outside the wait {w - wait:7.1f} us', flush=True)
     from torch.profiler import ProfilerActivity, profile

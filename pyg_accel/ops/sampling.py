@@ -505,8 +505,7 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
         [int(num_nodes[t]) for t in node_types], src_type, dst_type, [_graph_long(c) for c in colptrs],
         [_graph_long(r) for r in rows], seeds, [k for f in fanouts for k in f], num_hops, bool(replace),
         bool(disjoint), None if random_seed is None else int(random_seed),
-        _bias_inputs(weights, edge_times) if biased else [], _bias_inputs(node_times) if biased else [],
-        seed_times, temporal_strategy)
+        _bias_inputs(weights, edge_times), _bias_inputs(node_times), seed_times, temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
     # (the op returns the edges of all edge types in one tensor each, type after type)
