@@ -4,13 +4,15 @@ host-synchronising CUDA runtime calls it makes, and the profiler's top operators
 host time and by GPU time. A step whose enqueue time is close to its finish time is
 host-bound: the GPU waits for Python. ``--loop`` times whole loops instead: the step
 alone over batches made beforehand, the loader alone, and the two together, pipelined
-and not; under ``torchrun`` (``--loop --graph`` only) with the features sharded across
+and not; ``--host`` splits a pipelined epoch's host time per batch over the functions
+of the loader and the step it passes through (timers around each, inclusive); under ``torchrun`` (``--loop --graph`` only) with the features sharded across
 the GPUs and the step data-parallel, as ``examples/multi_gpu.py`` trains.
 
     torchrun --nproc_per_node 4 scripts/profile_step.py --loop --graph --tf32
 
     python scripts/profile_step.py [--model sage|gat] [--layers-from pyg_accel|pyg] [--no-trim] [--graph] [--tf32]
-                                   [--amp] [--scale 1.0] [--loader | --loop [--trace DIR]]
+                                   [--amp] [--scale 1.0] [--fanout 15 10 5] [--batch-size 1024] [--layers 3]
+                                   [--loader | --host | --loop [--trace DIR]]
 """
 import argparse
 import os
@@ -48,7 +50,11 @@ def main():
     p.add_argument('--amp', action='store_true', help='forward and loss under bfloat16 autocast')
     p.add_argument('--steps', type=int, default=10)
     p.add_argument('--rows', type=int, default=25, help='operators listed per table')
+    p.add_argument('--fanout', type=int, nargs='*', default=[15, 10, 5])
+    p.add_argument('--batch-size', type=int, default=1024)
+    p.add_argument('--layers', type=int, default=3)
     p.add_argument('--loader', action='store_true', help="profile the loader's host time (cProfile) instead")
+    p.add_argument('--host', action='store_true', help='split a pipelined epoch\'s host time per batch by function')
     p.add_argument('--features', choices=['sharded', 'replicated'], default='sharded',
                    help='under torchrun: the features split across the GPUs (read peer-to-peer) or a copy on each')
     p.add_argument('--loop', action='store_true', help='time loops of steps, loading and both (see above) instead')
@@ -74,15 +80,15 @@ def main():
         per_rank = train.numel() // world
         train = train[torch.randperm(train.numel())][rank * per_rank:(rank + 1) * per_rank]
     stores = from_data(dataset.data, 'sharded' if group is not None and args.features == 'sharded' else 'cuda')
-    loader = NeighborLoader(stores, num_neighbors=[15, 10, 5], input_nodes=train, batch_size=1024, shuffle=True,
-                            pipeline=False)
+    loader = NeighborLoader(stores, num_neighbors=args.fanout, input_nodes=train, batch_size=args.batch_size,
+                            shuffle=True, pipeline=False)
     module = accel_models if args.layers_from == 'pyg_accel' else pyg_models
     torch.manual_seed(0)
     options = {'auto_trim': not args.no_trim} if module is accel_models else {}
     if args.model == 'gat':
         options['heads'] = 4
-    model = getattr(module, end_to_end.MODELS[args.model])(dataset.num_features, 256, 3, dataset.num_classes,
-                                                         **options).to(device)
+    model = getattr(module, end_to_end.MODELS[args.model])(dataset.num_features, 256, args.layers,
+                                                         dataset.num_classes, **options).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.003, fused=True)
     step = TrainStep(model, opt, process_group=group) if args.graph else end_to_end.eager_step(model, opt, device)
     batches = iter(loader)
@@ -90,6 +96,8 @@ def main():
         step(next(batches))
     if args.loader:
         return profile_loader(batches, args)
+    if args.host:
+        return host_split(step, loader)
     if args.loop:
         time_loops(step, loader, batches, args, group)
         return  # (under torchrun the caller tears down once this frame's stores and loaders are gone)
@@ -242,6 +250,74 @@ def trace_epoch(step, loader, folder: str, rank: int) -> None:
     with open(plain, 'rb') as src, gzip.open(f'{plain}.gz', 'wb') as dst:
         shutil.copyfileobj(src, dst)
     plain.unlink()
+
+
+# (module, attribute path) of the functions --host times, outermost first
+HOST_FUNCTIONS = (
+    ('pyg_accel.loader', '_Pipelined._batch_at'),
+    ('pyg_accel.sampler.neighbor_sampler', 'NeighborSampler.sample_from_nodes'),
+    ('pyg_accel.sampler.neighbor_sampler', 'neighbor_sample'),
+    ('pyg_accel.loader', '_Pipelined.filter_fn'),
+    ('torch_geometric.loader.node_loader', 'filter_custom_store'),
+    ('pyg_accel.data.feature_store', 'FeatureStore.multi_get_tensor'),
+    ('pyg_accel.loader', 'attach_edge_features'),
+    ('pyg_accel.loader', 'trust_edge_index'),
+    ('pyg_accel.loader', 'record_hops'),
+    ('pyg_accel.loader.prefetch', '_record_stream'),
+    ('pyg_accel.training.step', 'TrainStep.__call__'),
+    ('pyg_accel.training.step', 'TrainStep._hops'),
+    ('pyg_accel.training.step', 'TrainStep._shape_for'),
+    ('pyg_accel.training.step', 'TrainStep._check_state'),
+    ('pyg_accel.training.padding', 'PaddedBatch.load'),
+    ('pyg_accel.training.step', 'TrainStep._replay'),
+)
+
+
+def host_split(step, loader, epochs: int = 2) -> None:
+    """Host µs per batch inside each of :data:`HOST_FUNCTIONS` (inclusive: a function's
+    time holds its callees'), over pipelined epochs after a warm-up one, beside the
+    wall time per batch. What no listed function holds is the loop's own (iteration,
+    the prefetch generator's events)."""
+    import functools
+    import importlib
+    from collections import defaultdict
+    from pyg_accel.loader import PrefetchLoader
+    spent = defaultdict(float)
+    patched = []
+    for module_name, path in HOST_FUNCTIONS:
+        owner = importlib.import_module(module_name)
+        *outer, name = path.split('.')
+        for part in outer:
+            owner = getattr(owner, part)
+        original = owner.__dict__[name]
+
+        def timed(*a, __f=original, __key=path, **k):
+            t0 = time.perf_counter()
+            try:
+                return __f(*a, **k)
+            finally:
+                spent[__key] += time.perf_counter() - t0
+        setattr(owner, name, functools.wraps(original)(timed))
+        patched.append((owner, name, original))
+    try:
+        for batch in PrefetchLoader(loader):  # every batch shape warmed up and captured
+            step(batch)
+        spent.clear()
+        batches = 0
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(epochs):
+            for batch in PrefetchLoader(loader):
+                step(batch)
+                batches += 1
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    finally:
+        for owner, name, original in patched:
+            setattr(owner, name, original)
+    print(f'host time per batch over {batches} batches, pipelined (wall {wall / batches * 1e6:.0f} us per batch):')
+    for _, path in HOST_FUNCTIONS:
+        print(f'  {path:45s} {spent[path] / batches * 1e6:8.1f} us', flush=True)
 
 
 def profile_loader(batches, args) -> None:
