@@ -25,6 +25,7 @@ from ..sampler import NeighborSampler
 from .edge_features import attach_edge_features, csc_positions
 from .index_batches import index_batches
 from .prefetch import PrefetchLoader, prefetch_batches
+from .store_batches import StoreBatches
 from .timing import StageTimer
 
 __all__ = ['NeighborLoader', 'LinkNeighborLoader', 'PrefetchLoader', 'prefetch_batches', 'StageTimer']
@@ -73,8 +74,12 @@ class _Pipelined:
         self._store_positions = forward or not isinstance(sampler, NeighborSampler)
 
     def __iter__(self):
-        indices = index_batches(self) if self.fast_index else None
-        batches = super().__iter__() if indices is None else map(self._batch_at, indices)
+        direct = self.fast_index and StoreBatches.applies(self)  # (over our stores: without PyG's layers)
+        indices = index_batches(self, self.node_sampler.device if direct else None) if self.fast_index else None
+        if indices is None:
+            batches = super().__iter__()
+        else:
+            batches = map(StoreBatches(self) if direct else self._batch_at, indices)
         if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
             batches = _trusted(batches, self._dst_sorted, self._by_hop)
         return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
@@ -91,11 +96,15 @@ class _Pipelined:
         graph_store = self.data[1] if isinstance(self.data, (tuple, list)) else None
         if not isinstance(graph_store, GraphStore) or out.edge is None:
             return batch
+        return attach_edge_features(batch, graph_store, self._edge_positions(batch, out))
+
+    def _edge_positions(self, batch, out):
+        """The CSC positions in our GraphStore of ``batch``'s edges (a dict per edge type
+        for heterogeneous batches), sampled as ``out``."""
         if self.transform_sampler_output is None and self._store_positions:
-            positions = out.edge  # the sampler's CSC positions
-        else:  # a transform may have changed the edges, or they index the reversed graph: from their input ids
-            positions = csc_positions(batch, graph_store, self._inverse_perms)
-        return attach_edge_features(batch, graph_store, positions)
+            return out.edge  # the sampler's CSC positions
+        # a transform may have changed the edges, or they index the reversed graph: from their input ids
+        return csc_positions(batch, self.data[1], self._inverse_perms)
 
 
 def _drop_bound_collate_fn(loader) -> None:

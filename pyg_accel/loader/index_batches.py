@@ -20,10 +20,11 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 __all__ = ['index_batches']
 
 
-def index_batches(loader: DataLoader) -> Optional[Iterator[Tensor]]:
+def index_batches(loader: DataLoader, device: Optional[torch.device] = None) -> Optional[Iterator[Tensor]]:
     """Seed positions per batch as int64 tensors, in the order ``loader``'s own sampler
     would give them, or ``None`` when the loader needs the DataLoader's machinery
-    (workers, memory pinning, a custom or with-replacement sampler)."""
+    (workers, memory pinning, a custom or with-replacement sampler). With ``device``
+    the epoch's order is moved there once and each batch's positions are a slice of it."""
     batch_sampler = loader.batch_sampler
     if loader.num_workers != 0 or loader.pin_memory or type(batch_sampler) is not BatchSampler:
         return None
@@ -35,10 +36,11 @@ def index_batches(loader: DataLoader) -> Optional[Iterator[Tensor]]:
         return None
     # the DataLoader's iterator draws a base seed for its workers even without workers
     torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
-    return _split(sampler, len(loader.dataset), batch_sampler.batch_size, batch_sampler.drop_last)
+    return _split(sampler, len(loader.dataset), batch_sampler.batch_size, batch_sampler.drop_last, device)
 
 
-def _split(sampler, num_items: int, batch_size: int, drop_last: bool) -> Iterator[Tensor]:
+def _split(sampler, num_items: int, batch_size: int, drop_last: bool,
+           device: Optional[torch.device]) -> Iterator[Tensor]:
     if isinstance(sampler, RandomSampler):  # RandomSampler.__iter__'s random numbers, one permutation
         generator = sampler.generator
         if generator is None:
@@ -47,6 +49,8 @@ def _split(sampler, num_items: int, batch_size: int, drop_last: bool) -> Iterato
         order = torch.randperm(num_items, generator=generator)
     else:
         order = torch.arange(num_items)
+    if device is not None:
+        order = order.to(device)
     for chunk in order.split(batch_size):  # (an empty order splits into one empty chunk: no batch, as PyG)
         if chunk.numel() == 0 or (drop_last and chunk.numel() < batch_size):
             break

@@ -69,8 +69,10 @@ class StageTimer:
     def instrument(self, loader):
         """Times ``loader``'s sampling (its ``collate_fn``) and gathering (its
         ``filter_fn``: features and the batch object) as stages. Works on PyG's
-        ``NodeLoader`` / ``LinkLoader`` family, pyg_accel's loaders included, without
-        DataLoader workers (their stages run in other processes); returns ``loader``."""
+        ``NodeLoader`` / ``LinkLoader`` family, pyg_accel's loaders included (batches
+        made without PyG's layers, :mod:`pyg_accel.loader.store_batches`, time the same
+        two stages), without DataLoader workers (their stages run in other processes);
+        returns ``loader``."""
         if getattr(loader, 'filter_fn', None) is None:
             raise TypeError(f'StageTimer.instrument: {type(loader).__name__} has no filter_fn; '
                             f'expected a PyG NodeLoader / LinkLoader (NeighborLoader, LinkNeighborLoader, ...)')
@@ -88,7 +90,9 @@ class StageTimer:
             with self.stage('gathering'):
                 return filter_fn(out)
 
+        timed_collate.stage_of = timed_filter.stage_of = self  # (not a hook that needs PyG's layers)
         loader.collate_fn, loader.filter_fn = timed_collate, timed_filter
+        loader.stage_timer = self
         return loader
 
     def summary(self) -> Dict[str, float]:

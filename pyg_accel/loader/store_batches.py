@@ -1,0 +1,133 @@
+"""Batches of a homogeneous graph in pyg_accel's stores, made without PyG's per-batch
+layers.
+
+PyG's ``NodeLoader`` makes a batch in layers: ``NodeSamplerInput`` indexing,
+``node_sample``, ``filter_fn`` and ``filter_custom_store``, which set the batch's
+attributes one at a time through ``Data``'s storage (each set looks up a cache that a
+new ``Data`` does not have, through a raised ``AttributeError``). On a GPU machine's
+host that is ~0.2 ms of a 0.4–0.8 ms batch: the GPU waits for it whenever a training
+step is shorter than its batch's loading. :class:`StoreBatches` makes the same ``Data``
+directly, for the case these layers add nothing to: a pyg_accel loader over pyg_accel's
+stores, sampling a homogeneous graph with pyg_accel's ``NeighborSampler``, with neither
+``transform``, ``transform_sampler_output`` nor ``custom_cls``, and no class along the
+way that overrides a step. Other loaders go through PyG's layers as before.
+
+What a batch holds, and in what order, is what PyG's layers give it (tests compare the
+two key by key): ``edge_index``, ``num_nodes`` and every feature-store tensor at
+``n_id`` (when the store has any), ``n_id``, ``e_id``, ``batch`` (disjoint sampling),
+``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``, ``seed_time`` (temporal
+seeds), ``batch_size``, then the graph store's per-edge tensors.
+
+The seeds, their input ids and times are moved to the graph's device once per epoch
+(when iteration begins); each batch's are picked there by its positions.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict
+
+import torch
+import torch_geometric.loader
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.sampler import SamplerOutput
+
+from ..data import FeatureStore, GraphStore
+from ..sampler import NeighborSampler
+from .edge_features import attach_edge_features
+
+__all__ = ['StoreBatches']
+
+
+class StoreBatches:
+    """Makes a pyg_accel ``NeighborLoader``'s batches for seed positions (see the module's
+    docstring); :meth:`for_loader` says whether a loader qualifies.
+
+    Shapes: ``index`` ``[B]`` int64 positions into the loader's ``input_nodes``, on
+    :attr:`device`.
+    """
+
+    def __init__(self, loader: torch_geometric.loader.NodeLoader):
+        self.loader = loader
+        self.sampler: NeighborSampler = loader.node_sampler
+        self.feature_store, self.graph_store = loader.data
+        self.device = self.sampler.device
+        inputs = loader.input_data
+        to = lambda t: None if t is None else t.to(self.device)  # noqa: E731
+        self.seeds, self.input_ids, self.times = to(inputs.node), to(inputs.input_id), to(inputs.time)
+
+    @staticmethod
+    def applies(loader: Any) -> bool:
+        """Whether ``loader``'s batches can be made here: ``False`` when they need PyG's
+        layers (a hook given or a step overridden, workers, another sampler or store)."""
+        from . import NeighborLoader
+        steps = ('collate_fn', 'filter_fn', '_batch_at')
+        if not isinstance(loader, NeighborLoader) or any(getattr(type(loader), name) is not getattr(NeighborLoader, name)
+                                                         for name in steps):
+            return False
+        if any(name in vars(loader) and getattr(vars(loader)[name], 'stage_of', None) is None for name in steps):
+            return False  # (a hook set on the loader itself; a StageTimer's are timed here too)
+        sampler, data = loader.node_sampler, loader.data
+        if type(sampler) is not NeighborSampler or sampler.hetero is not None or loader.input_data.input_type is not None:
+            return False
+        if not (isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], FeatureStore)
+                and isinstance(data[1], GraphStore)):
+            return False
+        # (filter_per_worker only says where PyG's layers run: with no workers, in this process either way)
+        return loader.transform_sampler_output is None and loader.transform is None and loader.custom_cls is None
+
+    def __call__(self, index: Tensor) -> Data:
+        timer = getattr(self.loader, 'stage_timer', None)  # (StageTimer.instrument: PyG's two stages)
+        with timer.stage('sampling') if timer is not None else contextlib.nullcontext():
+            seed = self.seeds.index_select(0, index)
+            input_id = index if self.input_ids is None else self.input_ids.index_select(0, index)
+            seed_time = None if self.times is None else self.times.index_select(0, index)
+            out = self.sampler._sample(seed, seed_time)
+            out.metadata = (input_id, seed_time)
+        with timer.stage('gathering') if timer is not None else contextlib.nullcontext():
+            return self.batch(out)
+
+    def batch(self, out: SamplerOutput) -> Data:
+        """The ``Data`` PyG's ``filter_fn`` makes of ``out`` over the stores, plus the
+        per-edge tensors (:func:`~pyg_accel.loader.edge_features.attach_edge_features`)."""
+        values: Dict[str, Any] = {'edge_index': torch.stack([out.row, out.col], dim=0)}
+        attrs = self.feature_store.get_all_tensor_attrs()
+        for attr in attrs:
+            attr.index = out.node
+        if attrs:
+            values['num_nodes'] = out.node.size(0)
+            for attr, tensor in zip(attrs, self.feature_store.multi_get_tensor(attrs)):
+                values[attr.attr_name] = tensor
+        values.setdefault('n_id', out.node)
+        if out.edge is not None:
+            edge = out.edge.to(torch.long)
+            perm = self.sampler.edge_permutation
+            values.setdefault('e_id', perm.index_select(0, edge) if perm is not None else edge)
+        values['batch'] = out.batch
+        values['num_sampled_nodes'], values['num_sampled_edges'] = out.num_sampled_nodes, out.num_sampled_edges
+        if out.orig_row is not None and out.orig_col is not None:
+            values['_orig_edge_index'] = torch.stack([out.orig_row, out.orig_col], dim=0)
+        values['input_id'], values['seed_time'] = out.metadata
+        values['batch_size'] = out.metadata[0].size(0)
+        data = _new_data(values)
+        if out.edge is None:
+            return data
+        return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
+
+
+def _new_data(values: Dict[str, Any]) -> Data:
+    """``Data()`` with ``values`` set in order, as ``data.key = value`` sets them (a
+    ``None`` value sets nothing, a key starting with ``_`` is a plain attribute), written
+    straight into its storage's mapping: a new ``Data`` has no cached views for a set to
+    invalidate, so this is all a set would do."""
+    data = Data()
+    store = data._store
+    mapping = store._mapping
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key[:1] == '_':
+            store.__dict__[key] = value
+        else:
+            mapping[key] = value
+    return data

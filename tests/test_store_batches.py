@@ -1,0 +1,129 @@
+"""Batches made over our stores without PyG's per-batch layers (pyg_accel.loader.store_batches)
+equal the batches PyG's layers make, key by key, and loaders that need those layers keep them."""
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from pyg_accel.data import from_data
+from pyg_accel.loader import NeighborLoader, store_batches
+from pyg_accel.loader.store_batches import StoreBatches
+
+from conftest import community_data, locations, paper_author_graph
+
+
+def _graph(edge_features: bool, times: bool) -> Data:
+    data = community_data()
+    g = torch.Generator().manual_seed(1)
+    if edge_features:
+        data.edge_attr = torch.randn(data.num_edges, 3, generator=g)
+    if times:
+        data.time = torch.randint(0, 100, (data.num_nodes,), generator=g)
+    return data
+
+
+def _epoch(stores, direct: bool, monkeypatch, **kwargs) -> list:
+    with monkeypatch.context() as patch:
+        if not direct:
+            patch.setattr(StoreBatches, 'applies', staticmethod(lambda loader: False))
+        loader = NeighborLoader(stores, **kwargs)
+        assert StoreBatches.applies(loader) == direct
+        torch.manual_seed(3)
+        return list(loader)
+
+
+def _assert_same_batch(got: Data, want: Data) -> None:
+    assert list(got._store._mapping) == list(want._store._mapping)  # same keys, in the same order
+    for key in want.keys():
+        a, b = got[key], want[key]
+        assert type(a) is type(b), key
+        if isinstance(b, torch.Tensor):
+            assert a.dtype == b.dtype and a.device == b.device and torch.equal(a.cpu(), b.cpu()), key
+        else:
+            assert a == b, key
+    orig = want._store.__dict__.get('_orig_edge_index')
+    assert (orig is None) == (got._store.__dict__.get('_orig_edge_index') is None)
+    if orig is not None:
+        assert torch.equal(got._store.__dict__['_orig_edge_index'].cpu(), orig.cpu())
+
+
+CASES = {
+    'plain': dict(),
+    'disjoint': dict(disjoint=True),
+    'edge features': dict(edge_features=True),
+    'temporal seeds': dict(times=True, time_attr='time', input_time=True),
+    'mask of seeds': dict(mask=True),
+    'induced': dict(subgraph_type='induced'),
+    'bidirectional': dict(subgraph_type='bidirectional'),
+}
+
+
+@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('case', list(CASES))
+def test_direct_batches_are_pyg_layers_batches(location, case, monkeypatch):
+    options = dict(CASES[case])
+    data = _graph(options.pop('edge_features', False), options.pop('times', False))
+    seeds = torch.arange(5, 205)
+    if options.pop('mask', False):  # a boolean mask: PyG keeps input ids beside the seeds
+        mask = torch.zeros(data.num_nodes, dtype=torch.bool)
+        mask[seeds] = True
+        seeds = mask
+    if options.pop('input_time', False):
+        options['input_time'] = torch.full((200,), 60)
+    stores = from_data(data, location)
+    kwargs = dict(num_neighbors=[4, 3], input_nodes=seeds, batch_size=32, shuffle=True, **options)
+    direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
+    assert len(direct) == len(layered) == 7
+    for got, want in zip(direct, layered):
+        _assert_same_batch(got, want)
+
+
+def test_loaders_that_need_pyg_layers_keep_them():
+    """A hook PyG's layers run, a subclass overriding a step, a Data instead of stores, a
+    heterogeneous graph: made by PyG's layers, as before."""
+    data = community_data()
+    stores = from_data(data, 'cpu')
+    kwargs = dict(num_neighbors=[3], input_nodes=torch.arange(40), batch_size=8)
+    assert StoreBatches.applies(NeighborLoader(stores, **kwargs))
+    assert not StoreBatches.applies(NeighborLoader(stores, transform=lambda b: b, **kwargs))
+    assert not StoreBatches.applies(NeighborLoader(stores, transform_sampler_output=lambda o: o, **kwargs))
+    assert not StoreBatches.applies(NeighborLoader(data, **kwargs))
+
+    class Filtered(NeighborLoader):
+        def filter_fn(self, out):
+            batch = super().filter_fn(out)
+            batch.marked = True
+            return batch
+    loader = Filtered(stores, **kwargs)
+    assert not StoreBatches.applies(loader) and all(b.marked for b in loader)
+    hooked = NeighborLoader(stores, **kwargs)
+    plain_filter = hooked.filter_fn
+    hooked.filter_fn = lambda out: Data(marked=True, **plain_filter(out).to_dict())  # a hook on the loader itself
+    assert not StoreBatches.applies(hooked) and all(b.marked for b in hooked)
+    hetero = from_data(paper_author_graph(60, 30, 200), 'cpu')
+    assert not StoreBatches.applies(NeighborLoader(hetero, [3], input_nodes=('paper', torch.arange(20)),
+                                                   batch_size=8))
+
+
+def test_a_stage_timer_times_the_direct_path():
+    from pyg_accel.loader import StageTimer
+    timer = StageTimer('cpu')
+    loader = timer.instrument(NeighborLoader(from_data(community_data(), 'cpu'), [3], input_nodes=torch.arange(40),
+                                             batch_size=8))
+    assert StoreBatches.applies(loader)
+    assert len(list(loader)) == 5
+    stages = timer.summary()
+    assert set(stages) == {'sampling', 'gathering'} and all(s > 0 for s in stages.values())
+
+
+def test_a_direct_epoch_reads_the_seeds_as_iteration_begins(monkeypatch):
+    """The seeds move to the graph's device once per epoch, when iteration begins: a
+    change to the loader's seeds between epochs reaches the next epoch."""
+    stores = from_data(community_data(), 'cpu')
+    loader = NeighborLoader(stores, [2], input_nodes=torch.arange(10, 26), batch_size=8)
+    assert [b.n_id[:b.batch_size].tolist() for b in loader] == [list(range(10, 18)), list(range(18, 26))]
+    loader.input_data.node.add_(100)
+    assert [b.n_id[:b.batch_size].tolist() for b in loader] == [list(range(110, 118)), list(range(118, 126))]
+    calls = []
+    monkeypatch.setattr(store_batches.StoreBatches, 'batch', lambda self, out: calls.append(out) or Data())
+    list(loader)
+    assert len(calls) == 2  # (the direct path made them)
