@@ -1,5 +1,7 @@
 """pyg_accel.training: batches padded to fixed shapes give the unpadded step's loss and
 gradients; TrainStep (eager on the CPU, CUDA graphs on a GPU) trains as the plain loop."""
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -239,6 +241,53 @@ def test_learning_rate_changes_recapture():
         step(batch)
     for p, q in zip(model.parameters(), before):
         torch.testing.assert_close(p, q)  # lr 0: nothing moved (the new lr was used)
+
+
+def _swap_weight(model, how):
+    """Replaces the first layer's weight (or the layer) the way ``how`` names."""
+    lin = model.convs[0].lin_l
+    if how == 'setattr':
+        lin.weight = torch.nn.Parameter(lin.weight.detach().clone())
+    elif how == 'data':
+        lin.weight.data = lin.weight.detach().clone()
+    elif how == 'dict':  # (as model.to() does with torch.__future__'s overwrite_module_params_on_conversion)
+        lin._parameters['weight'] = torch.nn.Parameter(lin.weight.detach().clone())
+    else:
+        model.convs[0].lin_l = copy.deepcopy(lin)  # (a new module: new parameters)
+
+
+@pytest.mark.parametrize('how', ['setattr', 'data', 'dict', 'module'])
+def test_the_state_key_sees_every_way_of_swapping_a_parameter(how):
+    """What a captured step baked in (each parameter's storage) is read without walking
+    model.parameters() per step: a swap by any of four routes changes the key; steps
+    without one keep it."""
+    model, _ = same_models('cpu')
+    step = TrainStep(model, torch.optim.Adam(model.parameters(), lr=0.01))
+    key = step._current_state_key()
+    assert step._current_state_key() == key
+    _swap_weight(model, how)
+    assert step._current_state_key() != key
+
+
+@requires_cuda
+@pytest.mark.parametrize('how', ['setattr', 'module'])
+def test_a_swapped_parameter_recaptures(how):
+    """A captured step replays on the parameters it was captured with; swapping one (and
+    handing the optimizer the new set) captures again, and the new weights train."""
+    loader = loader_on('cuda', pipeline=False)
+    model, _ = same_models('cuda')
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = TrainStep(model, opt)
+    batch = next(iter(loader))
+    for _ in range(3):
+        step(batch)
+    _swap_weight(model, how)
+    opt.param_groups[0]['params'] = list(model.parameters())
+    before = model.convs[0].lin_l.weight.detach().clone()
+    with pytest.warns(UserWarning, match='captured again'):
+        step(batch)
+    step(batch)
+    assert not torch.equal(model.convs[0].lin_l.weight, before)
 
 
 @requires_cuda

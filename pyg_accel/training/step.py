@@ -68,6 +68,26 @@ def _broadcast_parameters(model: torch.nn.Module, group) -> None:
             offset += p.numel()
 
 
+_registrations = 0  # submodules and parameters registered on any module since the hooks below went in
+_counting = False
+
+
+def _count_registration(*_) -> None:
+    global _registrations
+    _registrations += 1
+
+
+def _count_registrations() -> None:
+    """Counts every submodule and parameter registration (``module.name = ...``) from
+    now on, in :data:`_registrations`, through PyTorch's global registration hooks
+    (installed once; they return ``None``: nothing registered changes)."""
+    global _counting
+    if not _counting:
+        torch.nn.modules.module.register_module_module_registration_hook(_count_registration)
+        torch.nn.modules.module.register_module_parameter_registration_hook(_count_registration)
+        _counting = True
+
+
 def _group_size(group) -> int:
     import torch.distributed as dist
     return dist.get_world_size(group)
@@ -164,6 +184,9 @@ class TrainStep:
         self._serves: Dict[Bucket, Bucket] = {}  # a batch's own bucket -> the larger held shape serving it
         self._uncapturable: Optional[str] = None  # why the step cannot be captured, once found
         self._state_key = None
+        self._modules: List[torch.nn.Module] = []  # model.modules() as of _modules_at registrations
+        self._modules_at = -1
+        _count_registrations()
         self._warned = set()
         self.stats = {'replayed': 0, 'captured': 0, 'eager': 0}
 
@@ -355,10 +378,17 @@ class TrainStep:
 
     def _current_state_key(self) -> tuple:
         """What a captured step baked in: the parameters' storage and the optimizer's
-        scalar hyperparameters (a tensor lr is read on every replay: its identity only)."""
-        params = tuple(p.data_ptr() for p in self.model.parameters())
-        hyper = tuple(tuple((k, v if not isinstance(v, Tensor) else id(v)) for k, v in sorted(group.items())
-                            if k != 'params') for group in self.optimizer.param_groups)
+        scalar hyperparameters (a tensor lr is read on every replay: its identity only).
+        The model's modules are listed again only after a submodule or parameter was
+        registered anywhere (``module.name = ...``); each step reads every listed
+        module's parameters, so a parameter swapped in place of another
+        (``module._parameters[name] = ...``, ``param.data = ...``, ``model.to(...)``) is
+        seen too. Walking ``model.parameters()`` instead costs ~20-50 µs of host per step."""
+        if self._modules_at != _registrations:
+            self._modules, self._modules_at = list(self.model.modules()), _registrations
+        params = tuple(p.data_ptr() for module in self._modules for p in module._parameters.values() if p is not None)
+        hyper = tuple(tuple((k, v if not isinstance(v, Tensor) else id(v)) for k, v in group.items() if k != 'params')
+                      for group in self.optimizer.param_groups)
         return params, hyper
 
     def _check_state(self) -> None:
