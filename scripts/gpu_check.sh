@@ -184,7 +184,6 @@ for stage in $STAGES; do
     max)  # the full graph, then one of a sampled batch's size: each path, and min / mean beside their old forms
       run max python3 scripts/max_timing.py --paths --forms --out "$OUT_DIR"
       run max_small python3 scripts/max_timing.py --scale 0.01 --paths --forms --out "$OUT_DIR/max_small" ;;
-    primitives) run primitives python3 scripts/primitive_costs.py ;;
     cache) run cache python3 benchmarks/feature_cache.py --out "$OUT_DIR" ;;
     e2e)  # SAGE 3x256 [15, 10, 5] / 1024 against stock PyG tuned and untuned, fp32 and TF32
       run e2e python3 benchmarks/end_to_end.py --configs pyg pyg-0w accel-sampler accel-sync accel accel:tf32 \

@@ -4,9 +4,10 @@ host-synchronising CUDA runtime calls it makes, and the profiler's top operators
 host time and by GPU time. A step whose enqueue time is close to its finish time is
 host-bound: the GPU waits for Python. ``--loop`` times whole loops instead: the step
 alone over batches made beforehand, the loader alone, and the two together, pipelined
-and not; ``--host`` splits a pipelined epoch's host time per batch over the functions
-of the loader and the step it passes through (timers around each, inclusive); under ``torchrun`` (``--loop --graph`` only) with the features sharded across
-the GPUs and the step data-parallel, as ``examples/multi_gpu.py`` trains.
+and not; under ``torchrun`` (``--loop --graph`` only) with the features sharded across
+the GPUs and the step data-parallel, as ``examples/multi_gpu.py`` trains. ``--host``
+splits a pipelined epoch's host time per batch over the functions of the loader and the
+step it passes through (timers around each, inclusive).
 
     torchrun --nproc_per_node 4 scripts/profile_step.py --loop --graph --tf32
 

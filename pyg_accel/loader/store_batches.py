@@ -59,16 +59,19 @@ class StoreBatches:
     @staticmethod
     def applies(loader: Any) -> bool:
         """Whether ``loader``'s batches can be made here: ``False`` when they need PyG's
-        layers (a hook given or a step overridden, workers, another sampler or store)."""
+        layers (a hook given or a step overridden, another sampler or store). Workers and
+        custom index samplers take the DataLoader's path anyway (``index_batches``)."""
         from . import NeighborLoader
         steps = ('collate_fn', 'filter_fn', '_batch_at')
-        if not isinstance(loader, NeighborLoader) or any(getattr(type(loader), name) is not getattr(NeighborLoader, name)
-                                                         for name in steps):
+        if not isinstance(loader, NeighborLoader):
             return False
+        if any(getattr(type(loader), name) is not getattr(NeighborLoader, name) for name in steps):
+            return False  # (a subclass overriding a step)
         if any(name in vars(loader) and getattr(vars(loader)[name], 'stage_of', None) is None for name in steps):
             return False  # (a hook set on the loader itself; a StageTimer's are timed here too)
         sampler, data = loader.node_sampler, loader.data
-        if type(sampler) is not NeighborSampler or sampler.hetero is not None or loader.input_data.input_type is not None:
+        if type(sampler) is not NeighborSampler or sampler.hetero is not None or \
+                loader.input_data.input_type is not None:
             return False
         if not (isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], FeatureStore)
                 and isinstance(data[1], GraphStore)):
