@@ -50,7 +50,7 @@ def _split(sampler, num_items: int, batch_size: int, drop_last: bool,
     else:
         order = torch.arange(num_items)
     if device is not None:
-        order = order.to(device)
+        order = order.to(device, non_blocking=True)
     for chunk in order.split(batch_size):  # (an empty order splits into one empty chunk: no batch, as PyG)
         if chunk.numel() == 0 or (drop_last and chunk.numel() < batch_size):
             break

@@ -53,7 +53,8 @@ class StoreBatches:
         self.feature_store, self.graph_store = loader.data
         self.device = self.sampler.device
         inputs = loader.input_data
-        to = lambda t: None if t is None else t.to(self.device)  # noqa: E731
+        # (without waiting for the caller's stream: the side stream that samples waits for it)
+        to = lambda t: None if t is None else t.to(self.device, non_blocking=True)  # noqa: E731
         self.seeds, self.input_ids, self.times = to(inputs.node), to(inputs.input_id), to(inputs.time)
 
     @staticmethod
