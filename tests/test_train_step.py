@@ -237,8 +237,12 @@ def test_learning_rate_changes_recapture():
         step(batch)
     before = [p.detach().clone() for p in model.parameters()]
     opt.param_groups[0]['lr'] = 0.0
+    captured, replayed = step.stats['captured'], step.stats['replayed']
     with pytest.warns(UserWarning, match='captured again'):
         step(batch)
+    for _ in range(3):  # captured again once, then replayed (the new lr is the state from now on)
+        step(batch)
+    assert step.stats['captured'] == captured + 1 and step.stats['replayed'] == replayed + 3
     for p, q in zip(model.parameters(), before):
         torch.testing.assert_close(p, q)  # lr 0: nothing moved (the new lr was used)
 
@@ -252,15 +256,17 @@ def _swap_weight(model, how):
         lin.weight.data = lin.weight.detach().clone()
     elif how == 'dict':  # (as model.to() does with torch.__future__'s overwrite_module_params_on_conversion)
         lin._parameters['weight'] = torch.nn.Parameter(lin.weight.detach().clone())
+    elif how == 'delete':
+        del model.convs[0].lin_l
     else:
         model.convs[0].lin_l = copy.deepcopy(lin)  # (a new module: new parameters)
 
 
-@pytest.mark.parametrize('how', ['setattr', 'data', 'dict', 'module'])
+@pytest.mark.parametrize('how', ['setattr', 'data', 'dict', 'module', 'delete'])
 def test_the_state_key_sees_every_way_of_swapping_a_parameter(how):
     """What a captured step baked in (each parameter's storage) is read without walking
-    model.parameters() per step: a swap by any of four routes changes the key; steps
-    without one keep it."""
+    model.parameters() per step: a swap by any of four routes, or a deleted submodule,
+    changes the key; steps without one keep it."""
     model, _ = same_models('cpu')
     step = TrainStep(model, torch.optim.Adam(model.parameters(), lr=0.01))
     key = step._current_state_key()

@@ -41,7 +41,7 @@ __all__ = ['StoreBatches']
 
 class StoreBatches:
     """Makes a pyg_accel ``NeighborLoader``'s batches for seed positions (see the module's
-    docstring); :meth:`for_loader` says whether a loader qualifies.
+    docstring); :meth:`applies` says whether a loader qualifies.
 
     Shapes: ``index`` ``[B]`` int64 positions into the loader's ``input_nodes``, on
     :attr:`device`.

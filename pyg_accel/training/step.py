@@ -335,6 +335,9 @@ class TrainStep:
         """Captures the step on ``padded`` (recording only), then replays it once to run
         it. A data-parallel step is two graphs, the gradients and then their application,
         with the all-reduce between them run eagerly (no collective inside a capture)."""
+        # what this graph bakes in (every graph held was captured under it: _check_state
+        # drops them all when it changes, so after a change the key must follow the state)
+        self._state_key = self._current_state_key()
         step = torch.cuda.CUDAGraph()
         update = torch.cuda.CUDAGraph() if self._group is not None else None
         self.optimizer.zero_grad(set_to_none=True)
@@ -381,15 +384,18 @@ class TrainStep:
         scalar hyperparameters (a tensor lr is read on every replay: its identity only).
         The model's modules are listed again only after a submodule or parameter was
         registered anywhere (``module.name = ...``); each step reads every listed
-        module's parameters, so a parameter swapped in place of another
-        (``module._parameters[name] = ...``, ``param.data = ...``, ``model.to(...)``) is
-        seen too. Walking ``model.parameters()`` instead costs ~20-50 µs of host per step."""
+        module's parameters and counts its submodules, so a parameter swapped in place of
+        another (``module._parameters[name] = ...``, ``param.data = ...``,
+        ``model.to(...)``) or a deleted submodule is seen too. Walking
+        ``model.parameters()`` instead costs ~20-50 µs of host per step."""
         if self._modules_at != _registrations:
             self._modules, self._modules_at = list(self.model.modules()), _registrations
-        params = tuple(p.data_ptr() for module in self._modules for p in module._parameters.values() if p is not None)
+        modules = self._modules
+        params = tuple(p.data_ptr() for module in modules for p in module._parameters.values() if p is not None)
+        children = tuple(len(module._modules) for module in modules)  # (a deleted submodule registers nothing)
         hyper = tuple(tuple((k, v if not isinstance(v, Tensor) else id(v)) for k, v in group.items() if k != 'params')
                       for group in self.optimizer.param_groups)
-        return params, hyper
+        return params, children, hyper
 
     def _check_state(self) -> None:
         if self._graphs and self._current_state_key() != self._state_key:
