@@ -1,5 +1,4 @@
-"""Batches of a homogeneous graph in pyg_accel's stores, made without PyG's per-batch
-layers.
+"""Batches of a graph in pyg_accel's stores, made without PyG's per-batch layers.
 
 PyG's ``NodeLoader`` makes a batch in layers: ``NodeSamplerInput`` indexing,
 ``node_sample``, ``filter_fn`` and ``filter_custom_store``, which set the batch's
@@ -7,16 +6,17 @@ attributes one at a time through ``Data``'s storage (each set looks up a cache t
 new ``Data`` does not have, through a raised ``AttributeError``). On a GPU machine's
 host that is ~0.2 ms of a 0.4–0.8 ms batch: the GPU waits for it whenever a training
 step is shorter than its batch's loading. :class:`StoreBatches` makes the same ``Data``
-directly, for the case these layers add nothing to: a pyg_accel loader over pyg_accel's
-stores, sampling a homogeneous graph with pyg_accel's ``NeighborSampler``, with neither
+directly, for the case these layers add nothing to: a pyg_accel ``NeighborLoader``
+over pyg_accel's stores, sampling with pyg_accel's ``NeighborSampler``, with neither
 ``transform``, ``transform_sampler_output`` nor ``custom_cls``, and no class along the
 way that overrides a step. Other loaders go through PyG's layers as before.
 
 What a batch holds, and in what order, is what PyG's layers give it (tests compare the
-two key by key): ``edge_index``, ``num_nodes`` and every feature-store tensor at
-``n_id`` (when the store has any), ``n_id``, ``e_id``, ``batch`` (disjoint sampling),
-``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``, ``seed_time`` (temporal
-seeds), ``batch_size``, then the graph store's per-edge tensors.
+two key by key, store by store): ``edge_index``, ``num_nodes`` and every feature-store
+tensor at ``n_id`` (when the store has any), ``n_id``, ``e_id``, ``batch`` (disjoint
+sampling), ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``, ``seed_time``
+(temporal seeds), ``batch_size``, then the graph store's per-edge tensors; in a
+``HeteroData`` per node and edge type, the stores made in PyG's order.
 
 The seeds, their input ids and times are moved to the graph's device once per epoch
 (when iteration begins); each batch's are picked there by its positions.
@@ -29,8 +29,8 @@ from typing import Any, Dict
 import torch
 import torch_geometric.loader
 from torch import Tensor
-from torch_geometric.data import Data
-from torch_geometric.sampler import SamplerOutput
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from ..data import FeatureStore, GraphStore
 from ..sampler import NeighborSampler
@@ -71,8 +71,7 @@ class StoreBatches:
         if any(name in vars(loader) and getattr(vars(loader)[name], 'stage_of', None) is None for name in steps):
             return False  # (a hook set on the loader itself; a StageTimer's are timed here too)
         sampler, data = loader.node_sampler, loader.data
-        if type(sampler) is not NeighborSampler or sampler.hetero is not None or \
-                loader.input_data.input_type is not None:
+        if type(sampler) is not NeighborSampler or (sampler.hetero is None) != (loader.input_data.input_type is None):
             return False
         if not (isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], FeatureStore)
                 and isinstance(data[1], GraphStore)):
@@ -86,10 +85,14 @@ class StoreBatches:
             seed = self.seeds.index_select(0, index)
             input_id = index if self.input_ids is None else self.input_ids.index_select(0, index)
             seed_time = None if self.times is None else self.times.index_select(0, index)
-            out = self.sampler._sample(seed, seed_time)
+            node_type = self.loader.input_data.input_type
+            if node_type is None:
+                out = self.sampler._sample(seed, seed_time)
+            else:  # (as PyG's node_sample keys them)
+                out = self.sampler._sample({node_type: seed}, None if seed_time is None else {node_type: seed_time})
             out.metadata = (input_id, seed_time)
         with timer.stage('gathering') if timer is not None else contextlib.nullcontext():
-            return self.batch(out)
+            return self.batch(out) if node_type is None else self.hetero_batch(out, node_type)
 
     def batch(self, out: SamplerOutput) -> Data:
         """The ``Data`` PyG's ``filter_fn`` makes of ``out`` over the stores, plus the
@@ -117,6 +120,62 @@ class StoreBatches:
         if out.edge is None:
             return data
         return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
+
+
+    def hetero_batch(self, out: HeteroSamplerOutput, input_type: str) -> HeteroData:
+        """The ``HeteroData`` PyG's ``filter_fn`` makes of ``out`` over the stores (its
+        node and edge stores made in the same order), plus the per-edge tensors."""
+        data = HeteroData()
+        attrs = [attr for attr in self.feature_store.get_all_tensor_attrs() if attr.group_name in out.node]
+        for attr in attrs:
+            attr.index = out.node[attr.group_name]
+            _put(_store(data, attr.group_name), 'num_nodes', attr.index.size(0))
+        for attr, tensor in zip(attrs, self.feature_store.multi_get_tensor(attrs)):
+            _put(_store(data, attr.group_name), attr.attr_name, tensor)
+        for attr in self.graph_store.get_all_edge_attrs():
+            key = attr.edge_type
+            if key in out.row and key in out.col:
+                _put(_store(data, key), 'edge_index', torch.stack([out.row[key], out.col[key]], dim=0))
+        for key, node in out.node.items():
+            _put(_store(data, key), 'n_id', node, replace=False)
+        perm = self.sampler.edge_permutation
+        for key, edge in (out.edge or {}).items():
+            if edge is not None and 'e_id' not in _store(data, key):
+                edge = edge.to(torch.long)
+                if perm is not None and perm.get(key, None) is not None:
+                    edge = perm[key].index_select(0, edge)
+                _put(_store(data, key), 'e_id', edge)
+        for name in ('batch', 'num_sampled_nodes', 'num_sampled_edges'):
+            for key, value in (getattr(out, name) or {}).items():
+                _put(_store(data, key), name, value)
+        if out.orig_row is not None and out.orig_col is not None:
+            for key in out.orig_row.keys():
+                _put(_store(data, key), '_orig_edge_index', torch.stack([out.orig_row[key], out.orig_col[key]], dim=0))
+        seeds = _store(data, input_type)
+        _put(seeds, 'input_id', out.metadata[0])
+        _put(seeds, 'seed_time', out.metadata[1])
+        _put(seeds, 'batch_size', out.metadata[0].size(0))
+        if out.edge is None:
+            return data
+        return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
+
+
+def _store(data: HeteroData, key):
+    """``data[key]``: the node store of type ``key`` or the edge store of edge type
+    ``key``, made if missing."""
+    return data.get_node_store(key) if isinstance(key, str) else data.get_edge_store(*key)
+
+
+def _put(store, key: str, value: Any, replace: bool = True) -> None:
+    """``store.key = value`` on a store of a new ``HeteroData`` (``replace=False``: only
+    where ``key`` is not set yet), written straight into its mapping as
+    :func:`_new_data` does (``None`` removes the key)."""
+    if key[:1] == '_':
+        store.__dict__[key] = value
+    elif value is None:
+        store._mapping.pop(key, None)
+    elif replace or key not in store._mapping:
+        store._mapping[key] = value
 
 
 def _new_data(values: Dict[str, Any]) -> Data:
