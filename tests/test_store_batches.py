@@ -22,11 +22,11 @@ def _graph(edge_features: bool, times: bool) -> Data:
     return data
 
 
-def _epoch(stores, direct: bool, monkeypatch, **kwargs) -> list:
+def _epoch(stores, direct: bool, monkeypatch, loader_cls=NeighborLoader, **kwargs) -> list:
     with monkeypatch.context() as patch:
         if not direct:
             patch.setattr(StoreBatches, 'applies', staticmethod(lambda loader: False))
-        loader = NeighborLoader(stores, **kwargs)
+        loader = loader_cls(stores, **kwargs)
         assert StoreBatches.applies(loader) == direct
         torch.manual_seed(3)
         return list(loader)
@@ -125,7 +125,7 @@ def _hetero_graph(edge_features: bool, times: bool) -> HeteroData:
     return data
 
 
-def _assert_same_hetero_batch(got: HeteroData, want: HeteroData) -> None:
+def _assert_same_hetero_batch(got: HeteroData, want: HeteroData, graph_store) -> None:
     """Same node and edge types in the same order, each store the same keys in the same
     order and equal values (parallel edges as in :func:`_assert_same_batch`)."""
     assert got.node_types == want.node_types and got.edge_types == want.edge_types
@@ -136,7 +136,7 @@ def _assert_same_hetero_batch(got: HeteroData, want: HeteroData) -> None:
         if 'e_id' in values_b:
             fake_a, fake_b = Data(**values_a), Data(**values_b)  # (one store as a Data: same ordering rule)
             fake_a.num_nodes = fake_b.num_nodes = int(max(got.num_nodes, 1))
-            edge_keys = [k for k in values_b if k not in ('edge_index', 'e_id', 'num_sampled_edges')]
+            edge_keys = [k for k in graph_store.edge_feature_names(key) if k in values_b]
             values_a = _parallel_edges_in_one_order(fake_a, edge_keys)
             values_b = _parallel_edges_in_one_order(fake_b, edge_keys)
         for name, value in values_b.items():
@@ -177,7 +177,50 @@ def test_direct_heterogeneous_batches_are_pyg_layers_batches(location, case, mon
     direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
     assert len(direct) == len(layered) == 7
     for got, want in zip(direct, layered):
-        _assert_same_hetero_batch(got, want)
+        _assert_same_hetero_batch(got, want, stores[1])
+
+
+LINK_CASES = {
+    'no negatives': dict(),
+    'binary negatives': dict(neg_sampling='binary'),
+    'triplet negatives': dict(neg_sampling='triplet'),
+    'disjoint, binary': dict(disjoint=True, neg_sampling='binary'),
+    'edge features': dict(edge_features=True, neg_sampling='binary'),
+    'temporal': dict(times=True, time_attr='time', label_time=True),
+}
+
+
+@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('case', list(LINK_CASES))
+def test_direct_link_batches_are_pyg_layers_batches(location, case, monkeypatch):
+    from pyg_accel.loader import LinkNeighborLoader
+    options = dict(LINK_CASES[case])
+    data = _graph(options.pop('edge_features', False), options.pop('times', False))
+    labels = data.edge_index[:, :100]
+    if options.pop('label_time', False):
+        options['edge_label_time'] = torch.full((100,), 60)
+    stores = from_data(data, location)
+    kwargs = dict(num_neighbors=[4, 3], edge_label_index=labels, batch_size=16, shuffle=True,
+                  loader_cls=LinkNeighborLoader, **options)
+    direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
+    assert len(direct) == len(layered) == 7
+    for got, want in zip(direct, layered):
+        _assert_same_batch(got, want, stores[1].edge_feature_names(None), data, merged_parallel_edges=False)
+
+
+@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('negatives', [None, 'binary', 'triplet'])
+def test_direct_heterogeneous_link_batches_are_pyg_layers_batches(location, negatives, monkeypatch):
+    from pyg_accel.loader import LinkNeighborLoader
+    data = _hetero_graph(edge_features=True, times=False)
+    edge_type = ('author', 'writes', 'paper')
+    stores = from_data(data, location)
+    kwargs = dict(num_neighbors=[4, 3], edge_label_index=(edge_type, data[edge_type].edge_index[:, :100]),
+                  batch_size=16, shuffle=True, neg_sampling=negatives, loader_cls=LinkNeighborLoader)
+    direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
+    assert len(direct) == len(layered) == 7
+    for got, want in zip(direct, layered):
+        _assert_same_hetero_batch(got, want, stores[1])
 
 
 def test_loaders_that_need_pyg_layers_keep_them():
@@ -227,6 +270,6 @@ def test_a_direct_epoch_reads_the_seeds_as_iteration_begins(monkeypatch):
     loader.input_data.node.add_(100)
     assert [b.n_id[:b.batch_size].tolist() for b in loader] == [list(range(110, 118)), list(range(118, 126))]
     calls = []
-    monkeypatch.setattr(store_batches.StoreBatches, 'batch', lambda self, out: calls.append(out) or Data())
+    monkeypatch.setattr(store_batches.StoreBatches, '__call__', lambda self, index: calls.append(index) or Data())
     list(loader)
     assert len(calls) == 2  # (the direct path made them)

@@ -75,11 +75,12 @@ class _Pipelined:
 
     def __iter__(self):
         direct = self.fast_index and StoreBatches.applies(self)  # (over our stores: without PyG's layers)
-        indices = index_batches(self, self.node_sampler.device if direct else None) if self.fast_index else None
+        indices = index_batches(self, StoreBatches.positions_device(self) if direct else None) \
+            if self.fast_index else None
         if indices is None:
             batches = super().__iter__()
         else:
-            batches = map(StoreBatches(self) if direct else self._batch_at, indices)
+            batches = map(StoreBatches.for_loader(self) if direct else self._batch_at, indices)
         if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
             batches = _trusted(batches, self._dst_sorted, self._by_hop)
         return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches

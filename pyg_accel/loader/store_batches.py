@@ -3,10 +3,11 @@
 PyG's ``NodeLoader`` makes a batch in layers: ``NodeSamplerInput`` indexing,
 ``node_sample``, ``filter_fn`` and ``filter_custom_store``, which set the batch's
 attributes one at a time through ``Data``'s storage (each set looks up a cache that a
-new ``Data`` does not have, through a raised ``AttributeError``). On a GPU machine's
-host that is ~0.2 ms of a 0.4–0.8 ms batch: the GPU waits for it whenever a training
-step is shorter than its batch's loading. :class:`StoreBatches` makes the same ``Data``
-directly, for the case these layers add nothing to: a pyg_accel ``NeighborLoader``
+new ``Data`` does not have, through a raised ``AttributeError``); ``LinkLoader`` the
+same around ``edge_sample``. On a GPU machine's host that is ~0.2 ms of a 0.4–0.8 ms
+batch: the GPU waits for it whenever a training step is shorter than its batch's
+loading. :meth:`StoreBatches.for_loader` makes the same batches directly, for the case
+these layers add nothing to: a pyg_accel ``NeighborLoader`` or ``LinkNeighborLoader``
 over pyg_accel's stores, sampling with pyg_accel's ``NeighborSampler``, with neither
 ``transform``, ``transform_sampler_output`` nor ``custom_cls``, and no class along the
 way that overrides a step. Other loaders go through PyG's layers as before.
@@ -14,20 +15,23 @@ way that overrides a step. Other loaders go through PyG's layers as before.
 What a batch holds, and in what order, is what PyG's layers give it (tests compare the
 two key by key, store by store): ``edge_index``, ``num_nodes`` and every feature-store
 tensor at ``n_id`` (when the store has any), ``n_id``, ``e_id``, ``batch`` (disjoint
-sampling), ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id``, ``seed_time``
-(temporal seeds), ``batch_size``, then the graph store's per-edge tensors; in a
-``HeteroData`` per node and edge type, the stores made in PyG's order.
+sampling), ``num_sampled_nodes``, ``num_sampled_edges``, then the seeds' keys (nodes:
+``input_id``, ``seed_time``, ``batch_size``; links: ``input_id`` and the labels, or the
+triplet indices), then the graph store's per-edge tensors; in a ``HeteroData`` per node
+and edge type, the stores made in PyG's order.
 
-The seeds, their input ids and times are moved to the graph's device once per epoch
-(when iteration begins); each batch's are picked there by its positions.
+Node loaders move the seeds, their input ids and times to the graph's device once per
+epoch (when iteration begins) and pick each batch's there by its positions; link
+loaders index their seed edges on the CPU, where PyG's ``edge_sample`` draws the
+negatives.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Union
 
 import torch
-import torch_geometric.loader
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
@@ -38,39 +42,39 @@ from .edge_features import attach_edge_features
 
 __all__ = ['StoreBatches']
 
+Batch = Union[Data, HeteroData]
+Output = Union[SamplerOutput, HeteroSamplerOutput]
 
-class StoreBatches:
-    """Makes a pyg_accel ``NeighborLoader``'s batches for seed positions (see the module's
-    docstring); :meth:`applies` says whether a loader qualifies.
 
-    Shapes: ``index`` ``[B]`` int64 positions into the loader's ``input_nodes``, on
-    :attr:`device`.
+class StoreBatches(abc.ABC):
+    """Makes a pyg_accel loader's batches for seed positions (see the module's docstring):
+    :meth:`applies` says whether a loader qualifies, :meth:`for_loader` gives the maker
+    for its kind (nodes or links), ``maker(index)`` a batch.
+
+    Shapes: ``index`` ``[B]`` int64 positions into the loader's seeds (``input_nodes``
+    or ``edge_label_index``), on :meth:`positions_device` (``None``: the CPU).
     """
 
-    def __init__(self, loader: torch_geometric.loader.NodeLoader):
+    def __init__(self, loader):
         self.loader = loader
-        self.sampler: NeighborSampler = loader.node_sampler
+        self.sampler: NeighborSampler = _sampler_of(loader)
         self.feature_store, self.graph_store = loader.data
-        self.device = self.sampler.device
-        inputs = loader.input_data
-        # (without waiting for the caller's stream: the side stream that samples waits for it)
-        to = lambda t: None if t is None else t.to(self.device, non_blocking=True)  # noqa: E731
-        self.seeds, self.input_ids, self.times = to(inputs.node), to(inputs.input_id), to(inputs.time)
 
     @staticmethod
     def applies(loader: Any) -> bool:
         """Whether ``loader``'s batches can be made here: ``False`` when they need PyG's
         layers (a hook given or a step overridden, another sampler or store). Workers and
         custom index samplers take the DataLoader's path anyway (``index_batches``)."""
-        from . import NeighborLoader
-        steps = ('collate_fn', 'filter_fn', '_batch_at')
-        if not isinstance(loader, NeighborLoader):
+        from . import LinkNeighborLoader, NeighborLoader
+        kind = next((k for k in (NeighborLoader, LinkNeighborLoader) if isinstance(loader, k)), None)
+        if kind is None:
             return False
-        if any(getattr(type(loader), name) is not getattr(NeighborLoader, name) for name in steps):
+        steps = ('collate_fn', 'filter_fn', '_batch_at')
+        if any(getattr(type(loader), name) is not getattr(kind, name) for name in steps):
             return False  # (a subclass overriding a step)
         if any(name in vars(loader) and getattr(vars(loader)[name], 'stage_of', None) is None for name in steps):
             return False  # (a hook set on the loader itself; a StageTimer's are timed here too)
-        sampler, data = loader.node_sampler, loader.data
+        sampler, data = _sampler_of(loader), loader.data
         if type(sampler) is not NeighborSampler or (sampler.hetero is None) != (loader.input_data.input_type is None):
             return False
         if not (isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], FeatureStore)
@@ -79,24 +83,49 @@ class StoreBatches:
         # (filter_per_worker only says where PyG's layers run: with no workers, in this process either way)
         return loader.transform_sampler_output is None and loader.transform is None and loader.custom_cls is None
 
-    def __call__(self, index: Tensor) -> Data:
+    @staticmethod
+    def for_loader(loader: Any) -> 'StoreBatches':
+        """The maker of ``loader``'s batches (one that :meth:`applies` to)."""
+        from . import NeighborLoader
+        return NodeBatches(loader) if isinstance(loader, NeighborLoader) else LinkBatches(loader)
+
+    @staticmethod
+    def positions_device(loader: Any) -> Optional[torch.device]:
+        """Where ``loader``'s batch positions go for its maker (``None``: the CPU)."""
+        from . import NeighborLoader
+        return _sampler_of(loader).device if isinstance(loader, NeighborLoader) else None
+
+    def __call__(self, index: Tensor) -> Batch:
         timer = getattr(self.loader, 'stage_timer', None)  # (StageTimer.instrument: PyG's two stages)
         with timer.stage('sampling') if timer is not None else contextlib.nullcontext():
-            seed = self.seeds.index_select(0, index)
-            input_id = index if self.input_ids is None else self.input_ids.index_select(0, index)
-            seed_time = None if self.times is None else self.times.index_select(0, index)
-            node_type = self.loader.input_data.input_type
-            if node_type is None:
-                out = self.sampler._sample(seed, seed_time)
-            else:  # (as PyG's node_sample keys them)
-                out = self.sampler._sample({node_type: seed}, None if seed_time is None else {node_type: seed_time})
-            out.metadata = (input_id, seed_time)
+            out = self.sample(index)
         with timer.stage('gathering') if timer is not None else contextlib.nullcontext():
-            return self.batch(out) if node_type is None else self.hetero_batch(out, node_type)
+            input_type = self.loader.input_data.input_type
+            if input_type is None:
+                data = _new_data(self.values(out))
+            else:
+                data = self.hetero_data(out)
+                self.add_hetero_seeds(data, out, input_type)
+            if out.edge is None:
+                return data
+            return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
 
-    def batch(self, out: SamplerOutput) -> Data:
-        """The ``Data`` PyG's ``filter_fn`` makes of ``out`` over the stores, plus the
-        per-edge tensors (:func:`~pyg_accel.loader.edge_features.attach_edge_features`)."""
+    @abc.abstractmethod
+    def sample(self, index: Tensor) -> Output:
+        """The sampler's output for the seeds at ``index``, its metadata as PyG's
+        ``node_sample`` / ``edge_sample`` leave it."""
+
+    @abc.abstractmethod
+    def seed_values(self, out: SamplerOutput) -> Dict[str, Any]:
+        """The keys a homogeneous batch's seeds add, after the sample's, in PyG's order."""
+
+    @abc.abstractmethod
+    def add_hetero_seeds(self, data: HeteroData, out: HeteroSamplerOutput, input_type) -> None:
+        """Sets the keys a heterogeneous batch's seeds add, as PyG's ``filter_fn`` does."""
+
+    def values(self, out: SamplerOutput) -> Dict[str, Any]:
+        """The keys of the homogeneous ``Data`` PyG's ``filter_fn`` makes of ``out`` over
+        the stores, in its order (``None``: not set)."""
         values: Dict[str, Any] = {'edge_index': torch.stack([out.row, out.col], dim=0)}
         attrs = self.feature_store.get_all_tensor_attrs()
         for attr in attrs:
@@ -107,24 +136,21 @@ class StoreBatches:
                 values[attr.attr_name] = tensor
         values.setdefault('n_id', out.node)
         if out.edge is not None:
-            edge = out.edge.to(torch.long)
             perm = self.sampler.edge_permutation
-            values.setdefault('e_id', perm.index_select(0, edge) if perm is not None else edge)
+            values.setdefault('e_id', perm.index_select(0, out.edge.to(torch.long)) if perm is not None else
+                              self.edge_ids(out.edge))
         values['batch'] = out.batch
         values['num_sampled_nodes'], values['num_sampled_edges'] = out.num_sampled_nodes, out.num_sampled_edges
-        if out.orig_row is not None and out.orig_col is not None:
-            values['_orig_edge_index'] = torch.stack([out.orig_row, out.orig_col], dim=0)
-        values['input_id'], values['seed_time'] = out.metadata
-        values['batch_size'] = out.metadata[0].size(0)
-        data = _new_data(values)
-        if out.edge is None:
-            return data
-        return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
+        values.update(self.seed_values(out))
+        return values
 
+    def edge_ids(self, edge: Tensor) -> Tensor:
+        """``e_id`` of sampled edges stored in input order (node loaders: as int64)."""
+        return edge.to(torch.long)
 
-    def hetero_batch(self, out: HeteroSamplerOutput, input_type: str) -> HeteroData:
-        """The ``HeteroData`` PyG's ``filter_fn`` makes of ``out`` over the stores (its
-        node and edge stores made in the same order), plus the per-edge tensors."""
+    def hetero_data(self, out: HeteroSamplerOutput) -> HeteroData:
+        """The ``HeteroData`` PyG's ``filter_fn`` makes of ``out`` over the stores before
+        the seeds' keys: its node and edge stores made in the same order."""
         data = HeteroData()
         attrs = [attr for attr in self.feature_store.get_all_tensor_attrs() if attr.group_name in out.node]
         for attr in attrs:
@@ -148,6 +174,41 @@ class StoreBatches:
         for name in ('batch', 'num_sampled_nodes', 'num_sampled_edges'):
             for key, value in (getattr(out, name) or {}).items():
                 _put(_store(data, key), name, value)
+        return data
+
+
+class NodeBatches(StoreBatches):
+    """A ``NeighborLoader``'s batches: the seeds picked on the graph's device, sampled
+    there."""
+
+    def __init__(self, loader):
+        super().__init__(loader)
+        device, inputs = self.sampler.device, loader.input_data
+        # (without waiting for the caller's stream: the side stream that samples waits for it)
+        to = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        self.seeds, self.input_ids, self.times = to(inputs.node), to(inputs.input_id), to(inputs.time)
+
+    def sample(self, index: Tensor) -> Output:
+        seed = self.seeds.index_select(0, index)
+        input_id = index if self.input_ids is None else self.input_ids.index_select(0, index)
+        seed_time = None if self.times is None else self.times.index_select(0, index)
+        node_type = self.loader.input_data.input_type
+        if node_type is None:
+            out = self.sampler._sample(seed, seed_time)
+        else:  # (as PyG's node_sample keys them)
+            out = self.sampler._sample({node_type: seed}, None if seed_time is None else {node_type: seed_time})
+        out.metadata = (input_id, seed_time)
+        return out
+
+    def seed_values(self, out: SamplerOutput) -> Dict[str, Any]:
+        values = {}
+        if out.orig_row is not None and out.orig_col is not None:
+            values['_orig_edge_index'] = torch.stack([out.orig_row, out.orig_col], dim=0)
+        values['input_id'], values['seed_time'] = out.metadata
+        values['batch_size'] = out.metadata[0].size(0)
+        return values
+
+    def add_hetero_seeds(self, data: HeteroData, out: HeteroSamplerOutput, input_type) -> None:
         if out.orig_row is not None and out.orig_col is not None:
             for key in out.orig_row.keys():
                 _put(_store(data, key), '_orig_edge_index', torch.stack([out.orig_row[key], out.orig_col[key]], dim=0))
@@ -155,9 +216,54 @@ class StoreBatches:
         _put(seeds, 'input_id', out.metadata[0])
         _put(seeds, 'seed_time', out.metadata[1])
         _put(seeds, 'batch_size', out.metadata[0].size(0))
-        if out.edge is None:
-            return data
-        return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
+
+
+class LinkBatches(StoreBatches):
+    """A ``LinkNeighborLoader``'s batches: the seed edges indexed and their negatives
+    drawn by PyG's ``edge_sample`` (through the sampler), the batch made here."""
+
+    def sample(self, index: Tensor) -> Output:
+        return self.sampler.sample_from_edges(self.loader.input_data[index], neg_sampling=self.loader.neg_sampling)
+
+    def edge_ids(self, edge: Tensor) -> Tensor:
+        return edge  # (PyG's link loader keeps the sampler's dtype)
+
+    def _triplet(self) -> bool:
+        negatives = self.loader.neg_sampling
+        return negatives is not None and not negatives.is_binary() and negatives.is_triplet()
+
+    def seed_values(self, out: SamplerOutput) -> Dict[str, Any]:
+        values = {'input_id': out.metadata[0]}
+        if not self._triplet():
+            values['edge_label_index'], values['edge_label'], values['edge_label_time'] = out.metadata[1:4]
+        else:
+            values['src_index'], values['dst_pos_index'], values['dst_neg_index'] = out.metadata[1:4]
+            values['seed_time'] = out.metadata[4]
+            values['edge_label_index'] = values['edge_label_time'] = None  # (PyG's "sanity removals")
+        return values
+
+    def add_hetero_seeds(self, data: HeteroData, out: HeteroSamplerOutput, input_type) -> None:
+        edges = _store(data, input_type)
+        _put(edges, 'input_id', out.metadata[0])
+        if not self._triplet():
+            for name, value in zip(('edge_label_index', 'edge_label', 'edge_label_time'), out.metadata[1:4]):
+                _put(edges, name, value)
+            return
+        src, dst = _store(data, input_type[0]), _store(data, input_type[-1])
+        _put(src, 'src_index', out.metadata[1])
+        _put(dst, 'dst_pos_index', out.metadata[2])
+        _put(dst, 'dst_neg_index', out.metadata[3])
+        _put(src, 'seed_time', out.metadata[4])
+        _put(dst, 'seed_time', out.metadata[4])
+        if input_type in data.edge_types:  # (PyG's "sanity removals")
+            _put(edges, 'edge_label_index', None)
+            _put(edges, 'edge_label_time', None)
+
+
+def _sampler_of(loader) -> Any:
+    """A node loader's ``node_sampler`` or a link loader's ``link_sampler``."""
+    sampler = getattr(loader, 'node_sampler', None)
+    return sampler if sampler is not None else getattr(loader, 'link_sampler', None)
 
 
 def _store(data: HeteroData, key):
@@ -180,17 +286,11 @@ def _put(store, key: str, value: Any, replace: bool = True) -> None:
 
 def _new_data(values: Dict[str, Any]) -> Data:
     """``Data()`` with ``values`` set in order, as ``data.key = value`` sets them (a
-    ``None`` value sets nothing, a key starting with ``_`` is a plain attribute), written
-    straight into its storage's mapping: a new ``Data`` has no cached views for a set to
-    invalidate, so this is all a set would do."""
+    ``None`` value removes the key, a key starting with ``_`` is a plain attribute),
+    written straight into its storage's mapping: a new ``Data`` has no cached views for
+    a set to invalidate, so this is all a set would do."""
     data = Data()
     store = data._store
-    mapping = store._mapping
     for key, value in values.items():
-        if value is None:
-            continue
-        if key[:1] == '_':
-            store.__dict__[key] = value
-        else:
-            mapping[key] = value
+        _put(store, key, value)
     return data
