@@ -255,7 +255,11 @@ def trace_epoch(step, loader, folder: str, rank: int) -> None:
 
 # (module, attribute path) of the functions --host times, outermost first
 HOST_FUNCTIONS = (
-    ('pyg_accel.loader', '_Pipelined._batch_at'),
+    ('pyg_accel.loader.store_batches', 'StoreBatches.__call__'),  # batches made over our stores
+    ('pyg_accel.loader.store_batches', 'NodeBatches.sample'),
+    ('pyg_accel.loader.store_batches', 'StoreBatches.values'),
+    ('pyg_accel.loader.store_batches', 'attach_edge_features'),
+    ('pyg_accel.loader', '_Pipelined._batch_at'),  # batches through PyG's layers
     ('pyg_accel.sampler.neighbor_sampler', 'NeighborSampler.sample_from_nodes'),
     ('pyg_accel.sampler.neighbor_sampler', 'neighbor_sample'),
     ('pyg_accel.loader', '_Pipelined.filter_fn'),
@@ -276,8 +280,8 @@ HOST_FUNCTIONS = (
 
 def host_split(step, loader, epochs: int = 2) -> None:
     """Host µs per batch inside each of :data:`HOST_FUNCTIONS` (inclusive: a function's
-    time holds its callees'), over pipelined epochs after a warm-up one, beside the
-    wall time per batch. What no listed function holds is the loop's own (iteration,
+    time holds its callees'; a batch goes through one of the two loader paths), over
+    pipelined epochs after a warm-up one, beside the wall time per batch. What no listed function holds is the loop's own (iteration,
     the prefetch generator's events)."""
     import functools
     import importlib
@@ -292,7 +296,7 @@ def host_split(step, loader, epochs: int = 2) -> None:
             owner = getattr(owner, part)
         original = owner.__dict__[name]
 
-        def timed(*a, __f=original, __key=path, **k):
+        def timed(*a, __f=original, __key=(module_name, path), **k):
             t0 = time.perf_counter()
             try:
                 return __f(*a, **k)
@@ -317,8 +321,9 @@ def host_split(step, loader, epochs: int = 2) -> None:
         for owner, name, original in patched:
             setattr(owner, name, original)
     print(f'host time per batch over {batches} batches, pipelined (wall {wall / batches * 1e6:.0f} us per batch):')
-    for _, path in HOST_FUNCTIONS:
-        print(f'  {path:45s} {spent[path] / batches * 1e6:8.1f} us', flush=True)
+    for module_name, path in HOST_FUNCTIONS:
+        label = f'{module_name.removeprefix("pyg_accel.").removeprefix("torch_geometric.")}: {path}'
+        print(f'  {label:60s} {spent[module_name, path] / batches * 1e6:8.1f} us', flush=True)
 
 
 def profile_loader(batches, args) -> None:
