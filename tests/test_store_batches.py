@@ -164,9 +164,6 @@ HETERO_CASES = {
 @pytest.mark.parametrize('location', locations())
 @pytest.mark.parametrize('case', list(HETERO_CASES))
 def test_direct_heterogeneous_batches_are_pyg_layers_batches(location, case, monkeypatch):
-    if case == 'bidirectional' and location != 'cpu':
-        pytest.skip("which parallel edge PyG's coalesce keeps on a GPU is arbitrary in either path (see the "
-                    'homogeneous test, which checks it)')
     options = dict(HETERO_CASES[case])
     data = _hetero_graph(options.pop('edge_features', False), options.pop('times', False))
     if options.pop('input_time', False):
