@@ -377,7 +377,6 @@ class TrainStep:
                     step = self.optimizer.state.get(p, {}).get('step')
                     if isinstance(step, Tensor) and step.device != p.device:
                         self.optimizer.state[p]['step'] = step.to(p.device)
-        self._state_key = self._current_state_key()
 
     def _current_state_key(self) -> tuple:
         """What a captured step baked in: the parameters' storage and the optimizer's
