@@ -151,14 +151,7 @@ def _assert_same_hetero_batch(got: HeteroData, want: HeteroData, graph_store) ->
         assert (orig is None) == (a.__dict__.get('_orig_edge_index') is None)
 
 
-HETERO_CASES = {
-    'plain': dict(),
-    'disjoint': dict(disjoint=True),
-    'edge features': dict(edge_features=True),
-    'temporal seeds': dict(times=True, time_attr='time', input_time=True),
-    'induced': dict(subgraph_type='induced'),
-    'bidirectional': dict(subgraph_type='bidirectional'),
-}
+HETERO_CASES = {name: options for name, options in CASES.items() if name != 'mask of seeds'}
 
 
 @pytest.mark.parametrize('location', locations())
