@@ -101,19 +101,23 @@ TORCH_LIBRARY(pyg_accel, m) {
   // dst[e]) in dtype (floating), the weights that make a weighted sum the mean.
   m.def("csr_ptr(Tensor key, int num_rows) -> Tensor");
   // A sampled batch padded hop by hop into fixed-size buffers (a captured CUDA graph's
-  // inputs). x [N, F] lists nodes in groups of nodes[g] (g = 0..H, the seeds first);
-  // edge_index [2, E] int64 lists edges in groups of edges[k] (k = 0..H-1, hop k + 1's
-  // edges, ending at group k's nodes). Group g's rows move to x_out [sum(padded_nodes), F]
-  // at its padded start (rows past them untouched); group k's edges go, ids remapped the
-  // same way, to the start of its slots in edge_index_out [2, sum(padded_edges)], and the
-  // rest of its slots get padding edges from the padding nodes of group k + 1 to those of
-  // group k (padded_nodes[g] > nodes[g]: every group has a padding node), spread evenly:
-  // padding edge p of q runs from padding source p mod S to padding destination
-  // p * D / q (S / D: the groups' padding nodes), so they stay sorted by destination and
-  // no padding node gets a long row. Ids outside [0, N) go to the last padding node
+  // inputs), one node type's rows and one edge type's edges at a time. pad_hop_rows: x
+  // [N, F] lists its rows in groups of nodes[g] (g = 0..H, the seeds first); group g's
+  // rows move to x_out [sum(padded_nodes), F] at its padded start (rows past them
+  // untouched; padded_nodes[g] > nodes[g]: every group has a padding node).
+  // pad_hop_edges: edge_index [2, E] int64 lists edges in groups of edges[k] (k = 0..H-1,
+  // hop k + 1's edges, from source nodes to destination group k's nodes); group k's edges
+  // go, ids remapped as the rows of their node types (src_* and dst_* counts: the same in
+  // a homogeneous batch), to the start of its slots in edge_index_out
+  // [2, sum(padded_edges)], and the rest of its slots get padding edges from the padding
+  // nodes of source group k + 1 to those of destination group k, spread evenly: padding
+  // edge p of q runs from padding source p mod S to padding destination p * D / q (S / D:
+  // the groups' padding nodes), so they stay sorted by destination and no padding node
+  // gets a long row. Ids outside the real nodes go to the type's last padding node
   // (callers check untrusted input first).
-  m.def("pad_hops(Tensor x, Tensor edge_index, int[] nodes, int[] edges, int[] padded_nodes, int[] padded_edges, "
-        "Tensor(a!) x_out, Tensor(b!) edge_index_out) -> ()");
+  m.def("pad_hop_rows(Tensor x, int[] nodes, int[] padded_nodes, Tensor(a!) x_out) -> ()");
+  m.def("pad_hop_edges(Tensor edge_index, int[] edges, int[] padded_edges, int[] src_nodes, int[] src_padded_nodes, "
+        "int[] dst_nodes, int[] dst_padded_nodes, Tensor(a!) edge_index_out) -> ()");
   m.def("mean_edge_weight(Tensor ptr, Tensor dst, ScalarType dtype) -> Tensor");
   // The same sum added into an existing out ([num_dst, H, C], x's dtype, contiguous):
   // out[d] += ..., rows of destinations without edges untouched (a second edge set
