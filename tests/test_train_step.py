@@ -71,14 +71,14 @@ def test_padded_batch_gives_the_unpadded_loss_and_gradients(device, name):
     step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), capture=False)
     expected = F.cross_entropy(model(batch.x, batch.edge_index), batch.y[:batch.batch_size])
     grads = torch.autograd.grad(expected, list(model.parameters()))
-    loss = step._loss(padded.x, padded.edge_index, padded.y, padded)
+    loss = step._loss(padded.inputs, padded.y, padded)
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
     for g, h in zip(torch.autograd.grad(loss, list(model.parameters())), grads):
         torch.testing.assert_close(g, h, atol=1e-5, rtol=1e-4)
     # a smaller batch into the same buffers: the slots its predecessor filled are padding again
     assert padded.fits(s_nodes, s_edges) and padded.fits(nodes, edges)
     padded.load(small.x, small.edge_index, small.y[:small.batch_size], s_nodes, s_edges)
-    torch.testing.assert_close(step._loss(padded.x, padded.edge_index, padded.y, padded),
+    torch.testing.assert_close(step._loss(padded.inputs, padded.y, padded),
                                F.cross_entropy(model(small.x, small.edge_index), small.y[:small.batch_size]),
                                atol=1e-5, rtol=1e-5)
 

@@ -21,13 +21,14 @@ Shapes: ``x`` ``[sum(padded nodes), F]``, ``edge_index`` ``[2, sum(padded edges)
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from ..ops.hops import record_hops
-from ..ops.padding import pad_hops
+from ..ops.padding import pad_hop_edges, pad_hop_rows, pad_hops
 from ..ops.sparse import trust_edge_index
 
 Bucket = Tuple[Tuple[int, ...], Tuple[int, ...]]  # (padded nodes per hop, padded edges per hop)
@@ -43,17 +44,105 @@ def round_up(count: int, steps_per_octave: int = 16, minimum: int = 32) -> int:
     return -(-count // step) * step
 
 
+Links = Tuple[Tuple[int, int], ...]  # per edge type: (source node type, destination node type), as indices
+TypedCounts = Tuple[Tuple[int, ...], ...]  # per node (or edge) type: its counts per hop
+TypedBucket = Tuple[TypedCounts, TypedCounts]  # (padded nodes per type and hop, padded edges per type and hop)
+HOMOGENEOUS: Links = ((0, 0),)  # one node type, one edge type between its nodes
+
+
+@functools.lru_cache(maxsize=64)
+def _incident(links: Links, num_types: int, num_hops: int) -> Tuple[Tuple[Tuple[Tuple[int, int], ...], ...], ...]:
+    """Per node group ``(t, g)``: the edge groups ``(j, k)`` that start or end there (edge
+    type ``j``'s hop ``k + 1`` starts at its source type's group ``k + 1`` and ends at its
+    destination type's group ``k``)."""
+    around = [[[] for _ in range(num_hops + 1)] for _ in range(num_types)]
+    for j, (src, dst) in enumerate(links):
+        for k in range(num_hops):
+            around[dst][k].append((j, k))
+            around[src][k + 1].append((j, k))
+    return tuple(tuple(tuple(groups) for groups in per_type) for per_type in around)
+
+
+def _spare_nodes(edges_around: Iterable[int], fan: int) -> int:
+    """Padding nodes a group needs: one, and enough that each takes at most ``fan`` of
+    the padding edges of any one edge group around it."""
+    return max([1] + [-(-e // fan) for e in edges_around])
+
+
+def typed_bucket_of(nodes: TypedCounts, edges: TypedCounts, links: Links, steps_per_octave: int = 16) -> TypedBucket:
+    """:func:`bucket_of` of a batch with several node and edge types: ``nodes[t]`` per hop
+    of node type ``t``, ``edges[j]`` per hop of edge type ``j``, which runs between the
+    node types ``links[j]``. Each edge count is rounded up alone; each node group gets
+    room for the padding edges' endpoints of every edge group around it."""
+    num_hops = len(edges[0]) if edges else len(nodes[0]) - 1
+    padded_edges = tuple(tuple(round_up(e, steps_per_octave, minimum=0) if e else 0 for e in per_hop)
+                         for per_hop in edges)
+    around = _incident(links, len(nodes), num_hops)
+    padded_nodes = tuple(
+        tuple(round_up(n + _spare_nodes((padded_edges[j][k] for j, k in around[t][g]), steps_per_octave * PADDING_FAN),
+                       steps_per_octave) for g, n in enumerate(per_hop))
+        for t, per_hop in enumerate(nodes))
+    return padded_nodes, padded_edges
+
+
+def typed_fits(bucket: TypedBucket, nodes: TypedCounts, edges: TypedCounts, links: Links) -> bool:
+    """:func:`fits` for several node and edge types (see :func:`typed_bucket_of`)."""
+    padded_nodes, padded_edges = bucket
+    if [len(c) for c in nodes] != [len(c) for c in padded_nodes] or \
+            [len(c) for c in edges] != [len(c) for c in padded_edges]:
+        return False
+    if any(e > p for real, padded in zip(edges, padded_edges) for e, p in zip(real, padded)):
+        return False
+    around = _incident(links, len(nodes), len(padded_edges[0]) if padded_edges else len(nodes[0]) - 1)
+    return all(p - n >= _spare_nodes((padded_edges[j][k] - edges[j][k] for j, k in around[t][g]), PADDING_FAN)
+               for t, (real, padded) in enumerate(zip(nodes, padded_nodes)) for g, (n, p) in enumerate(zip(real, padded)))
+
+
+def typed_covering_bucket(buckets: Iterable[TypedBucket], nodes: TypedCounts, edges: TypedCounts, links: Links,
+                          steps_per_octave: int = 16, slack_steps: int = 2) -> Optional[TypedBucket]:
+    """:func:`covering_bucket` for several node and edge types."""
+    own = typed_bucket_of(nodes, edges, links, steps_per_octave)
+    own_counts = _flat(own)
+    limit = 1 + slack_steps / steps_per_octave
+    best, best_cost = None, None
+    for bucket in buckets:
+        if not typed_fits(bucket, nodes, edges, links):
+            continue
+        counts = _flat(bucket)
+        if any(p > limit * o for p, o in zip(counts, own_counts)):
+            continue
+        cost = sum(p / max(o, 1) for p, o in zip(counts, own_counts))
+        if best_cost is None or cost < best_cost:
+            best, best_cost = bucket, cost
+    return best
+
+
+def typed_bucket_with_headroom(nodes: TypedCounts, edges: TypedCounts, links: Links,
+                               steps_per_octave: int = 16) -> TypedBucket:
+    """:func:`bucket_with_headroom` for several node and edge types."""
+    grow = 1 + 1 / (4 * steps_per_octave)
+    return typed_bucket_of(tuple(tuple(int(n * grow) for n in c) for c in nodes),
+                           tuple(tuple(int(e * grow) for e in c) for c in edges), links, steps_per_octave)
+
+
+def _flat(bucket: TypedBucket) -> Tuple[int, ...]:
+    return tuple(n for counts in bucket[0] + bucket[1] for n in counts)
+
+
+def _typed(nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int]) -> Tuple[TypedCounts, TypedCounts]:
+    return (tuple(int(n) for n in nodes_per_hop),), (tuple(int(e) for e in edges_per_hop),)
+
+
+def _untyped(bucket: Optional[TypedBucket]) -> Optional[Bucket]:
+    return None if bucket is None else (bucket[0][0], bucket[1][0])
+
+
 def bucket_of(nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int], steps_per_octave: int = 16) -> Bucket:
     """Padded sizes of a batch with these per-hop counts: edges rounded up alone; nodes
     rounded up with room for the padding edges' endpoints, at least one padding node per
     hop and enough that each takes at most :data:`PADDING_FAN` padding edges of the hops
     on either side (padding edges are at most 1 / ``steps_per_octave`` of a hop's)."""
-    edges = tuple(round_up(e, steps_per_octave, minimum=0) if e else 0 for e in edges_per_hop)
-    around = (0,) + edges + (0,)  # hop g's nodes end hop g + 1's edges and start hop g's
-    spare = [max(1, -(-max(around[g], around[g + 1]) // (steps_per_octave * PADDING_FAN)))
-             for g in range(len(nodes_per_hop))]
-    nodes = tuple(round_up(n + s, steps_per_octave) for n, s in zip(nodes_per_hop, spare))
-    return nodes, edges
+    return _untyped(typed_bucket_of(*_typed(nodes_per_hop, edges_per_hop), HOMOGENEOUS, steps_per_octave))
 
 
 def bucket_with_headroom(nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int],
@@ -63,22 +152,14 @@ def bucket_with_headroom(nodes_per_hop: Sequence[int], edges_per_hop: Sequence[i
     size above it, which the next batches near that line fit too. (Products-size
     batches, 1024 x [15, 10, 5], four epochs: 2 shapes per process instead of 7-9, none
     new after the first epoch, for 1-4% more padding.)"""
-    grow = 1 + 1 / (4 * steps_per_octave)
-    return bucket_of([int(n * grow) for n in nodes_per_hop], [int(e * grow) for e in edges_per_hop], steps_per_octave)
+    return _untyped(typed_bucket_with_headroom(*_typed(nodes_per_hop, edges_per_hop), HOMOGENEOUS, steps_per_octave))
 
 
 def fits(bucket: Bucket, nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int]) -> bool:
     """Whether a batch with these per-hop counts pads into ``bucket`` as :func:`bucket_of`
     would pad it: as many hops, every count within the bucket's, and enough padding
     nodes per hop that each takes at most :data:`PADDING_FAN` padding edges."""
-    nodes, edges = bucket
-    if len(nodes_per_hop) != len(nodes) or len(edges_per_hop) != len(edges):
-        return False
-    if any(e > p for e, p in zip(edges_per_hop, edges)):
-        return False
-    around = (0,) + tuple(p - e for e, p in zip(edges_per_hop, edges)) + (0,)
-    return all(p - n >= max(1, -(-max(around[g], around[g + 1]) // PADDING_FAN))
-               for g, (n, p) in enumerate(zip(nodes_per_hop, nodes)))
+    return typed_fits(((tuple(bucket[0]),), (tuple(bucket[1]),)), *_typed(nodes_per_hop, edges_per_hop), HOMOGENEOUS)
 
 
 def covering_bucket(buckets: Iterable[Bucket], nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int],
@@ -93,19 +174,9 @@ def covering_bucket(buckets: Iterable[Bucket], nodes_per_hop: Sequence[int], edg
     on a slightly larger shape costs a few per cent of one step. Batch counts drift
     across a grid line now and then for many epochs, so without reuse new shapes keep
     appearing long after the first epoch."""
-    own_nodes, own_edges = bucket_of(nodes_per_hop, edges_per_hop, steps_per_octave)
-    limit = 1 + slack_steps / steps_per_octave
-    best, best_cost = None, None
-    for bucket in buckets:
-        nodes, edges = bucket
-        if not fits(bucket, nodes_per_hop, edges_per_hop):
-            continue
-        if any(p > limit * own for p, own in zip(nodes + edges, own_nodes + own_edges)):
-            continue
-        cost = sum(p / max(own, 1) for p, own in zip(nodes + edges, own_nodes + own_edges))
-        if best_cost is None or cost < best_cost:
-            best, best_cost = bucket, cost
-    return best
+    typed = [((tuple(b[0]),), (tuple(b[1]),)) for b in buckets]
+    return _untyped(typed_covering_bucket(typed, *_typed(nodes_per_hop, edges_per_hop), HOMOGENEOUS,
+                                          steps_per_octave, slack_steps))
 
 
 class PaddedBatch:
@@ -126,6 +197,11 @@ class PaddedBatch:
         self.edge_index = torch.zeros(2, sum(edges), dtype=torch.long, device=device)
         self.y = torch.zeros((nodes[0], ) + tuple(y_shape), dtype=y_dtype, device=device)
         self.num_seeds = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
+
+    @property
+    def inputs(self) -> Tuple[Tensor, Tensor]:
+        """The model's arguments: ``(x, edge_index)``."""
+        return self.x, self.edge_index
 
     @property
     def num_padded_seeds(self) -> int:
@@ -153,3 +229,77 @@ class PaddedBatch:
     def fits(self, nodes_per_hop: Sequence[int], edges_per_hop: Sequence[int]) -> bool:
         """Whether a batch with these per-hop counts fits the buffers (:func:`fits`)."""
         return fits(self.bucket, nodes_per_hop, edges_per_hop)
+
+
+class PaddedHeteroBatch:
+    """Static buffers of one bucket of heterogeneous batches: :class:`PaddedBatch` per node
+    and edge type. :attr:`data` is a ``HeteroData`` of the buffers, so the model reads
+    them as it reads a batch (``data.x_dict``, ``data.edge_index_dict``, ...).
+
+    Args:
+        bucket: padded nodes per node type and hop, padded edges per edge type and hop
+            (:func:`typed_bucket_of`), in the order of ``node_types`` and ``edge_types``.
+        node_types / edge_types: the batch's types; ``links`` each edge type's source and
+            destination as indices into ``node_types``.
+        batch: a batch of this kind (``HeteroData``): the attributes' trailing shapes and dtypes.
+        node_keys: per node type, the node-level attributes padded (rows of a node type's
+            groups, like ``x``; padding rows hold zeros, which index any embedding).
+        target: ``(node type, attribute)`` of the seeds' targets, among ``node_keys``.
+        inputs: names of :attr:`data`'s attributes the model is called with
+            (``'x_dict'``, ``'edge_index_dict'``, ...): :attr:`inputs` holds them.
+    """
+
+    def __init__(self, bucket: TypedBucket, node_types: Sequence[str], edge_types: Sequence[Tuple[str, str, str]],
+                 links: Links, batch, node_keys: dict, target: Tuple[str, str], inputs: Sequence[str] = ()):
+        from torch_geometric.data import HeteroData
+        self.bucket, self.node_types, self.edge_types, self.links = bucket, tuple(node_types), tuple(edge_types), links
+        self.node_keys, self.target = {t: tuple(keys) for t, keys in node_keys.items()}, target
+        self.data = HeteroData()
+        device = None
+        for t, counts in zip(self.node_types, bucket[0]):
+            store = self.data[t]
+            for key in self.node_keys.get(t, ()):
+                value = batch[t][key]
+                store[key] = torch.zeros((sum(counts),) + tuple(value.shape[1:]), dtype=value.dtype,
+                                         device=value.device)
+                device = value.device
+            store.num_nodes = sum(counts)
+        for et, counts in zip(self.edge_types, bucket[1]):
+            self.data[et].edge_index = torch.zeros(2, sum(counts), dtype=torch.long,
+                                                   device=batch[et].edge_index.device)
+        self.num_seeds = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
+        self.inputs = tuple(getattr(self.data, name) for name in inputs)  # (dicts of the static buffers)
+
+    @property
+    def num_padded_seeds(self) -> int:
+        """Seed slots, real and padding: the target type's first group."""
+        return self.bucket[0][self.node_types.index(self.target[0])][0]
+
+    @property
+    def y(self) -> Tensor:
+        """``[padded seeds, ...]`` the seeds' targets (a view of the static buffer)."""
+        return self.data[self.target[0]][self.target[1]][:self.num_padded_seeds]
+
+    def seed_mask(self) -> Tensor:
+        """``[padded seeds]`` bool, true for real seeds (computed on the GPU: capturable)."""
+        return torch.arange(self.num_padded_seeds, device=self.num_seeds.device) < self.num_seeds
+
+    def load(self, batch, nodes: TypedCounts, edges: TypedCounts) -> None:
+        """Copies ``batch`` in: each padded node attribute group by group, each edge type's
+        ``edge_index`` with its ids remapped (marked in range and sorted by destination
+        for the layers), and the number of real seeds. One kernel per attribute and edge
+        type, no host sync (for a batch a pyg_accel loader marked in range)."""
+        padded_nodes, padded_edges = self.bucket
+        for t, real, padded in zip(self.node_types, nodes, padded_nodes):
+            for key in self.node_keys.get(t, ()):
+                pad_hop_rows(batch[t][key], real, padded, self.data[t][key])
+        for et, (src, dst), real, padded in zip(self.edge_types, self.links, edges, padded_edges):
+            out = self.data[et].edge_index
+            pad_hop_edges(batch[et].edge_index, real, padded, nodes[src], padded_nodes[src], nodes[dst],
+                          padded_nodes[dst], out)
+            trust_edge_index(out, sum(padded_nodes[src]), sum(padded_nodes[dst]), dst_sorted=True)
+        self.num_seeds.fill_(nodes[self.node_types.index(self.target[0])][0])
+
+    def fits(self, nodes: TypedCounts, edges: TypedCounts) -> bool:
+        """Whether a batch with these counts fits the buffers (:func:`typed_fits`)."""
+        return typed_fits(self.bucket, nodes, edges, self.links)

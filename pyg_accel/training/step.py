@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +25,8 @@ from torch import Tensor
 
 from ..nn.conv._self_loops import sync_free
 from ..ops.hops import Hops, sampled_hops
-from .padding import Bucket, PaddedBatch, bucket_of, bucket_with_headroom, covering_bucket
+from .padding import (Bucket, Links, PaddedBatch, PaddedHeteroBatch, TypedCounts, bucket_of, bucket_with_headroom,
+                      covering_bucket, typed_bucket_of, typed_bucket_with_headroom, typed_covering_bucket)
 
 __all__ = ['TrainStep']
 
@@ -88,6 +89,11 @@ def _count_registrations() -> None:
         _counting = True
 
 
+def _is_hetero(batch) -> bool:
+    from torch_geometric.data import HeteroData
+    return isinstance(batch, HeteroData)
+
+
 def _group_size(group) -> int:
     import torch.distributed as dist
     return dist.get_world_size(group)
@@ -101,6 +107,40 @@ def _release_rng_from_capture(device: torch.device) -> None:
                                               torch.cuda.current_device()]
     if hasattr(generator, 'graphsafe_set_state'):
         generator.graphsafe_set_state(generator.clone_state())
+
+
+class _HeteroHops(NamedTuple):
+    """A heterogeneous batch's per-hop counts: ``nodes[t]`` of ``node_types[t]``,
+    ``edges[j]`` of ``edge_types[j]``, which runs between the node types ``links[j]``."""
+    node_types: Tuple[str, ...]
+    edge_types: Tuple[Tuple[str, str, str], ...]
+    links: Links
+    nodes: TypedCounts
+    edges: TypedCounts
+    target_type: str
+
+
+def _hetero_hops(batch) -> Union[str, _HeteroHops]:
+    """The per-hop counts PyG's heterogeneous loaders give each node and edge type
+    (``num_sampled_nodes``, ``num_sampled_edges``), or why the batch has none."""
+    node_types, edge_types = tuple(batch.node_types), tuple(batch.edge_types)
+    seeds = [t for t in node_types if isinstance(batch[t].get('batch_size'), int)]
+    if len(seeds) != 1:
+        return 'the heterogeneous batch has no node type with batch_size (TrainStep trains node-level tasks)'
+    nodes = tuple(batch[t].get('num_sampled_nodes') for t in node_types)
+    edges = tuple(batch[et].get('num_sampled_edges') for et in edge_types)
+    if any(not isinstance(c, (list, tuple)) for c in nodes + edges) or not edges:
+        return ("the batch carries no per-hop counts (num_sampled_nodes / num_sampled_edges: not from a "
+                "NeighborLoader, or a loader with a transform=): training eagerly")
+    nodes = tuple(tuple(int(n) for n in c) for c in nodes)
+    edges = tuple(tuple(int(e) for e in c) for c in edges)
+    num_hops = len(edges[0])
+    if not 1 <= num_hops <= 16 or any(len(c) != num_hops + 1 for c in nodes) or \
+            any(len(c) != num_hops for c in edges):
+        return 'the per-hop counts of the node and edge types do not agree in their number of hops: training eagerly'
+    index = {t: i for i, t in enumerate(node_types)}
+    links = tuple((index[et[0]], index[et[-1]]) for et in edge_types)
+    return _HeteroHops(node_types, edge_types, links, nodes, edges, seeds[0])
 
 
 class _Captured(NamedTuple):
@@ -161,9 +201,15 @@ class TrainStep:
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Optional[LossFn] = None,
                  target: str = 'y', capture='auto', amp_dtype: Optional[torch.dtype] = None,
-                 steps_per_octave: int = 16, max_graphs: int = 16, process_group=None):
+                 steps_per_octave: int = 16, max_graphs: int = 16, process_group=None,
+                 inputs: Optional[Sequence[str]] = None):
         if capture not in ('auto', True, False):
             raise ValueError(f"TrainStep: capture must be 'auto', True or False, got {capture!r}")
+        if inputs is not None and (isinstance(inputs, str) or not all(isinstance(n, str) for n in inputs)
+                                   or not inputs):
+            raise ValueError(f"TrainStep: inputs must be a sequence of batch attribute names, e.g. "
+                             f"('x_dict', 'edge_index_dict'), got {inputs!r}")
+        self.inputs = tuple(inputs) if inputs is not None else None
         self._ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
         if self._ddp and process_group is not None:
             raise ValueError('TrainStep: pass the module a DistributedDataParallel model wraps (model.module) with '
@@ -188,6 +234,7 @@ class TrainStep:
         self._modules_at = -1
         _count_registrations()
         self._warned = set()
+        self._seed_type: Optional[str] = None  # a heterogeneous batch's seed node type (a dict output's key)
         self.stats = {'replayed': 0, 'captured': 0, 'eager': 0}
 
     # -- the step -------------------------------------------------------------------
@@ -195,19 +242,22 @@ class TrainStep:
         hops = self._hops(batch)
         if isinstance(hops, str) or self._uncapturable is not None:
             self._warn(hops if isinstance(hops, str) else '')
-            return self._eager_step(batch.x, batch.edge_index, self._targets(batch), None)
-        return self._padded_step(batch, *hops)
+            return self._eager_step(self._batch_inputs(batch), self._targets(batch), None)
+        return self._padded_step(batch, hops)
 
-    def _padded_step(self, batch, nodes: List[int], edges: List[int]) -> Tensor:
-        bucket = self._shape_for(nodes, edges)
+    def _padded_step(self, batch, hops: Union[Hops, _HeteroHops]) -> Tensor:
+        bucket = self._shape_for(hops)
         self._check_state()
         padded = self._buffers.get(bucket)
         if padded is None:
             if len(self._buffers) >= self.max_graphs:  # (buffers and graphs are kept per shape: memory)
                 self._warn(f'more than max_graphs={self.max_graphs} batch shapes: further shapes train eagerly')
-                return self._eager_step(batch.x, batch.edge_index, self._targets(batch), None)
-            padded = self._buffers[bucket] = self._new_buffers(bucket, batch)
-        padded.load(batch.x, batch.edge_index, self._targets(batch), nodes, edges)
+                return self._eager_step(self._batch_inputs(batch), self._targets(batch), None)
+            padded = self._buffers[bucket] = self._new_buffers(bucket, batch, hops)
+        if isinstance(hops, _HeteroHops):
+            padded.load(batch, hops.nodes, hops.edges)
+        else:
+            padded.load(batch.x, batch.edge_index, self._targets(batch), *hops)
         captured = self._graphs.get(bucket)
         if captured is not None:
             self.stats['replayed'] += 1
@@ -217,30 +267,48 @@ class TrainStep:
         if self._uncapturable is None:  # a shape's first batch: the warm-up
             self._warmed.add(bucket)
             return self._warm_up(padded)
-        return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+        return self._eager_step(padded.inputs, padded.y, padded)
 
-    def _shape_for(self, nodes: List[int], edges: List[int]) -> Bucket:
+    def _shape_for(self, hops: Union[Hops, _HeteroHops]):
         """The padded shape a batch with these counts trains on: its own bucket if held,
         else a held shape at most slightly larger (remembered for the batch's bucket when
-        it holds every count of that bucket), else a new shape with headroom."""
-        own = bucket_of(nodes, edges, self.steps_per_octave)
+        it holds every count of that bucket), else a new shape with headroom. A
+        heterogeneous batch's shape is its types and their typed bucket."""
+        spo = self.steps_per_octave
+        if isinstance(hops, _HeteroHops):
+            types = (hops.node_types, hops.edge_types)
+            own = (types, typed_bucket_of(hops.nodes, hops.edges, hops.links, spo))
+        else:
+            own = bucket_of(*hops, spo)
         if own in self._buffers:
             return own
         served = self._serves.get(own)
         if served is not None and served in self._buffers:
             return served
-        held = covering_bucket(self._buffers, nodes, edges, self.steps_per_octave)
-        if held is None:
-            return bucket_with_headroom(nodes, edges, self.steps_per_octave)
-        if all(p >= q for p, q in zip(held[0] + held[1], own[0] + own[1])):  # (every batch of `own` fits `held`)
+        if isinstance(hops, _HeteroHops):
+            held_typed = typed_covering_bucket([b[1] for b in self._buffers if b[0] == types], hops.nodes,
+                                               hops.edges, hops.links, spo)
+            if held_typed is None:
+                return types, typed_bucket_with_headroom(hops.nodes, hops.edges, hops.links, spo)
+            held = (types, held_typed)
+            counts = [sum(b[1][0] + b[1][1], ()) for b in (held, own)]
+        else:
+            held = covering_bucket([b for b in self._buffers if isinstance(b[0][0], int)], *hops, spo)
+            if held is None:
+                return bucket_with_headroom(*hops, spo)
+            counts = [held[0] + held[1], own[0] + own[1]]
+        if all(p >= q for p, q in zip(*counts)):  # (every batch of `own` fits `held`)
             self._serves[own] = held
         return held
 
-    def _loss(self, x: Tensor, edge_index: Tensor, y: Tensor, padded: Optional[PaddedBatch]) -> Tensor:
+    def _loss(self, inputs: tuple, y: Tensor, padded) -> Tensor:
         # padded (capturable) steps handle self-loops without a host sync (nn/conv/_self_loops.py)
-        amp = torch.autocast(x.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
+        amp = torch.autocast(y.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
         with sync_free() if padded is not None else contextlib.nullcontext(), amp:
-            out = self.model(x, edge_index)[:y.size(0)]
+            out = self.model(*inputs)
+            if isinstance(out, dict):  # (a heterogeneous model's outputs per node type)
+                out = out[self._seed_type]
+            out = out[:y.size(0)]
             losses = self.loss_fn(out, y)
         if losses.dim() != 1 or losses.size(0) != y.size(0):
             raise ValueError(f'TrainStep: loss_fn must return one loss per seed ([{y.size(0)}]), got '
@@ -250,18 +318,18 @@ class TrainStep:
         losses = torch.where(padded.seed_mask(), losses.float(), 0.0)  # (where, not *: a NaN stays out)
         return losses.sum() / padded.num_seeds.clamp(min=1)
 
-    def _eager_step(self, x, edge_index, y, padded) -> Tensor:
+    def _eager_step(self, inputs: tuple, y: Tensor, padded) -> Tensor:
         self.stats['eager'] += 1
         self.optimizer.zero_grad(set_to_none=True)
-        loss, flat = self._forward_backward(x, edge_index, y, padded)
+        loss, flat = self._forward_backward(inputs, y, padded)
         self._all_reduce(flat)
         self._update(flat)
         return loss.detach()
 
-    def _forward_backward(self, x, edge_index, y, padded) -> Tuple[Tensor, Optional[Tensor]]:
+    def _forward_backward(self, inputs: tuple, y: Tensor, padded) -> Tuple[Tensor, Optional[Tensor]]:
         """The loss and its gradients; with a process group also the gradients flattened
         into one buffer and divided by the world size (``None`` otherwise), for the all-reduce."""
-        loss = self._loss(x, edge_index, y, padded)
+        loss = self._loss(inputs, y, padded)
         loss.backward()
         if self._group is None:
             return loss, None
@@ -311,14 +379,14 @@ class TrainStep:
                 warnings.filterwarnings('ignore', message='Synchronization debug mode')
                 torch.cuda.set_sync_debug_mode('error')
             with torch.cuda.stream(side):
-                loss = self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+                loss = self._eager_step(padded.inputs, padded.y, padded)
         except RuntimeError as error:
             if 'synchroniz' not in str(error):
                 raise
             self._give_up_capture(f'an op synchronises with the host ({str(error).splitlines()[0]})')
             torch.cuda.set_sync_debug_mode(mode)
             current.wait_stream(side)
-            return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+            return self._eager_step(padded.inputs, padded.y, padded)
         finally:
             torch.cuda.set_sync_debug_mode(mode)
         current.wait_stream(side)
@@ -343,7 +411,7 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
         try:
             with torch.cuda.graph(step):
-                loss, flat = self._forward_backward(padded.x, padded.edge_index, padded.y, padded)
+                loss, flat = self._forward_backward(padded.inputs, padded.y, padded)
                 if update is None:
                     self._update(None)
             if update is not None:
@@ -354,10 +422,10 @@ class TrainStep:
             reason = f'{type(error).__name__}: {error}'.splitlines()[0]
             if cause is not None:
                 reason += f' (after {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ""})'
-            _release_rng_from_capture(padded.x.device)
+            _release_rng_from_capture(padded.y.device)
             self._give_up_capture(reason)
             torch.cuda.synchronize()
-            return self._eager_step(padded.x, padded.edge_index, padded.y, padded)
+            return self._eager_step(padded.inputs, padded.y, padded)
         captured = self._graphs[bucket] = _Captured(step, loss.detach(), flat, update)
         self.stats['captured'] += 1
         return self._replay(captured)
@@ -403,15 +471,21 @@ class TrainStep:
                        '(a tensor lr changes without recapturing)')
 
     # -- batches ----------------------------------------------------------------------
-    def _hops(self, batch) -> Union[str, Hops]:
+    def _hops(self, batch) -> Union[str, Hops, _HeteroHops]:
         """``batch``'s per-hop counts, or why it trains eagerly (``''``: by choice, nothing
         to say)."""
-        x, edge_index = getattr(batch, 'x', None), getattr(batch, 'edge_index', None)
         if self.capture is False:
             return ''
-        if not (isinstance(x, Tensor) and isinstance(edge_index, Tensor)):
-            return 'the batch has no x / edge_index tensors (heterogeneous batches train eagerly)'
-        if not x.is_cuda:
+        hetero = _is_hetero(batch)
+        if hetero:
+            edge_index = next(iter(batch.edge_index_dict.values()), None)
+            on_gpu = isinstance(edge_index, Tensor) and edge_index.is_cuda
+        else:
+            x, edge_index = getattr(batch, 'x', None), getattr(batch, 'edge_index', None)
+            if not (isinstance(x, Tensor) and isinstance(edge_index, Tensor)):
+                return 'the batch has no x / edge_index tensors: training eagerly'
+            on_gpu = x.is_cuda
+        if not on_gpu:
             return '' if self.capture == 'auto' else 'CUDA graphs need a GPU: training eagerly'
         if self._ddp:
             return ('DistributedDataParallel models train eagerly (their gradient hooks cannot be captured): pass '
@@ -421,24 +495,76 @@ class TrainStep:
                     'training eagerly')
         if not self.model.training:
             return 'the model is in eval mode: a captured step trains (call model.train())'
+        if hetero:
+            hops = _hetero_hops(batch)
+            if isinstance(hops, str):
+                return hops
+            self._seed_type = hops.target_type
+            return self._unpadded_inputs(batch) or hops
+        if self.inputs not in (None, ('x', 'edge_index')):
+            return (f"a homogeneous batch's captured step reads x and edge_index only (inputs={self.inputs!r}): "
+                    'training eagerly')
         hops = sampled_hops(edge_index, x.size(0))
         if hops is None:
             return ("the batch carries no per-hop counts (not from pyg_accel's loaders, or a loader with a "
                     'transform=): training eagerly')
         return hops
 
+    def _input_names(self, batch) -> Tuple[str, ...]:
+        """The batch attributes the model is called with (default: ``x, edge_index``, or
+        in a ``HeteroData`` ``x_dict, edge_index_dict``)."""
+        if self.inputs is not None:
+            return self.inputs
+        return ('x_dict', 'edge_index_dict') if _is_hetero(batch) else ('x', 'edge_index')
+
+    def _batch_inputs(self, batch) -> tuple:
+        return tuple(getattr(batch, name) for name in self._input_names(batch))
+
+    def _unpadded_inputs(self, batch) -> str:
+        """Why a heterogeneous batch's inputs cannot be padded (``''`` if they can): every
+        one must be ``edge_index_dict`` or a node attribute's ``<key>_dict``."""
+        for name in self._input_names(batch):
+            key = name[:-len('_dict')] if name.endswith('_dict') else None
+            if name == 'edge_index_dict':
+                continue
+            if key is None or key == 'edge_index' or any(key in batch[et] for et in batch.edge_types) or \
+                    not any(key in batch[t] for t in batch.node_types):
+                return (f"the captured step pads node attributes (<key>_dict) and edge_index_dict, not input "
+                        f"{name!r}: training eagerly")
+        return ''
+
     def _targets(self, batch) -> Tensor:
-        """The seeds' targets: ``batch.<target>[:batch.batch_size]``."""
-        target = getattr(batch, self.target, None)
+        """The seeds' targets: ``batch.<target>[:batch.batch_size]`` (in a ``HeteroData``,
+        of the node type that has ``batch_size``)."""
+        store = batch
+        if _is_hetero(batch):
+            seeds = [t for t in batch.node_types if isinstance(batch[t].get('batch_size'), int)]
+            store = batch[seeds[0]] if len(seeds) == 1 else None
+            if store is None:
+                raise ValueError('TrainStep: the heterogeneous batch has no node type with batch_size (the number of '
+                                 'seeds): TrainStep trains node-level tasks on NeighborLoader batches')
+            self._seed_type = seeds[0]
+        target = getattr(store, self.target, None)
         if not isinstance(target, Tensor):
             raise ValueError(f"TrainStep: the batch has no '{self.target}' tensor (target={self.target!r})")
-        batch_size = getattr(batch, 'batch_size', None)
+        batch_size = getattr(store, 'batch_size', None)
         if not isinstance(batch_size, int):
             raise ValueError('TrainStep: the batch has no batch_size (the number of seeds, first among its nodes): '
                              'TrainStep trains node-level tasks on NeighborLoader batches')
         return target[:batch_size]
 
-    def _new_buffers(self, bucket: Bucket, batch) -> PaddedBatch:
+    def _new_buffers(self, bucket, batch, hops: Union[Hops, _HeteroHops]):
+        if isinstance(hops, _HeteroHops):
+            keys = {t: [] for t in hops.node_types}
+            for name in self._input_names(batch):
+                if name != 'edge_index_dict':
+                    for t in hops.node_types:
+                        if name[:-len('_dict')] in batch[t]:
+                            keys[t].append(name[:-len('_dict')])
+            if self.target not in keys[hops.target_type]:
+                keys[hops.target_type].append(self.target)
+            return PaddedHeteroBatch(bucket[1], hops.node_types, hops.edge_types, hops.links, batch, keys,
+                                     (hops.target_type, self.target), self._input_names(batch))
         y = self._targets(batch)
         return PaddedBatch(bucket, batch.x.size(1), batch.x.dtype, tuple(y.shape[1:]), y.dtype, batch.x.device)
 

@@ -1,0 +1,275 @@
+"""TrainStep on heterogeneous batches: each node and edge type padded hop by hop
+(pad_hop_rows, pad_hop_edges) gives the unpadded step's loss and gradients; the captured
+step trains as the eager loop."""
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_geometric.nn as pyg_nn
+import torch_geometric.transforms as T
+
+import pyg_accel.nn
+from pyg_accel.datasets import load_hetero_dataset
+from pyg_accel.loader import NeighborLoader
+from pyg_accel.ops import pad_hop_edges, pad_hop_rows
+from pyg_accel.training import TrainStep
+from pyg_accel.training.padding import (HOMOGENEOUS, PaddedHeteroBatch, bucket_of, covering_bucket, fits,
+                                        typed_bucket_of, typed_covering_bucket, typed_fits)
+from pyg_accel.training.step import _hetero_hops
+
+from conftest import DEVICES, requires_cuda
+
+
+@pytest.fixture(scope='module')
+def mag():
+    """A small ogbn-mag-shaped graph, reverse edge types added (7 edge types, 4 node
+    types, two of them without features)."""
+    dataset = load_hetero_dataset('synthetic-mag', scale=0.002, seed=0)
+    return T.ToUndirected()(dataset.data), dataset
+
+
+class HeteroSAGE(torch.nn.Module):
+    """Two rounds of HeteroConv over pyg_accel's SAGEConv; node types without features
+    read an embedding at their n_id (the ogbn-mag example's model)."""
+
+    def __init__(self, data, hidden=16, classes=32, dropout=0.0):
+        super().__init__()
+        self.dropout = dropout
+        self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(data[t].num_nodes, hidden)
+                                               for t in data.node_types if 'x' not in data[t]})
+        self.convs = torch.nn.ModuleList([
+            pyg_nn.HeteroConv({et: pyg_accel.nn.SAGEConv((-1, -1), hidden) for et in data.edge_types}, aggr='sum')
+            for _ in range(2)])
+        self.head = torch.nn.Linear(hidden, classes)
+
+    def forward(self, x_dict, edge_index_dict, n_id_dict):
+        x_dict = {**x_dict, **{t: emb.weight.index_select(0, n_id_dict[t]) for t, emb in self.embeddings.items()}}
+        for conv in self.convs:
+            x_dict = {t: F.dropout(x.relu(), p=self.dropout, training=self.training)
+                      for t, x in conv(x_dict, edge_index_dict).items()}
+        return self.head(x_dict['paper'])
+
+
+def loader_on(mag, device, batch_size=32, fanout=(4, 3), **kwargs):
+    data, dataset = mag
+    return NeighborLoader(data.to(device), list(fanout), input_nodes=('paper', dataset.split['train'].to(device)),
+                          batch_size=batch_size, shuffle=True, **kwargs)
+
+
+def model_on(mag, device, **kwargs):
+    torch.manual_seed(0)
+    model = HeteroSAGE(mag[0], **kwargs).to(device)
+    with torch.no_grad():  # (the lazy layers made before an optimizer sees them)
+        batch = next(iter(loader_on(mag, device)))
+        model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)
+    return model
+
+
+INPUTS = ('x_dict', 'edge_index_dict', 'n_id_dict')
+
+
+def reference_pad_edges(edge_index, edges, padded_edges, src_nodes, src_padded, dst_nodes, dst_padded):
+    """pad_hop_edges in plain PyTorch."""
+    def mapping(nodes, padded):
+        out = torch.empty(sum(nodes), dtype=torch.long)
+        for g, n in enumerate(nodes):
+            out[sum(nodes[:g]):sum(nodes[:g]) + n] = torch.arange(sum(padded[:g]), sum(padded[:g]) + n)
+        return out
+    src_map, dst_map = mapping(src_nodes, src_padded), mapping(dst_nodes, dst_padded)
+    columns = []
+    for k, e in enumerate(edges):
+        first = sum(edges[:k])
+        real = torch.stack([src_map[edge_index[0, first:first + e]], dst_map[edge_index[1, first:first + e]]])
+        q = torch.arange(padded_edges[k] - e)
+        src_slots, dst_slots = src_padded[k + 1] - src_nodes[k + 1], dst_padded[k] - dst_nodes[k]
+        pad = torch.stack([sum(src_padded[:k + 1]) + src_nodes[k + 1] + q % src_slots,
+                           sum(dst_padded[:k]) + dst_nodes[k] + q * dst_slots // max(len(q), 1)])
+        columns += [real, pad]
+    return torch.cat(columns, 1)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_pad_hop_edges_between_two_node_types(device):
+    """Sources remapped by the source type's groups, destinations by the destination
+    type's; padding edges from the source's padding nodes of hop k + 1 to the
+    destination's of hop k, in order."""
+    g = torch.Generator().manual_seed(0)
+    src_nodes, src_padded = [0, 5, 3], [2, 7, 6]  # (no seeds of the source type)
+    dst_nodes, dst_padded = [3, 4, 0], [4, 6, 1]
+    edges, padded_edges = [7, 5], [9, 8]
+    dst = torch.cat([torch.randint(0, 3, (7,), generator=g).sort().values,
+                     torch.randint(3, 7, (5,), generator=g).sort().values])
+    src = torch.randint(0, 8, (12,), generator=g)
+    edge_index = torch.stack([src, dst])
+    out = torch.full((2, 17), -1, dtype=torch.long, device=device)
+    pad_hop_edges(edge_index.to(device), edges, padded_edges, src_nodes, src_padded, dst_nodes, dst_padded, out)
+    want = reference_pad_edges(edge_index, edges, padded_edges, src_nodes, src_padded, dst_nodes, dst_padded)
+    assert torch.equal(out.cpu(), want)
+    assert bool((out[1, 1:] >= out[1, :-1]).all())  # (still sorted by destination)
+    with pytest.raises(IndexError):  # a source id past the source type's nodes
+        pad_hop_edges(torch.tensor([[8], [0]], device=device), [1, 0], [1, 0], src_nodes, src_padded,
+                      dst_nodes, dst_padded, torch.zeros(2, 1, dtype=torch.long, device=device))
+    with pytest.raises(ValueError, match='dst_nodes one more'):
+        pad_hop_edges(edge_index.to(device), edges, padded_edges, src_nodes, src_padded, dst_nodes[:2],
+                      dst_padded[:2], out)
+    with pytest.raises(ValueError, match='at least one padding node'):
+        pad_hop_edges(edge_index.to(device), edges, padded_edges, src_nodes, [2, 5, 6], dst_nodes, dst_padded, out)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('shape,dtype', [((), torch.long), ((3,), torch.float32), ((2, 5), torch.bfloat16)])
+def test_pad_hop_rows_of_any_trailing_shape(device, shape, dtype):
+    """Vectors (n_id, y), matrices and wider tensors: each group's rows at its padded
+    start; the padding rows keep what they held."""
+    nodes, padded = [2, 0, 3], [3, 2, 4]
+    x = (torch.arange(5 * max(1, torch.Size(shape).numel())).reshape((5,) + shape) + 1).to(dtype)
+    out = torch.zeros((9,) + shape, dtype=dtype, device=device)
+    pad_hop_rows(x.to(device), nodes, padded, out)
+    want = torch.zeros((9,) + shape, dtype=dtype)
+    want[0:2], want[5:8] = x[0:2], x[2:5]
+    assert torch.equal(out.cpu(), want)
+    with pytest.raises(ValueError, match='x_out has'):
+        pad_hop_rows(x.to(device), nodes, [3, 2, 5], out)
+
+
+def test_typed_buckets_of_one_type_are_the_homogeneous_ones():
+    nodes, edges = [64, 300, 900], [320, 1200]
+    typed = typed_bucket_of((tuple(nodes),), (tuple(edges),), HOMOGENEOUS)
+    assert (typed[0][0], typed[1][0]) == bucket_of(nodes, edges)
+    near = bucket_of([int(n * 1.05) for n in nodes], [int(e * 1.05) for e in edges])
+    assert fits(near, nodes, edges) == typed_fits(((near[0],), (near[1],)), (tuple(nodes),), (tuple(edges),),
+                                                  HOMOGENEOUS)
+    assert covering_bucket([near], nodes, edges) == near
+
+
+def test_typed_buckets_give_each_node_group_the_padding_nodes_of_its_edge_groups():
+    """Two node types, an edge type each way: a node group takes padding edges from the
+    edge groups that start and that end there; each padding node takes at most 64."""
+    links = ((0, 1), (1, 0))
+    nodes, edges = ((10, 40, 90), (0, 30, 80)), ((100, 3000), (50, 2000))
+    bucket = typed_bucket_of(nodes, edges, links, steps_per_octave=1)
+    assert typed_fits(bucket, nodes, edges, links)
+    padded_nodes, padded_edges = bucket
+    assert padded_edges == ((128, 4096), (64, 2048))
+    # type 0's group 2 starts edge type 0's hop-2 edges: 4096 - 3000 = 1096 padding edges, 18 padding nodes
+    assert padded_nodes[0][2] - 90 >= 18
+    fewer_slots = (padded_nodes[0][:2] + (90 + 17,), padded_nodes[1])
+    assert not typed_fits((fewer_slots, padded_edges), nodes, edges, links)
+    assert typed_covering_bucket([bucket], nodes, edges, links, steps_per_octave=1) == bucket
+    assert not typed_fits(bucket, nodes, ((100, 5000), (50, 2000)), links)  # (more edges than slots)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_padded_hetero_batch_gives_the_unpadded_loss_and_gradients(mag, device):
+    """Padding nodes and edges of every type feed only padding nodes; padding seeds are
+    masked out; a smaller batch into the same buffers gives its own loss."""
+    big, small = (next(iter(loader_on(mag, device, batch_size=b, pipeline=False))) for b in (48, 16))
+    hops, s_hops = _hetero_hops(big), _hetero_hops(small)
+    bucket = typed_bucket_of(tuple(tuple(map(max, a, b)) for a, b in zip(hops.nodes, s_hops.nodes)),
+                             tuple(tuple(map(max, a, b)) for a, b in zip(hops.edges, s_hops.edges)), hops.links, 4)
+    keys = {t: [k for k in ('x', 'n_id') if k in big[t]] for t in hops.node_types}
+    keys['paper'].append('y')
+    padded = PaddedHeteroBatch(bucket, hops.node_types, hops.edge_types, hops.links, big, keys, ('paper', 'y'),
+                               INPUTS)
+    model = model_on(mag, device)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), capture=False, inputs=INPUTS)
+    for batch, counts in ((big, hops), (small, s_hops)):
+        assert padded.fits(counts.nodes, counts.edges)
+        padded.load(batch, counts.nodes, counts.edges)
+        assert padded.data['paper'].x.size(0) > batch['paper'].num_nodes
+        size = batch['paper'].batch_size
+        expected = F.cross_entropy(model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)[:size],
+                                   batch['paper'].y[:size])
+        step._seed_type = 'paper'
+        loss = step._loss(padded.inputs, padded.y, padded)
+        torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+        params = [p for p in model.parameters()]
+        want = torch.autograd.grad(expected, params, allow_unused=True)
+        got = torch.autograd.grad(loss, params, allow_unused=True)
+        for g, h in zip(got, want):
+            if h is None:
+                assert g is None or not g.any()
+            else:
+                torch.testing.assert_close(g, h, atol=1e-5, rtol=1e-4)
+
+
+def train(loader, model, opt, step=None, epochs=2):
+    losses = []
+    for _ in range(epochs):
+        for batch in loader:
+            if step is not None:
+                losses.append(step(batch))
+                continue
+            opt.zero_grad()
+            size = batch['paper'].batch_size
+            out = model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)[:size]
+            loss = F.cross_entropy(out, batch['paper'].y[:size])
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def test_eager_hetero_step_is_the_plain_loop(mag):
+    """On the CPU a heterogeneous TrainStep is the plain loop: same losses, same parameters."""
+    loader = loader_on(mag, 'cpu')
+    a, b = model_on(mag, 'cpu'), model_on(mag, 'cpu')
+    opt_a, opt_b = torch.optim.Adam(a.parameters(), lr=0.01), torch.optim.Adam(b.parameters(), lr=0.01)
+    torch.manual_seed(1)
+    expected = train(loader, a, opt_a, epochs=1)
+    torch.manual_seed(1)
+    got = train(loader, b, opt_b, TrainStep(b, opt_b, inputs=INPUTS), epochs=1)
+    torch.testing.assert_close(got, expected)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q)
+
+
+def test_bad_hetero_inputs_are_clear(mag):
+    model = model_on(mag, 'cpu')
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match='inputs'):
+        TrainStep(model, opt, inputs='x_dict')
+    batch = next(iter(loader_on(mag, 'cpu')))
+    with pytest.raises(ValueError, match="'label'"):
+        TrainStep(model, opt, target='label', inputs=INPUTS)(batch)
+    del batch['paper'].batch_size
+    with pytest.raises(ValueError, match='batch_size'):
+        TrainStep(model, opt, inputs=INPUTS)(batch)
+
+
+@requires_cuda
+def test_captured_hetero_steps_train_as_the_eager_loop(mag):
+    """CUDA graphs over padded heterogeneous batches: the losses and parameters of the
+    plain loop (within float rounding), most steps replayed."""
+    loader = loader_on(mag, 'cuda')
+    a, b = model_on(mag, 'cuda'), model_on(mag, 'cuda')
+    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
+    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
+    torch.manual_seed(1)
+    expected = train(loader, a, opt_a, epochs=3)
+    torch.manual_seed(1)
+    step = TrainStep(b, opt_b, inputs=INPUTS, steps_per_octave=1)
+    got = train(loader, b, opt_b, step, epochs=3)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
+    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
+    assert 1 <= step.num_graphs <= 8
+
+
+class WithEdgeIds(HeteroSAGE):
+    def forward(self, x_dict, edge_index_dict, n_id_dict, e_id_dict):  # (e_id_dict: read, not used)
+        return super().forward(x_dict, edge_index_dict, n_id_dict)
+
+
+@requires_cuda
+def test_hetero_inputs_that_cannot_be_padded_train_eagerly(mag):
+    """An edge attribute among the inputs: eager, with a warning naming it."""
+    torch.manual_seed(0)
+    model = WithEdgeIds(mag[0]).cuda()
+    batch = next(iter(loader_on(mag, 'cuda')))
+    with torch.no_grad():
+        model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict, batch.e_id_dict)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), inputs=INPUTS + ('e_id_dict',))
+    with pytest.warns(UserWarning, match="'e_id_dict'"):
+        step(batch)
+    assert step.stats['eager'] == 1
