@@ -126,11 +126,12 @@ def accuracy_summary(history: List[dict], **facts) -> dict:
 
 
 def report_accuracy(history: List[dict], args, summary: dict, title: str, where: str = '') -> None:
-    """Saves the metrics JSON and curves (train / valid / test accuracy) to ``args.out``,
+    """Saves the metrics JSON and curves (train / valid / test accuracy, those the history
+    has) to ``args.out``,
     then prints the final line: the test accuracy at the best validation epoch and the
     median epoch time (``where``: e.g. ' on 2 processes')."""
-    save_results(history, args, Path(args.out), summary, {f'{k}_acc': k for k in ('train', 'valid', 'test')},
-                 'accuracy', title)
+    splits = {f'{k}_acc': k for k in ('train', 'valid', 'test') if all(f'{k}_acc' in h for h in history)}
+    save_results(history, args, Path(args.out), summary, splits, 'accuracy', title)
     print(final_line('test accuracy', summary['test_acc'], summary['best_epoch'], summary['valid_acc'],
                      summary['median_epoch_s'], where), flush=True)
 
