@@ -175,6 +175,17 @@ class TrainStep:
             (:func:`~pyg_accel.training.padding.covering_bucket`), rather than warming up
             and capturing another; a new shape gets a quarter step of headroom.
         max_graphs: captured shapes kept; batches of further shapes train eagerly.
+        inputs: the batch attributes the model is called with, in order (default
+            ``('x', 'edge_index')``; for a ``HeteroData`` ``('x_dict', 'edge_index_dict')``).
+
+    Heterogeneous batches (``HeteroData`` from pyg_accel's ``NeighborLoader``): the model
+    is called as ``model(*[batch.<name> for name in inputs])`` and gives the seeds' outputs
+    first, as a tensor or as a dict per node type; the seeds are the node type with
+    ``batch_size``, their targets its ``target`` attribute. Each node type's
+    ``<key>_dict`` inputs (``x_dict``, ``n_id_dict`` for embeddings, ...) and each edge
+    type's ``edge_index`` are padded hop by hop
+    (:class:`~pyg_accel.training.padding.PaddedHeteroBatch`); edge attributes among the
+    inputs train eagerly.
 
     Data-parallel training: pass the model itself (not wrapped in
     ``DistributedDataParallel``) with ``process_group`` (e.g. ``torch.distributed.group.WORLD``).
@@ -187,8 +198,8 @@ class TrainStep:
     through DDP: its gradient hooks cannot be captured.
 
     Eager, with a warning saying why, where a step cannot be captured: batches without
-    per-hop counts (not from pyg_accel's loaders, or a ``transform=``), heterogeneous
-    batches, a model in eval mode, a step with an op
+    per-hop counts (not from pyg_accel's loaders, or a ``transform=``), a
+    homogeneous batch with other ``inputs`` than ``x, edge_index``, a model in eval mode, a step with an op
     that syncs with the host (found by the warm-up, under CUDA's sync debug mode). GCN
     and GAT keep a graph's own self-loops with no effect rather than compacting them
     away, which would sync (``pyg_accel/nn/conv/_self_loops.py``). A change to the optimizer's hyperparameters
