@@ -67,6 +67,28 @@ def model_on(mag, device, **kwargs):
 INPUTS = ('x_dict', 'edge_index_dict', 'n_id_dict')
 
 
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = pyg_accel.nn.SAGEConv((-1, -1), 16)
+        self.conv2 = pyg_accel.nn.SAGEConv((-1, -1), 32)
+
+    def forward(self, x, edge_index):
+        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+
+@pytest.fixture(scope='module')
+def featured_mag(mag):
+    """``mag`` with features on every node type (PyG's ``to_hetero`` models read ``x``
+    of each)."""
+    data = mag[0].clone()
+    g = torch.Generator().manual_seed(0)
+    for t in data.node_types:
+        if 'x' not in data[t]:
+            data[t].x = torch.randn(data[t].num_nodes, 8, generator=g)
+    return data, mag[1]
+
+
 def reference_pad_edges(edge_index, edges, padded_edges, src_nodes, src_padded, dst_nodes, dst_padded):
     """pad_hop_edges in plain PyTorch."""
     def mapping(nodes, padded):
@@ -182,14 +204,79 @@ def test_padded_hetero_batch_gives_the_unpadded_loss_and_gradients(mag, device):
         step._seed_type = 'paper'
         loss = step._loss(padded.inputs, padded.y, padded)
         torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
-        params = [p for p in model.parameters()]
-        want = torch.autograd.grad(expected, params, allow_unused=True)
-        got = torch.autograd.grad(loss, params, allow_unused=True)
-        for g, h in zip(got, want):
-            if h is None:
-                assert g is None or not g.any()
-            else:
-                torch.testing.assert_close(g, h, atol=1e-5, rtol=1e-4)
+        assert_same_gradients(loss, expected, list(model.parameters()))
+
+
+def assert_same_gradients(loss, expected, params):
+    """The padded loss's gradients are the unpadded one's (a parameter the seeds' loss
+    does not reach, e.g. of an edge type into another node type: none or zeros)."""
+    got = torch.autograd.grad(loss, params, allow_unused=True, retain_graph=True)
+    want = torch.autograd.grad(expected, params, allow_unused=True, retain_graph=True)
+    assert any(h is not None for h in want)
+    for g, h in zip(got, want):
+        if h is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, h, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_padded_hetero_batch_of_a_to_hetero_model(featured_mag, device):
+    """A ``to_hetero`` model (dict outputs per node type) called with the default inputs
+    (``x_dict, edge_index_dict``): the padded loss and gradients are the unpadded ones."""
+    batch = next(iter(loader_on(featured_mag, device, batch_size=24, pipeline=False)))
+    torch.manual_seed(0)
+    model = pyg_nn.to_hetero(TwoLayers(), batch.metadata(), aggr='sum').to(device)
+    with torch.no_grad():
+        model(batch.x_dict, batch.edge_index_dict)
+    hops = _hetero_hops(batch)
+    bucket = typed_bucket_of(hops.nodes, hops.edges, hops.links, 4)
+    keys = {t: ['x'] for t in hops.node_types}
+    keys['paper'].append('y')
+    padded = PaddedHeteroBatch(bucket, hops.node_types, hops.edge_types, hops.links, batch, keys, ('paper', 'y'),
+                               ('x_dict', 'edge_index_dict'))
+    padded.load(batch, hops.nodes, hops.edges)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), capture=False)
+    step._seed_type = 'paper'
+    size = batch['paper'].batch_size
+    expected = F.cross_entropy(model(batch.x_dict, batch.edge_index_dict)['paper'][:size], batch['paper'].y[:size])
+    loss = step._loss(padded.inputs, padded.y, padded)
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    assert_same_gradients(loss, expected, list(model.parameters()))
+    # the default inputs, eagerly on the CPU (capture='auto'): the plain loop's loss
+    if device == 'cpu':
+        torch.testing.assert_close(TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.0))(batch), expected)
+
+
+@requires_cuda
+def test_captured_to_hetero_steps_replay(featured_mag):
+    """A ``to_hetero`` model's step on the GPU: captured and replayed, with the eager
+    loop's losses."""
+    loader = loader_on(featured_mag, 'cuda')
+    batch = next(iter(loader))
+    models = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = pyg_nn.to_hetero(TwoLayers(), batch.metadata(), aggr='sum').cuda()
+        with torch.no_grad():
+            model(batch.x_dict, batch.edge_index_dict)
+        models.append(model)
+    a, b = models
+    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
+    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
+    expected, got = [], []
+    step = TrainStep(b, opt_b, steps_per_octave=1)
+    for _ in range(2):
+        for batch in loader:
+            opt_a.zero_grad()
+            size = batch['paper'].batch_size
+            loss = F.cross_entropy(a(batch.x_dict, batch.edge_index_dict)['paper'][:size], batch['paper'].y[:size])
+            loss.backward()
+            opt_a.step()
+            expected.append(loss.detach())
+            got.append(step(batch))
+    torch.testing.assert_close(torch.stack(got), torch.stack(expected), atol=1e-4, rtol=1e-3)
+    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
 
 
 def train(loader, model, opt, step=None, epochs=2):

@@ -246,6 +246,7 @@ class TrainStep:
         _count_registrations()
         self._warned = set()
         self._seed_type: Optional[str] = None  # a heterogeneous batch's seed node type (a dict output's key)
+        self._paddable: Dict[tuple, str] = {}  # (inputs, node types, edge types) -> why not paddable ('' if it is)
         self.stats = {'replayed': 0, 'captured': 0, 'eager': 0}
 
     # -- the step -------------------------------------------------------------------
@@ -511,7 +512,10 @@ class TrainStep:
             if isinstance(hops, str):
                 return hops
             self._seed_type = hops.target_type
-            return self._unpadded_inputs(batch) or hops
+            schema = (self._input_names(batch), hops.node_types, hops.edge_types)
+            if schema not in self._paddable:  # (a loader's batches share one schema: checked once)
+                self._paddable[schema] = self._unpadded_inputs(batch)
+            return self._paddable[schema] or hops
         if self.inputs not in (None, ('x', 'edge_index')):
             return (f"a homogeneous batch's captured step reads x and edge_index only (inputs={self.inputs!r}): "
                     'training eagerly')
