@@ -83,7 +83,14 @@ def test_padded_batch_gives_the_unpadded_loss_and_gradients(device, name):
                                atol=1e-5, rtol=1e-5)
 
 
-def train(loader, model, opt, step=None, epochs=2):
+def seed_loss(model, batch):
+    """The plain loop's loss: cross-entropy of the seeds' outputs."""
+    return F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+
+
+def train(loader, model, opt, step=None, epochs=2, loss_of=seed_loss):
+    """Each batch's loss over ``epochs``: the plain loop (``loss_of(model, batch)``), or
+    ``step(batch)`` when a TrainStep is given."""
     losses = []
     for _ in range(epochs):
         for batch in loader:
@@ -91,7 +98,7 @@ def train(loader, model, opt, step=None, epochs=2):
                 losses.append(step(batch))
                 continue
             opt.zero_grad()
-            loss = F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+            loss = loss_of(model, batch)
             loss.backward()
             opt.step()
             losses.append(loss.detach())

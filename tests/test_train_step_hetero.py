@@ -17,6 +17,7 @@ from pyg_accel.training.padding import (HOMOGENEOUS, PaddedHeteroBatch, bucket_o
 from pyg_accel.training.step import _hetero_hops
 
 from conftest import DEVICES, requires_cuda
+from test_train_step import train
 
 
 @pytest.fixture(scope='module')
@@ -264,36 +265,24 @@ def test_captured_to_hetero_steps_replay(featured_mag):
     a, b = models
     opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
     opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
-    expected, got = [], []
+    torch.manual_seed(1)
+    expected = train(loader, a, opt_a, loss_of=paper_loss(('x_dict', 'edge_index_dict')))
+    torch.manual_seed(1)
     step = TrainStep(b, opt_b, steps_per_octave=1)
-    for _ in range(2):
-        for batch in loader:
-            opt_a.zero_grad()
-            size = batch['paper'].batch_size
-            loss = F.cross_entropy(a(batch.x_dict, batch.edge_index_dict)['paper'][:size], batch['paper'].y[:size])
-            loss.backward()
-            opt_a.step()
-            expected.append(loss.detach())
-            got.append(step(batch))
-    torch.testing.assert_close(torch.stack(got), torch.stack(expected), atol=1e-4, rtol=1e-3)
+    got = train(loader, b, opt_b, step)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
     assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
 
 
-def train(loader, model, opt, step=None, epochs=2):
-    losses = []
-    for _ in range(epochs):
-        for batch in loader:
-            if step is not None:
-                losses.append(step(batch))
-                continue
-            opt.zero_grad()
-            size = batch['paper'].batch_size
-            out = model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)[:size]
-            loss = F.cross_entropy(out, batch['paper'].y[:size])
-            loss.backward()
-            opt.step()
-            losses.append(loss.detach())
-    return torch.stack(losses)
+def paper_loss(inputs=INPUTS):
+    """The plain loop's loss for a model called with the batch's ``inputs``:
+    cross-entropy of the seed papers' outputs (of a dict output's papers)."""
+    def loss_of(model, batch):
+        size = batch['paper'].batch_size
+        out = model(*(getattr(batch, name) for name in inputs))
+        out = out['paper'] if isinstance(out, dict) else out
+        return F.cross_entropy(out[:size], batch['paper'].y[:size])
+    return loss_of
 
 
 def test_eager_hetero_step_is_the_plain_loop(mag):
@@ -302,7 +291,7 @@ def test_eager_hetero_step_is_the_plain_loop(mag):
     a, b = model_on(mag, 'cpu'), model_on(mag, 'cpu')
     opt_a, opt_b = torch.optim.Adam(a.parameters(), lr=0.01), torch.optim.Adam(b.parameters(), lr=0.01)
     torch.manual_seed(1)
-    expected = train(loader, a, opt_a, epochs=1)
+    expected = train(loader, a, opt_a, epochs=1, loss_of=paper_loss())
     torch.manual_seed(1)
     got = train(loader, b, opt_b, TrainStep(b, opt_b, inputs=INPUTS), epochs=1)
     torch.testing.assert_close(got, expected)
@@ -332,7 +321,7 @@ def test_captured_hetero_steps_train_as_the_eager_loop(mag):
     opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
     opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
     torch.manual_seed(1)
-    expected = train(loader, a, opt_a, epochs=3)
+    expected = train(loader, a, opt_a, epochs=3, loss_of=paper_loss())
     torch.manual_seed(1)
     step = TrainStep(b, opt_b, inputs=INPUTS, steps_per_octave=1)
     got = train(loader, b, opt_b, step, epochs=3)
