@@ -1,6 +1,8 @@
 """Link prediction with pyg_accel: LinkNeighborLoader (PyG's loader, our sampler, binary
 negative sampling) over our stores, a GraphSAGE encoder from pyg_accel's layers and a
-dot-product decoder; ROC-AUC on held-out edges.
+dot-product decoder; ROC-AUC on held-out edges. Each training step is a
+`pyg_accel.training.TrainStep` (on a GPU a CUDA graph over padded batches; --eager, or
+--layers-from pyg: the plain loop).
 
     python examples/link_prediction.py                                  # embedded default graph
     python examples/link_prediction.py --dataset synthetic-products --scale 0.1 --epochs 5
@@ -35,6 +37,7 @@ import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
 from pyg_accel.datasets import load_dataset
 from pyg_accel.loader import LinkNeighborLoader, StageTimer
+from pyg_accel.training import TrainStep
 from results import add_dataset_arguments, final_line, format_stages, prepare, progress, save_results, stage_columns
 
 LAYERS = {'pyg_accel': accel_models, 'pyg': pyg_models}
@@ -52,8 +55,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--epochs', type=int, default=10)
     p.add_argument('--device', default='auto')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--eager', action='store_true',
+                   help='the plain training loop (default: pyg_accel.training.TrainStep, a CUDA graph on a GPU)')
     p.add_argument('--out', default='runs/link_prediction')
     return p.parse_args(argv)
+
+
+def training_step(model, opt, args):
+    """``step(batch) -> loss``: forward, the label edges' dot products, binary
+    cross-entropy, backward and optimizer step. A :class:`pyg_accel.training.TrainStep`
+    (whose default decoder and loss these are) unless ``--eager`` or PyG's layers."""
+    if args.layers_from == 'pyg_accel' and not args.eager:
+        return TrainStep(model, opt)
+
+    def step(batch):
+        opt.zero_grad()
+        z = model(batch.x, batch.edge_index)
+        src, dst = batch.edge_label_index
+        loss = F.binary_cross_entropy_with_logits((z[src] * z[dst]).sum(-1), batch.edge_label.float())
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
 
 
 def split_edges(edge_index: torch.Tensor, num_nodes: int, seed: int) -> Dict[str, torch.Tensor]:
@@ -111,6 +134,7 @@ def main(argv=None) -> dict:
     timer.instrument(loader)  # sampling and gathering; compute below
     model = LAYERS[args.layers_from].GraphSAGE(dataset.num_features, args.hidden, args.layers).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, fused=device.type == 'cuda')  # one kernel per step
+    step = training_step(model, opt, args)
     x_all, ei_all = train_data.x.to(device), train_data.edge_index.to(device)
     history: List[dict] = []
     bar = progress(range(1, args.epochs + 1), desc='link prediction', unit='epoch')
@@ -120,13 +144,7 @@ def main(argv=None) -> dict:
         total = torch.zeros((), device=device)
         for batch in loader:
             with timer.stage('compute'):
-                opt.zero_grad()
-                z = model(batch.x, batch.edge_index)
-                src, dst = batch.edge_label_index
-                loss = F.binary_cross_entropy_with_logits((z[src] * z[dst]).sum(-1), batch.edge_label.float())
-                loss.backward()
-                opt.step()
-                total += loss.detach()
+                total += step(batch)
         stages = timer.summary()  # (synchronises)
         seconds = time.perf_counter() - start
         row = {'epoch': epoch, 'loss': float(total) / len(loader), 'seconds': seconds, **stage_columns(stages),

@@ -14,7 +14,7 @@ copies a batch in:
   :data:`PADDING_FAN` of them: no long row for a row-parallel kernel to wait on); they
   stay sorted by destination and feed only padding nodes, whose rows no real node reads
   (padding is inert);
-* padding seeds are masked out of the loss by :attr:`PaddedBatch.num_seeds`.
+* padding seeds (or label edges) are masked out of the loss by :attr:`PaddedBatch.num_targets`.
 
 Shapes: ``x`` ``[sum(padded nodes), F]``, ``edge_index`` ``[2, sum(padded edges)]``,
 ``y`` ``[padded seeds, ...]``.
@@ -185,43 +185,52 @@ class PaddedBatch:
     Args:
         bucket: padded nodes per hop (``[H + 1]``) and edges per hop (``[H]``).
         num_features: width ``F`` of ``x``; ``x_dtype`` its dtype.
-        y_shape / y_dtype: trailing shape and dtype of the seeds' targets.
+        y_shape / y_dtype: trailing shape and dtype of the targets.
         device: where the buffers live.
+        label_slots: for link prediction (a ``LinkNeighborLoader``'s binary labels), the
+            padded number of label edges: :attr:`edge_label_index` ``[2, label_slots]``
+            and one target per label edge in :attr:`y`; ``None`` (node tasks): one target
+            per seed slot.
     """
 
     def __init__(self, bucket: Bucket, num_features: int, x_dtype: torch.dtype, y_shape: Tuple[int, ...],
-                 y_dtype: torch.dtype, device: torch.device):
+                 y_dtype: torch.dtype, device: torch.device, label_slots: Optional[int] = None):
         self.bucket = bucket
         nodes, edges = bucket
         self.x = torch.zeros(sum(nodes), num_features, dtype=x_dtype, device=device)
         self.edge_index = torch.zeros(2, sum(edges), dtype=torch.long, device=device)
-        self.y = torch.zeros((nodes[0], ) + tuple(y_shape), dtype=y_dtype, device=device)
-        self.num_seeds = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
+        self.edge_label_index = None if label_slots is None else \
+            torch.zeros(2, label_slots, dtype=torch.long, device=device)
+        targets = nodes[0] if label_slots is None else label_slots
+        self.y = torch.zeros((targets, ) + tuple(y_shape), dtype=y_dtype, device=device)
+        self.num_targets = torch.zeros((), dtype=torch.long, device=device)  # real targets: the loss mask
 
     @property
     def inputs(self) -> Tuple[Tensor, Tensor]:
         """The model's arguments: ``(x, edge_index)``."""
         return self.x, self.edge_index
 
-    @property
-    def num_padded_seeds(self) -> int:
-        """Seed slots, real and padding (the rows of the model's output)."""
-        return self.bucket[0][0]
-
-    def seed_mask(self) -> Tensor:
-        """``[padded seeds]`` bool, true for real seeds (computed on the GPU: capturable)."""
-        return torch.arange(self.num_padded_seeds, device=self.y.device) < self.num_seeds
+    def target_mask(self) -> Tensor:
+        """``[target slots]`` bool, true for real targets (seeds, or label edges; computed
+        on the GPU: capturable)."""
+        return torch.arange(self.y.size(0), device=self.y.device) < self.num_targets
 
     def load(self, x: Tensor, edge_index: Tensor, y: Tensor, nodes_per_hop: Sequence[int],
-             edges_per_hop: Sequence[int]) -> None:
+             edges_per_hop: Sequence[int], edge_label_index: Optional[Tensor] = None) -> None:
         """Copies a batch in (``x`` ``[N, F]``, ``edge_index`` ``[2, E]`` sorted by
-        destination within each hop, ``y`` the seeds' targets ``[nodes_per_hop[0], ...]``);
-        its counts must fit the bucket. Three kernels and a fill, no host sync (for a
-        batch a pyg_accel loader marked in range)."""
+        destination within each hop, ``y`` the targets: ``[nodes_per_hop[0], ...]`` of the
+        seeds, or ``[L, ...]`` of the label edges ``edge_label_index`` ``[2, L]``, whose
+        ends are seeds); its counts must fit the bucket. Padding label edges join the
+        first padding seed to itself. A few kernels and fills, no host sync (for a batch
+        a pyg_accel loader marked in range)."""
         nodes, edges = self.bucket
         pad_hops(x, edge_index, nodes_per_hop, edges_per_hop, nodes, edges, self.x, self.edge_index)
-        self.y[:nodes_per_hop[0]].copy_(y[:nodes_per_hop[0]])
-        self.num_seeds.fill_(nodes_per_hop[0])
+        num_targets = nodes_per_hop[0] if edge_label_index is None else edge_label_index.size(1)
+        if edge_label_index is not None:  # (seeds keep their ids: the first group does not shift)
+            self.edge_label_index[:, :num_targets].copy_(edge_label_index)
+            self.edge_label_index[:, num_targets:].fill_(nodes_per_hop[0])
+        self.y[:num_targets].copy_(y[:num_targets])
+        self.num_targets.fill_(num_targets)
         # marks for the layers: ids in range, sorted by destination, the padded per-hop counts
         trust_edge_index(self.edge_index, self.x.size(0), self.x.size(0), dst_sorted=True)
         record_hops(self.edge_index, self.x.size(0), nodes, edges)
@@ -267,7 +276,7 @@ class PaddedHeteroBatch:
         for et, counts in zip(self.edge_types, bucket[1]):
             self.data[et].edge_index = torch.zeros(2, sum(counts), dtype=torch.long,
                                                    device=batch[et].edge_index.device)
-        self.num_seeds = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
+        self.num_targets = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
         self.inputs = tuple(getattr(self.data, name) for name in inputs)  # (dicts of the static buffers)
 
     @property
@@ -280,9 +289,11 @@ class PaddedHeteroBatch:
         """``[padded seeds, ...]`` the seeds' targets (a view of the static buffer)."""
         return self.data[self.target[0]][self.target[1]][:self.num_padded_seeds]
 
-    def seed_mask(self) -> Tensor:
+    edge_label_index = None  # (node tasks only)
+
+    def target_mask(self) -> Tensor:
         """``[padded seeds]`` bool, true for real seeds (computed on the GPU: capturable)."""
-        return torch.arange(self.num_padded_seeds, device=self.num_seeds.device) < self.num_seeds
+        return torch.arange(self.num_padded_seeds, device=self.num_targets.device) < self.num_targets
 
     def load(self, batch, nodes: TypedCounts, edges: TypedCounts) -> None:
         """Copies ``batch`` in: each padded node attribute group by group, each edge type's
@@ -298,7 +309,7 @@ class PaddedHeteroBatch:
             pad_hop_edges(batch[et].edge_index, real, padded, nodes[src], padded_nodes[src], nodes[dst],
                           padded_nodes[dst], out)
             trust_edge_index(out, sum(padded_nodes[src]), sum(padded_nodes[dst]), dst_sorted=True)
-        self.num_seeds.fill_(nodes[self.node_types.index(self.target[0])][0])
+        self.num_targets.fill_(nodes[self.node_types.index(self.target[0])][0])
 
     def fits(self, nodes: TypedCounts, edges: TypedCounts) -> bool:
         """Whether a batch with these counts fits the buffers (:func:`typed_fits`)."""

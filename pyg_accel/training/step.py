@@ -24,17 +24,35 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..nn.conv._self_loops import sync_free
-from ..ops.hops import Hops, sampled_hops
-from .padding import (Bucket, Links, PaddedBatch, PaddedHeteroBatch, TypedCounts, bucket_of, bucket_with_headroom,
-                      covering_bucket, typed_bucket_of, typed_bucket_with_headroom, typed_covering_bucket)
+from ..ops.hops import sampled_hops
+from .padding import (Links, PaddedBatch, PaddedHeteroBatch, TypedCounts, bucket_of, bucket_with_headroom,
+                      covering_bucket, round_up, typed_bucket_of, typed_bucket_with_headroom, typed_covering_bucket)
 
 __all__ = ['TrainStep']
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
+# A batch's padded shape: a padding.Bucket (node tasks), a Bucket and the label-edge
+# slots (link prediction), or the node and edge types and their typed bucket (heterogeneous).
+Shape = tuple
 
 
 def _cross_entropy(out: Tensor, target: Tensor) -> Tensor:
     return F.cross_entropy(out, target, reduction='none')
+
+
+def _binary_cross_entropy(out: Tensor, target: Tensor) -> Tensor:
+    return F.binary_cross_entropy_with_logits(out, target.to(out.dtype), reduction='none')
+
+
+def _dot_product(z: Tensor, edge_label_index: Tensor) -> Tensor:
+    """A label edge's score: the dot product of its ends' embeddings (``[L]``)."""
+    return (z[edge_label_index[0]] * z[edge_label_index[1]]).sum(-1)
+
+
+def _is_link(batch) -> bool:
+    """Whether ``batch`` is a homogeneous link-prediction batch (a ``LinkNeighborLoader``'s:
+    ``edge_label_index`` and no ``batch_size``)."""
+    return isinstance(getattr(batch, 'edge_label_index', None), Tensor) and getattr(batch, 'batch_size', None) is None
 
 
 def _cross_node_norms(model: torch.nn.Module) -> Optional[str]:
@@ -94,6 +112,11 @@ def _is_hetero(batch) -> bool:
     return isinstance(batch, HeteroData)
 
 
+def _label_index(batch) -> Optional[Tensor]:
+    """A link-prediction batch's ``edge_label_index`` (``None`` for node tasks)."""
+    return batch.edge_label_index if not _is_hetero(batch) and _is_link(batch) else None
+
+
 def _group_size(group) -> int:
     import torch.distributed as dist
     return dist.get_world_size(group)
@@ -107,6 +130,14 @@ def _release_rng_from_capture(device: torch.device) -> None:
                                               torch.cuda.current_device()]
     if hasattr(generator, 'graphsafe_set_state'):
         generator.graphsafe_set_state(generator.clone_state())
+
+
+class _Hops(NamedTuple):
+    """A homogeneous batch's per-hop counts, and its number of label edges (link
+    prediction; ``None`` for node tasks)."""
+    nodes: List[int]
+    edges: List[int]
+    labels: Optional[int]
 
 
 class _HeteroHops(NamedTuple):
@@ -164,8 +195,11 @@ class TrainStep:
         optimizer: over ``model``'s parameters. Adam / AdamW (and others with a
             ``capturable`` option) are switched to ``capturable=True``.
         loss_fn: ``loss_fn(out, target) -> [batch_size]`` per-seed losses (default:
-            cross-entropy, ``reduction='none'``); the step averages them over real seeds.
-        target: the batch attribute holding the targets (the seeds' rows are used).
+            cross-entropy, ``reduction='none'``; link prediction: per-label-edge losses,
+            default binary cross-entropy on logits); the step averages them over the
+            real targets.
+        target: the batch attribute holding the targets (default ``'y'``, of which the
+            seeds' rows are used; link prediction ``'edge_label'``).
         capture: ``'auto'`` (default): CUDA graphs on a GPU, eager elsewhere; ``False``:
             always eager (the same step, for comparison and debugging).
         amp_dtype: run the forward and loss under ``torch.autocast`` in this dtype.
@@ -177,6 +211,15 @@ class TrainStep:
         max_graphs: captured shapes kept; batches of further shapes train eagerly.
         inputs: the batch attributes the model is called with, in order (default
             ``('x', 'edge_index')``; for a ``HeteroData`` ``('x_dict', 'edge_index_dict')``).
+        decoder: link prediction: ``decoder(out, edge_label_index) -> [L]`` scores of the
+            label edges from the model's output (default: the dot product of the two ends'
+            rows, PyG's usual decoder).
+
+    Link prediction (a ``LinkNeighborLoader``'s batches with ``neg_sampling='binary'`` or
+    none: ``edge_label_index``, ``edge_label``, no ``batch_size``): the loss is over
+    ``decoder(model(x, edge_index), edge_label_index)``. The label edges are padded too
+    (to a grid size; padding pairs join a padding seed to itself and are masked out), so a
+    batch of another label count (the epoch's last) takes a shape of its own.
 
     Heterogeneous batches (``HeteroData`` from pyg_accel's ``NeighborLoader``): the model
     is called as ``model(*[batch.<name> for name in inputs])`` and gives the seeds' outputs
@@ -211,9 +254,9 @@ class TrainStep:
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Optional[LossFn] = None,
-                 target: str = 'y', capture='auto', amp_dtype: Optional[torch.dtype] = None,
+                 target: Optional[str] = None, capture='auto', amp_dtype: Optional[torch.dtype] = None,
                  steps_per_octave: int = 16, max_graphs: int = 16, process_group=None,
-                 inputs: Optional[Sequence[str]] = None):
+                 inputs: Optional[Sequence[str]] = None, decoder: Optional[Callable[[Tensor, Tensor], Tensor]] = None):
         if capture not in ('auto', True, False):
             raise ValueError(f"TrainStep: capture must be 'auto', True or False, got {capture!r}")
         if inputs is not None and (isinstance(inputs, str) or not all(isinstance(n, str) for n in inputs)
@@ -232,13 +275,13 @@ class TrainStep:
         if self._group is not None:
             _broadcast_parameters(model, process_group)
         self._cross_node = _cross_node_norms(model)
-        self.loss_fn = loss_fn or _cross_entropy
+        self.loss_fn, self.decoder = loss_fn, decoder or _dot_product
         self.target, self.capture, self.amp_dtype = target, capture, amp_dtype
         self.steps_per_octave, self.max_graphs = steps_per_octave, max_graphs
-        self._buffers: Dict[Bucket, PaddedBatch] = {}
-        self._warmed: Set[Bucket] = set()  # shapes whose eager warm-up step has run
-        self._graphs: Dict[Bucket, _Captured] = {}  # shape -> its captured step
-        self._serves: Dict[Bucket, Bucket] = {}  # a batch's own bucket -> the larger held shape serving it
+        self._buffers: Dict[Shape, PaddedBatch] = {}
+        self._warmed: Set[Shape] = set()  # shapes whose eager warm-up step has run
+        self._graphs: Dict[Shape, _Captured] = {}  # shape -> its captured step
+        self._serves: Dict[Shape, Shape] = {}  # a batch's own bucket -> the larger held shape serving it
         self._uncapturable: Optional[str] = None  # why the step cannot be captured, once found
         self._state_key = None
         self._modules: List[torch.nn.Module] = []  # model.modules() as of _modules_at registrations
@@ -254,22 +297,22 @@ class TrainStep:
         hops = self._hops(batch)
         if isinstance(hops, str) or self._uncapturable is not None:
             self._warn(hops if isinstance(hops, str) else '')
-            return self._eager_step(self._batch_inputs(batch), self._targets(batch), None)
+            return self._eager_step(self._batch_inputs(batch), self._targets(batch), None, _label_index(batch))
         return self._padded_step(batch, hops)
 
-    def _padded_step(self, batch, hops: Union[Hops, _HeteroHops]) -> Tensor:
+    def _padded_step(self, batch, hops: Union[_Hops, _HeteroHops]) -> Tensor:
         bucket = self._shape_for(hops)
         self._check_state()
         padded = self._buffers.get(bucket)
         if padded is None:
             if len(self._buffers) >= self.max_graphs:  # (buffers and graphs are kept per shape: memory)
                 self._warn(f'more than max_graphs={self.max_graphs} batch shapes: further shapes train eagerly')
-                return self._eager_step(self._batch_inputs(batch), self._targets(batch), None)
+                return self._eager_step(self._batch_inputs(batch), self._targets(batch), None, _label_index(batch))
             padded = self._buffers[bucket] = self._new_buffers(bucket, batch, hops)
         if isinstance(hops, _HeteroHops):
             padded.load(batch, hops.nodes, hops.edges)
         else:
-            padded.load(batch.x, batch.edge_index, self._targets(batch), *hops)
+            padded.load(batch.x, batch.edge_index, self._targets(batch), hops.nodes, hops.edges, _label_index(batch))
         captured = self._graphs.get(bucket)
         if captured is not None:
             self.stats['replayed'] += 1
@@ -279,19 +322,21 @@ class TrainStep:
         if self._uncapturable is None:  # a shape's first batch: the warm-up
             self._warmed.add(bucket)
             return self._warm_up(padded)
-        return self._eager_step(padded.inputs, padded.y, padded)
+        return self._eager_step(padded.inputs, padded.y, padded, padded.edge_label_index)
 
-    def _shape_for(self, hops: Union[Hops, _HeteroHops]):
+    def _shape_for(self, hops: Union[_Hops, _HeteroHops]):
         """The padded shape a batch with these counts trains on: its own bucket if held,
         else a held shape at most slightly larger (remembered for the batch's bucket when
         it holds every count of that bucket), else a new shape with headroom. A
-        heterogeneous batch's shape is its types and their typed bucket."""
+        heterogeneous batch's shape is its types and their typed bucket; a link batch's
+        adds its padded number of label edges (batches of another count take another)."""
         spo = self.steps_per_octave
         if isinstance(hops, _HeteroHops):
             types = (hops.node_types, hops.edge_types)
             own = (types, typed_bucket_of(hops.nodes, hops.edges, hops.links, spo))
         else:
-            own = bucket_of(*hops, spo)
+            labels = () if hops.labels is None else (round_up(hops.labels, spo, minimum=1),)
+            own = bucket_of(hops.nodes, hops.edges, spo) + labels
         if own in self._buffers:
             return own
         served = self._serves.get(own)
@@ -305,43 +350,49 @@ class TrainStep:
             held = (types, held_typed)
             counts = [sum(b[1][0] + b[1][1], ()) for b in (held, own)]
         else:
-            held = covering_bucket([b for b in self._buffers if isinstance(b[0][0], int)], *hops, spo)
+            same_task = [b[:2] for b in self._buffers if isinstance(b[0][0], int) and b[2:] == labels]
+            held = covering_bucket(same_task, hops.nodes, hops.edges, spo)
             if held is None:
-                return bucket_with_headroom(*hops, spo)
+                return bucket_with_headroom(hops.nodes, hops.edges, spo) + labels
+            held = held + labels
             counts = [held[0] + held[1], own[0] + own[1]]
         if all(p >= q for p, q in zip(*counts)):  # (every batch of `own` fits `held`)
             self._serves[own] = held
         return held
 
-    def _loss(self, inputs: tuple, y: Tensor, padded) -> Tensor:
+    def _loss(self, inputs: tuple, y: Tensor, padded, label_index: Optional[Tensor] = None) -> Tensor:
+        """The mean loss over the real targets: of the seeds' outputs, or of the label
+        edges' scores (``decoder(out, label_index)``) in link prediction."""
         # padded (capturable) steps handle self-loops without a host sync (nn/conv/_self_loops.py)
         amp = torch.autocast(y.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
         with sync_free() if padded is not None else contextlib.nullcontext(), amp:
             out = self.model(*inputs)
             if isinstance(out, dict):  # (a heterogeneous model's outputs per node type)
                 out = out[self._seed_type]
-            out = out[:y.size(0)]
-            losses = self.loss_fn(out, y)
+            out = out[:y.size(0)] if label_index is None else self.decoder(out, label_index)
+            loss_fn = self.loss_fn or (_cross_entropy if label_index is None else _binary_cross_entropy)
+            losses = loss_fn(out, y)
         if losses.dim() != 1 or losses.size(0) != y.size(0):
             raise ValueError(f'TrainStep: loss_fn must return one loss per seed ([{y.size(0)}]), got '
                              f'{tuple(losses.shape)}')
         if padded is None:
             return losses.float().mean()
-        losses = torch.where(padded.seed_mask(), losses.float(), 0.0)  # (where, not *: a NaN stays out)
-        return losses.sum() / padded.num_seeds.clamp(min=1)
+        losses = torch.where(padded.target_mask(), losses.float(), 0.0)  # (where, not *: a NaN stays out)
+        return losses.sum() / padded.num_targets.clamp(min=1)
 
-    def _eager_step(self, inputs: tuple, y: Tensor, padded) -> Tensor:
+    def _eager_step(self, inputs: tuple, y: Tensor, padded, label_index: Optional[Tensor] = None) -> Tensor:
         self.stats['eager'] += 1
         self.optimizer.zero_grad(set_to_none=True)
-        loss, flat = self._forward_backward(inputs, y, padded)
+        loss, flat = self._forward_backward(inputs, y, padded, label_index)
         self._all_reduce(flat)
         self._update(flat)
         return loss.detach()
 
-    def _forward_backward(self, inputs: tuple, y: Tensor, padded) -> Tuple[Tensor, Optional[Tensor]]:
+    def _forward_backward(self, inputs: tuple, y: Tensor, padded,
+                          label_index: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
         """The loss and its gradients; with a process group also the gradients flattened
         into one buffer and divided by the world size (``None`` otherwise), for the all-reduce."""
-        loss = self._loss(inputs, y, padded)
+        loss = self._loss(inputs, y, padded, label_index)
         loss.backward()
         if self._group is None:
             return loss, None
@@ -391,14 +442,14 @@ class TrainStep:
                 warnings.filterwarnings('ignore', message='Synchronization debug mode')
                 torch.cuda.set_sync_debug_mode('error')
             with torch.cuda.stream(side):
-                loss = self._eager_step(padded.inputs, padded.y, padded)
+                loss = self._eager_step(padded.inputs, padded.y, padded, padded.edge_label_index)
         except RuntimeError as error:
             if 'synchroniz' not in str(error):
                 raise
             self._give_up_capture(f'an op synchronises with the host ({str(error).splitlines()[0]})')
             torch.cuda.set_sync_debug_mode(mode)
             current.wait_stream(side)
-            return self._eager_step(padded.inputs, padded.y, padded)
+            return self._eager_step(padded.inputs, padded.y, padded, padded.edge_label_index)
         finally:
             torch.cuda.set_sync_debug_mode(mode)
         current.wait_stream(side)
@@ -411,7 +462,7 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
         self._warn(f'the step could not be captured as a CUDA graph: {reason}; training eagerly')
 
-    def _capture(self, bucket: Bucket, padded: PaddedBatch) -> Tensor:
+    def _capture(self, bucket: Shape, padded: PaddedBatch) -> Tensor:
         """Captures the step on ``padded`` (recording only), then replays it once to run
         it. A data-parallel step is two graphs, the gradients and then their application,
         with the all-reduce between them run eagerly (no collective inside a capture)."""
@@ -423,7 +474,7 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
         try:
             with torch.cuda.graph(step):
-                loss, flat = self._forward_backward(padded.inputs, padded.y, padded)
+                loss, flat = self._forward_backward(padded.inputs, padded.y, padded, padded.edge_label_index)
                 if update is None:
                     self._update(None)
             if update is not None:
@@ -437,7 +488,7 @@ class TrainStep:
             _release_rng_from_capture(padded.y.device)
             self._give_up_capture(reason)
             torch.cuda.synchronize()
-            return self._eager_step(padded.inputs, padded.y, padded)
+            return self._eager_step(padded.inputs, padded.y, padded, padded.edge_label_index)
         captured = self._graphs[bucket] = _Captured(step, loss.detach(), flat, update)
         self.stats['captured'] += 1
         return self._replay(captured)
@@ -483,7 +534,7 @@ class TrainStep:
                        '(a tensor lr changes without recapturing)')
 
     # -- batches ----------------------------------------------------------------------
-    def _hops(self, batch) -> Union[str, Hops, _HeteroHops]:
+    def _hops(self, batch) -> Union[str, _Hops, _HeteroHops]:
         """``batch``'s per-hop counts, or why it trains eagerly (``''``: by choice, nothing
         to say)."""
         if self.capture is False:
@@ -523,7 +574,7 @@ class TrainStep:
         if hops is None:
             return ("the batch carries no per-hop counts (not from pyg_accel's loaders, or a loader with a "
                     'transform=): training eagerly')
-        return hops
+        return _Hops(*hops, batch.edge_label_index.size(1) if _is_link(batch) else None)
 
     def _input_names(self, batch) -> Tuple[str, ...]:
         """The batch attributes the model is called with (default: ``x, edge_index``, or
@@ -549,8 +600,9 @@ class TrainStep:
         return ''
 
     def _targets(self, batch) -> Tensor:
-        """The seeds' targets: ``batch.<target>[:batch.batch_size]`` (in a ``HeteroData``,
-        of the node type that has ``batch_size``)."""
+        """The targets: the seeds' ``batch.<target>[:batch.batch_size]`` (default ``y``; in a
+        ``HeteroData``, of the node type that has ``batch_size``), or in link prediction
+        every label edge's ``batch.<target>`` (default ``edge_label``)."""
         store = batch
         if _is_hetero(batch):
             seeds = [t for t in batch.node_types if isinstance(batch[t].get('batch_size'), int)]
@@ -559,14 +611,25 @@ class TrainStep:
                 raise ValueError('TrainStep: the heterogeneous batch has no node type with batch_size (the number of '
                                  'seeds): TrainStep trains node-level tasks on NeighborLoader batches')
             self._seed_type = seeds[0]
-        target = getattr(store, self.target, None)
+        link = not _is_hetero(batch) and _is_link(batch)
+        name = self._target_name(link)
+        target = getattr(store, name, None)
         if not isinstance(target, Tensor):
-            raise ValueError(f"TrainStep: the batch has no '{self.target}' tensor (target={self.target!r})")
+            raise ValueError(f"TrainStep: the batch has no '{name}' tensor (target={self.target!r})")
+        if link:
+            if target.size(0) != batch.edge_label_index.size(1):
+                raise ValueError(f"TrainStep: '{name}' has {target.size(0)} entries for "
+                                 f'{batch.edge_label_index.size(1)} label edges (edge_label_index)')
+            return target
         batch_size = getattr(store, 'batch_size', None)
         if not isinstance(batch_size, int):
-            raise ValueError('TrainStep: the batch has no batch_size (the number of seeds, first among its nodes): '
-                             'TrainStep trains node-level tasks on NeighborLoader batches')
+            raise ValueError('TrainStep: the batch has no batch_size (the number of seeds, first among its nodes) '
+                             "nor edge_label_index: TrainStep trains node-level tasks on NeighborLoader batches and "
+                             "link prediction on LinkNeighborLoader batches with neg_sampling='binary' (or none)")
         return target[:batch_size]
+
+    def _target_name(self, link: bool) -> str:
+        return self.target or ('edge_label' if link else 'y')
 
     def _new_buffers(self, bucket, batch, hops: Union[Hops, _HeteroHops]):
         if isinstance(hops, _HeteroHops):
@@ -576,12 +639,14 @@ class TrainStep:
                     for t in hops.node_types:
                         if name[:-len('_dict')] in batch[t]:
                             keys[t].append(name[:-len('_dict')])
-            if self.target not in keys[hops.target_type]:
-                keys[hops.target_type].append(self.target)
+            target = self._target_name(False)
+            if target not in keys[hops.target_type]:
+                keys[hops.target_type].append(target)
             return PaddedHeteroBatch(bucket[1], hops.node_types, hops.edge_types, hops.links, batch, keys,
-                                     (hops.target_type, self.target), self._input_names(batch))
+                                     (hops.target_type, target), self._input_names(batch))
         y = self._targets(batch)
-        return PaddedBatch(bucket, batch.x.size(1), batch.x.dtype, tuple(y.shape[1:]), y.dtype, batch.x.device)
+        return PaddedBatch(bucket[:2], batch.x.size(1), batch.x.dtype, tuple(y.shape[1:]), y.dtype, batch.x.device,
+                           label_slots=bucket[2] if len(bucket) == 3 else None)
 
     def _warn(self, reason: str) -> None:
         if reason and reason not in self._warned:
@@ -602,6 +667,6 @@ class TrainStep:
         """Captured graphs held (one per batch shape seen twice)."""
         return len(self._graphs)
 
-    def buckets(self) -> List[Bucket]:
+    def buckets(self) -> List[Shape]:
         """The padded shapes seen so far."""
         return list(self._buffers)
