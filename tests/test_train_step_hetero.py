@@ -332,20 +332,63 @@ def test_captured_hetero_steps_train_as_the_eager_loop(mag):
     assert 1 <= step.num_graphs <= 8
 
 
-class WithEdgeIds(HeteroSAGE):
-    def forward(self, x_dict, edge_index_dict, n_id_dict, e_id_dict):  # (e_id_dict: read, not used)
+class WithSeedIds(HeteroSAGE):
+    def forward(self, x_dict, edge_index_dict, n_id_dict, input_id_dict):  # (input_id_dict: read, not used)
         return super().forward(x_dict, edge_index_dict, n_id_dict)
 
 
 @requires_cuda
 def test_hetero_inputs_that_cannot_be_padded_train_eagerly(mag):
-    """An edge attribute among the inputs: eager, with a warning naming it."""
+    """An input that is neither a node nor an edge attribute (input_id: one per seed):
+    eager, with a warning naming it."""
     torch.manual_seed(0)
-    model = WithEdgeIds(mag[0]).cuda()
+    model = WithSeedIds(mag[0]).cuda()
     batch = next(iter(loader_on(mag, 'cuda')))
     with torch.no_grad():
-        model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict, batch.e_id_dict)
-    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), inputs=INPUTS + ('e_id_dict',))
-    with pytest.warns(UserWarning, match="'e_id_dict'"):
+        model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict, batch.input_id_dict)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), inputs=INPUTS + ('input_id_dict',))
+    with pytest.warns(UserWarning, match="'input_id_dict'"):
         step(batch)
     assert step.stats['eager'] == 1
+
+
+class WeightedHetero(torch.nn.Module):
+    """Two rounds of HeteroConv over PyG's GraphConv, which reads an edge weight per
+    edge type (the second hop's weights reach the seeds through the first round)."""
+
+    def __init__(self, data, hidden=16, classes=32):
+        super().__init__()
+        self.convs = torch.nn.ModuleList([
+            pyg_nn.HeteroConv({et: pyg_nn.GraphConv((-1, -1), hidden) for et in data.edge_types}, aggr='sum')
+            for _ in range(2)])
+        self.head = torch.nn.Linear(hidden, classes)
+
+    def forward(self, x_dict, edge_index_dict, edge_weight_dict):
+        for conv in self.convs:
+            x_dict = {t: x.relu() for t, x in conv(x_dict, edge_index_dict, edge_weight_dict=edge_weight_dict).items()}
+        return self.head(x_dict['paper'])
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_padded_hetero_edge_attributes_stay_with_their_edges(featured_mag, device):
+    """Each edge type's edge weights padded hop by hop with its edges: the unpadded loss
+    and gradients."""
+    data, dataset = featured_mag
+    data = data.clone()
+    for et in data.edge_types:
+        data[et].edge_weight = torch.rand(data[et].num_edges, generator=torch.Generator().manual_seed(1))
+    batch = next(iter(loader_on((data, dataset), device, batch_size=24, pipeline=False)))
+    torch.manual_seed(0)
+    model = WeightedHetero(batch).to(device)
+    inputs = ('x_dict', 'edge_index_dict', 'edge_weight_dict')
+    with torch.no_grad():
+        model(*(getattr(batch, name) for name in inputs))
+    hops = _hetero_hops(batch)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), capture=False, inputs=inputs)
+    padded = step._new_buffers((None, typed_bucket_of(hops.nodes, hops.edges, hops.links, 4)), batch, hops)
+    assert all(padded.data[et].edge_weight.size(0) == padded.data[et].edge_index.size(1) for et in hops.edge_types)
+    padded.load(batch, hops.nodes, hops.edges)
+    step._seed_type = 'paper'
+    expected, loss = paper_loss(inputs)(model, batch), step._loss(padded.inputs, padded.y, padded)
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    assert_same_gradients(loss, expected, list(model.parameters()))

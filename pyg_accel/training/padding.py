@@ -22,7 +22,7 @@ Shapes: ``x`` ``[sum(padded nodes), F]``, ``edge_index`` ``[2, sum(padded edges)
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -179,6 +179,31 @@ def covering_bucket(buckets: Iterable[Bucket], nodes_per_hop: Sequence[int], edg
                                           steps_per_octave, slack_steps))
 
 
+def pad_hop_edge_rows(values: Tensor, edges_per_hop: Sequence[int], padded_edges: Sequence[int], out: Tensor,
+                      name: str = 'values') -> None:
+    """Copies hop-ordered per-edge rows (``edge_weight`` ``[E]``, ``edge_attr`` ``[E, D]``)
+    into a padded buffer (``[sum(padded_edges), ...]``): hop ``k``'s rows to its padded
+    start, as :func:`~pyg_accel.ops.pad_hop_edges` puts its edges. The padding edges'
+    rows are zeros (inert: a zero weight adds nothing to a degree, whatever the layer
+    makes of it reaches padding nodes only). A copy and a fill per hop, no host sync."""
+    if values.size(0) != sum(edges_per_hop) or values.shape[1:] != out.shape[1:]:
+        raise ValueError(f'TrainStep: {name} has shape {tuple(values.shape)}, the batch has {sum(edges_per_hop)} edges '
+                         f'(rows of shape {tuple(out.shape[1:])} expected)')
+    real = padded = 0
+    for count, slots in zip(edges_per_hop, padded_edges):
+        if count:
+            out[padded:padded + count].copy_(values[real:real + count])
+        if slots > count:
+            out[padded + count:padded + slots].zero_()
+        real, padded = real + count, padded + slots
+
+
+def _buffers_like(templates: Dict[str, Tensor], rows: int, device) -> Dict[str, Tensor]:
+    """A zero buffer of ``rows`` rows per template (its trailing shape and dtype)."""
+    return {name: torch.zeros((rows,) + tuple(t.shape[1:]), dtype=t.dtype, device=device)
+            for name, t in templates.items()}
+
+
 class PaddedBatch:
     """Static input buffers of one bucket (allocated once; a captured graph reads them).
 
@@ -191,10 +216,17 @@ class PaddedBatch:
             padded number of label edges: :attr:`edge_label_index` ``[2, label_slots]``
             and one target per label edge in :attr:`y`; ``None`` (node tasks): one target
             per seed slot.
+        node_attrs / edge_attrs: further per-node (``n_id``, ...) and per-edge
+            (``edge_weight``, ``edge_attr``, ...) tensors the model reads, by name: a
+            batch's, for their trailing shapes and dtypes.
+        inputs: the names :attr:`inputs` holds, in order (``x``, ``edge_index`` or any of
+            the attributes above).
     """
 
     def __init__(self, bucket: Bucket, num_features: int, x_dtype: torch.dtype, y_shape: Tuple[int, ...],
-                 y_dtype: torch.dtype, device: torch.device, label_slots: Optional[int] = None):
+                 y_dtype: torch.dtype, device: torch.device, label_slots: Optional[int] = None,
+                 node_attrs: Optional[Dict[str, Tensor]] = None, edge_attrs: Optional[Dict[str, Tensor]] = None,
+                 inputs: Sequence[str] = ('x', 'edge_index')):
         self.bucket = bucket
         nodes, edges = bucket
         self.x = torch.zeros(sum(nodes), num_features, dtype=x_dtype, device=device)
@@ -204,11 +236,10 @@ class PaddedBatch:
         targets = nodes[0] if label_slots is None else label_slots
         self.y = torch.zeros((targets, ) + tuple(y_shape), dtype=y_dtype, device=device)
         self.num_targets = torch.zeros((), dtype=torch.long, device=device)  # real targets: the loss mask
-
-    @property
-    def inputs(self) -> Tuple[Tensor, Tensor]:
-        """The model's arguments: ``(x, edge_index)``."""
-        return self.x, self.edge_index
+        self.node_attrs = _buffers_like(node_attrs or {}, sum(nodes), device)
+        self.edge_attrs = _buffers_like(edge_attrs or {}, sum(edges), device)
+        named = {'x': self.x, 'edge_index': self.edge_index, **self.node_attrs, **self.edge_attrs}
+        self.inputs = tuple(named[name] for name in inputs)  # the model's arguments (static buffers)
 
     def target_mask(self) -> Tensor:
         """``[target slots]`` bool, true for real targets (seeds, or label edges; computed
@@ -216,15 +247,21 @@ class PaddedBatch:
         return torch.arange(self.y.size(0), device=self.y.device) < self.num_targets
 
     def load(self, x: Tensor, edge_index: Tensor, y: Tensor, nodes_per_hop: Sequence[int],
-             edges_per_hop: Sequence[int], edge_label_index: Optional[Tensor] = None) -> None:
+             edges_per_hop: Sequence[int], edge_label_index: Optional[Tensor] = None,
+             attrs: Optional[Dict[str, Tensor]] = None) -> None:
         """Copies a batch in (``x`` ``[N, F]``, ``edge_index`` ``[2, E]`` sorted by
         destination within each hop, ``y`` the targets: ``[nodes_per_hop[0], ...]`` of the
         seeds, or ``[L, ...]`` of the label edges ``edge_label_index`` ``[2, L]``, whose
-        ends are seeds); its counts must fit the bucket. Padding label edges join the
-        first padding seed to itself. A few kernels and fills, no host sync (for a batch
-        a pyg_accel loader marked in range)."""
+        ends are seeds; ``attrs`` the batch's tensors of :attr:`node_attrs` and
+        :attr:`edge_attrs`, by name); its counts must fit the bucket. Padding label edges
+        join the first padding seed to itself. A few kernels and fills, no host sync (for
+        a batch a pyg_accel loader marked in range)."""
         nodes, edges = self.bucket
         pad_hops(x, edge_index, nodes_per_hop, edges_per_hop, nodes, edges, self.x, self.edge_index)
+        for name, buffer in self.node_attrs.items():
+            pad_hop_rows(attrs[name], nodes_per_hop, nodes, buffer)
+        for name, buffer in self.edge_attrs.items():
+            pad_hop_edge_rows(attrs[name], edges_per_hop, edges, buffer, name)
         num_targets = nodes_per_hop[0] if edge_label_index is None else edge_label_index.size(1)
         if edge_label_index is not None:  # (seeds keep their ids: the first group does not shift)
             self.edge_label_index[:, :num_targets].copy_(edge_label_index)
@@ -253,16 +290,20 @@ class PaddedHeteroBatch:
         batch: a batch of this kind (``HeteroData``): the attributes' trailing shapes and dtypes.
         node_keys: per node type, the node-level attributes padded (rows of a node type's
             groups, like ``x``; padding rows hold zeros, which index any embedding).
+        edge_keys: per edge type, the edge-level attributes padded besides ``edge_index``
+            (``edge_attr``, ...).
         target: ``(node type, attribute)`` of the seeds' targets, among ``node_keys``.
         inputs: names of :attr:`data`'s attributes the model is called with
             (``'x_dict'``, ``'edge_index_dict'``, ...): :attr:`inputs` holds them.
     """
 
     def __init__(self, bucket: TypedBucket, node_types: Sequence[str], edge_types: Sequence[Tuple[str, str, str]],
-                 links: Links, batch, node_keys: dict, target: Tuple[str, str], inputs: Sequence[str] = ()):
+                 links: Links, batch, node_keys: dict, target: Tuple[str, str], inputs: Sequence[str] = (),
+                 edge_keys: Optional[dict] = None):
         from torch_geometric.data import HeteroData
         self.bucket, self.node_types, self.edge_types, self.links = bucket, tuple(node_types), tuple(edge_types), links
         self.node_keys, self.target = {t: tuple(keys) for t, keys in node_keys.items()}, target
+        self.edge_keys = {et: tuple(keys) for et, keys in (edge_keys or {}).items()}
         self.data = HeteroData()
         device = None
         for t, counts in zip(self.node_types, bucket[0]):
@@ -276,6 +317,10 @@ class PaddedHeteroBatch:
         for et, counts in zip(self.edge_types, bucket[1]):
             self.data[et].edge_index = torch.zeros(2, sum(counts), dtype=torch.long,
                                                    device=batch[et].edge_index.device)
+            for key in self.edge_keys.get(et, ()):
+                value = batch[et][key]
+                self.data[et][key] = torch.zeros((sum(counts),) + tuple(value.shape[1:]), dtype=value.dtype,
+                                                 device=value.device)
         self.num_targets = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
         self.inputs = tuple(getattr(self.data, name) for name in inputs)  # (dicts of the static buffers)
 
@@ -309,6 +354,8 @@ class PaddedHeteroBatch:
             pad_hop_edges(batch[et].edge_index, real, padded, nodes[src], padded_nodes[src], nodes[dst],
                           padded_nodes[dst], out)
             trust_edge_index(out, sum(padded_nodes[src]), sum(padded_nodes[dst]), dst_sorted=True)
+            for key in self.edge_keys.get(et, ()):
+                pad_hop_edge_rows(batch[et][key], real, padded, self.data[et][key], f'{et}.{key}')
         self.num_targets.fill_(nodes[self.node_types.index(self.target[0])][0])
 
     def fits(self, nodes: TypedCounts, edges: TypedCounts) -> bool:

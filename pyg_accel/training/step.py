@@ -112,6 +112,27 @@ def _is_hetero(batch) -> bool:
     return isinstance(batch, HeteroData)
 
 
+def _input_kinds(batch, names: Sequence[str]) -> Union[str, Dict[str, str]]:
+    """``{key: 'node' | 'edge'}`` for the inputs besides ``x`` and ``edge_index`` (in a
+    ``HeteroData``, ``<key>_dict``s besides ``edge_index_dict``), by PyG's own
+    ``is_node_attr`` / ``is_edge_attr``; or why one cannot be padded."""
+    hetero = _is_hetero(batch)
+    kinds = {}
+    for name in names:
+        if name in (('edge_index_dict',) if hetero else ('x', 'edge_index')):
+            continue
+        key = name[:-len('_dict')] if hetero and name.endswith('_dict') else (None if hetero else name)
+        stores = [] if key is None else [s for s in (batch.stores if hetero else [batch]) if key in s]
+        is_tensor = bool(stores) and all(isinstance(s[key], Tensor) for s in stores)
+        node = is_tensor and all(s.is_node_attr(key) for s in stores)
+        edge = is_tensor and all(s.is_edge_attr(key) for s in stores)
+        if node == edge:  # (neither, both, or absent)
+            form = '<key>_dict names of node or edge attributes' if hetero else 'node or edge attributes'
+            return f'the captured step pads {form} and edge_index, not input {name!r}: training eagerly'
+        kinds[key] = 'node' if node else 'edge'
+    return kinds
+
+
 def _label_index(batch) -> Optional[Tensor]:
     """A link-prediction batch's ``edge_label_index`` (``None`` for node tasks)."""
     return batch.edge_label_index if not _is_hetero(batch) and _is_link(batch) else None
@@ -211,6 +232,10 @@ class TrainStep:
         max_graphs: captured shapes kept; batches of further shapes train eagerly.
         inputs: the batch attributes the model is called with, in order (default
             ``('x', 'edge_index')``; for a ``HeteroData`` ``('x_dict', 'edge_index_dict')``).
+            Any node attribute (``n_id``, ...) or edge attribute (``edge_weight``,
+            ``edge_attr``, ...) as PyG tells them apart (``is_node_attr`` /
+            ``is_edge_attr``) is padded with the batch; in a ``HeteroData`` their
+            ``<key>_dict``.
         decoder: link prediction: ``decoder(out, edge_label_index) -> [L]`` scores of the
             label edges from the model's output (default: the dot product of the two ends'
             rows, PyG's usual decoder).
@@ -226,9 +251,8 @@ class TrainStep:
     first, as a tensor or as a dict per node type; the seeds are the node type with
     ``batch_size``, their targets its ``target`` attribute. Each node type's
     ``<key>_dict`` inputs (``x_dict``, ``n_id_dict`` for embeddings, ...) and each edge
-    type's ``edge_index`` are padded hop by hop
-    (:class:`~pyg_accel.training.padding.PaddedHeteroBatch`); edge attributes among the
-    inputs train eagerly.
+    type's ``edge_index`` and edge attributes are padded hop by hop
+    (:class:`~pyg_accel.training.padding.PaddedHeteroBatch`).
 
     Data-parallel training: pass the model itself (not wrapped in
     ``DistributedDataParallel``) with ``process_group`` (e.g. ``torch.distributed.group.WORLD``).
@@ -242,7 +266,7 @@ class TrainStep:
 
     Eager, with a warning saying why, where a step cannot be captured: batches without
     per-hop counts (not from pyg_accel's loaders, or a ``transform=``), a
-    homogeneous batch with other ``inputs`` than ``x, edge_index``, a model in eval mode, a step with an op
+    input that is neither a node nor an edge attribute, a model in eval mode, a step with an op
     that syncs with the host (found by the warm-up, under CUDA's sync debug mode). GCN
     and GAT keep a graph's own self-loops with no effect rather than compacting them
     away, which would sync (``pyg_accel/nn/conv/_self_loops.py``). A change to the optimizer's hyperparameters
@@ -289,7 +313,7 @@ class TrainStep:
         _count_registrations()
         self._warned = set()
         self._seed_type: Optional[str] = None  # a heterogeneous batch's seed node type (a dict output's key)
-        self._paddable: Dict[tuple, str] = {}  # (inputs, node types, edge types) -> why not paddable ('' if it is)
+        self._paddable: Dict[tuple, Union[str, Dict[str, str]]] = {}  # batch schema -> _input_kinds
         self.stats = {'replayed': 0, 'captured': 0, 'eager': 0}
 
     # -- the step -------------------------------------------------------------------
@@ -312,7 +336,9 @@ class TrainStep:
         if isinstance(hops, _HeteroHops):
             padded.load(batch, hops.nodes, hops.edges)
         else:
-            padded.load(batch.x, batch.edge_index, self._targets(batch), hops.nodes, hops.edges, _label_index(batch))
+            attrs = {name: batch[name] for name in padded.node_attrs.keys() | padded.edge_attrs.keys()}
+            padded.load(batch.x, batch.edge_index, self._targets(batch), hops.nodes, hops.edges, _label_index(batch),
+                        attrs)
         captured = self._graphs.get(bucket)
         if captured is not None:
             self.stats['replayed'] += 1
@@ -563,13 +589,11 @@ class TrainStep:
             if isinstance(hops, str):
                 return hops
             self._seed_type = hops.target_type
-            schema = (self._input_names(batch), hops.node_types, hops.edge_types)
-            if schema not in self._paddable:  # (a loader's batches share one schema: checked once)
-                self._paddable[schema] = self._unpadded_inputs(batch)
-            return self._paddable[schema] or hops
-        if self.inputs not in (None, ('x', 'edge_index')):
-            return (f"a homogeneous batch's captured step reads x and edge_index only (inputs={self.inputs!r}): "
-                    'training eagerly')
+            unpadded = self._input_kinds(batch, (hops.node_types, hops.edge_types))
+            return unpadded if isinstance(unpadded, str) else hops
+        unpadded = self._input_kinds(batch, ())
+        if isinstance(unpadded, str):
+            return unpadded
         hops = sampled_hops(edge_index, x.size(0))
         if hops is None:
             return ("the batch carries no per-hop counts (not from pyg_accel's loaders, or a loader with a "
@@ -586,18 +610,16 @@ class TrainStep:
     def _batch_inputs(self, batch) -> tuple:
         return tuple(getattr(batch, name) for name in self._input_names(batch))
 
-    def _unpadded_inputs(self, batch) -> str:
-        """Why a heterogeneous batch's inputs cannot be padded (``''`` if they can): every
-        one must be ``edge_index_dict`` or a node attribute's ``<key>_dict``."""
-        for name in self._input_names(batch):
-            key = name[:-len('_dict')] if name.endswith('_dict') else None
-            if name == 'edge_index_dict':
-                continue
-            if key is None or key == 'edge_index' or any(key in batch[et] for et in batch.edge_types) or \
-                    not any(key in batch[t] for t in batch.node_types):
-                return (f"the captured step pads node attributes (<key>_dict) and edge_index_dict, not input "
-                        f"{name!r}: training eagerly")
-        return ''
+    def _input_kinds(self, batch, types: tuple) -> Union[str, Dict[str, str]]:
+        """Whether each input besides ``x`` / ``edge_index`` (``edge_index_dict``) is a
+        node-level or an edge-level attribute (a name's ``<key>_dict`` in a
+        ``HeteroData``): ``{key: 'node' | 'edge'}``, or why an input cannot be padded.
+        A loader's batches share one schema, so it is worked out once per schema."""
+        schema = (self._input_names(batch),) + types
+        kinds = self._paddable.get(schema)
+        if kinds is None:
+            kinds = self._paddable[schema] = _input_kinds(batch, self._input_names(batch))
+        return kinds
 
     def _targets(self, batch) -> Tensor:
         """The targets: the seeds' ``batch.<target>[:batch.batch_size]`` (default ``y``; in a
@@ -631,22 +653,25 @@ class TrainStep:
     def _target_name(self, link: bool) -> str:
         return self.target or ('edge_label' if link else 'y')
 
-    def _new_buffers(self, bucket, batch, hops: Union[Hops, _HeteroHops]):
+    def _new_buffers(self, bucket, batch, hops: Union[_Hops, _HeteroHops]):
         if isinstance(hops, _HeteroHops):
-            keys = {t: [] for t in hops.node_types}
-            for name in self._input_names(batch):
-                if name != 'edge_index_dict':
-                    for t in hops.node_types:
-                        if name[:-len('_dict')] in batch[t]:
-                            keys[t].append(name[:-len('_dict')])
+            kinds = self._input_kinds(batch, (hops.node_types, hops.edge_types))
+            node_keys = {t: [k for k, kind in kinds.items() if kind == 'node' and k in batch[t]]
+                         for t in hops.node_types}
+            edge_keys = {et: [k for k, kind in kinds.items() if kind == 'edge' and k in batch[et]]
+                         for et in hops.edge_types}
             target = self._target_name(False)
-            if target not in keys[hops.target_type]:
-                keys[hops.target_type].append(target)
-            return PaddedHeteroBatch(bucket[1], hops.node_types, hops.edge_types, hops.links, batch, keys,
-                                     (hops.target_type, target), self._input_names(batch))
+            if target not in node_keys[hops.target_type]:
+                node_keys[hops.target_type].append(target)
+            return PaddedHeteroBatch(bucket[1], hops.node_types, hops.edge_types, hops.links, batch, node_keys,
+                                     (hops.target_type, target), self._input_names(batch), edge_keys)
         y = self._targets(batch)
+        kinds = self._input_kinds(batch, ())
         return PaddedBatch(bucket[:2], batch.x.size(1), batch.x.dtype, tuple(y.shape[1:]), y.dtype, batch.x.device,
-                           label_slots=bucket[2] if len(bucket) == 3 else None)
+                           label_slots=bucket[2] if len(bucket) == 3 else None,
+                           node_attrs={k: batch[k] for k, kind in kinds.items() if kind == 'node'},
+                           edge_attrs={k: batch[k] for k, kind in kinds.items() if kind == 'edge'},
+                           inputs=self._input_names(batch))
 
     def _warn(self, reason: str) -> None:
         if reason and reason not in self._warned:
