@@ -105,6 +105,28 @@ def train(loader, model, opt, step=None, epochs=2, loss_of=seed_loss):
     return torch.stack(losses)
 
 
+def step_trains_as_the_plain_loop(loader, a, b, loss_of=seed_loss, epochs=2, **step_kwargs) -> TrainStep:
+    """Trains ``a`` with the plain loop and its copy ``b`` with ``TrainStep(b, ...,
+    **step_kwargs)`` over the same batches, both with Adam, and checks that they give
+    the same losses and parameters: exactly on the CPU, within float rounding on a GPU,
+    where most steps must be replays of captured graphs. Returns the step."""
+    on_gpu = next(a.parameters()).is_cuda
+    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=on_gpu)
+    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=on_gpu)
+    torch.manual_seed(1)
+    expected = train(loader, a, opt_a, epochs=epochs, loss_of=loss_of)
+    torch.manual_seed(1)
+    step = TrainStep(b, opt_b, **step_kwargs)
+    got = train(loader, b, opt_b, step, epochs=epochs)
+    tolerance = dict(atol=1e-4, rtol=1e-3) if on_gpu else {}
+    torch.testing.assert_close(got, expected, **tolerance)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, **tolerance)
+    if on_gpu:
+        assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
+    return step
+
+
 def same_models(device, name='GraphSAGE', **kwargs):
     torch.manual_seed(0)
     a = getattr(accel_models, name)(16, 32, 3, 4, **kwargs).to(device)
@@ -115,16 +137,7 @@ def same_models(device, name='GraphSAGE', **kwargs):
 
 def test_eager_step_is_the_plain_loop():
     """On the CPU TrainStep is the plain loop: same losses, same parameters."""
-    loader = loader_on('cpu')
-    a, b = same_models('cpu')
-    opt_a, opt_b = torch.optim.Adam(a.parameters(), lr=0.01), torch.optim.Adam(b.parameters(), lr=0.01)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a)
-    torch.manual_seed(1)
-    got = train(loader, b, opt_b, TrainStep(b, opt_b))
-    torch.testing.assert_close(got, expected)
-    for p, q in zip(a.parameters(), b.parameters()):
-        torch.testing.assert_close(p, q)
+    step_trains_as_the_plain_loop(loader_on('cpu'), *same_models('cpu'))
 
 
 def test_bad_arguments_are_clear():
@@ -147,19 +160,8 @@ def test_bad_arguments_are_clear():
 def test_captured_steps_train_as_the_eager_loop(name):
     """CUDA graphs replayed over padded batches: the losses and parameters of the plain
     loop (within float rounding), most steps replayed, few graphs."""
-    loader = loader_on('cuda')
-    a, b = same_models('cuda', name)
-    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
-    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, epochs=3)
-    torch.manual_seed(1)
-    step = TrainStep(b, opt_b, steps_per_octave=1)  # (a coarse grid: this small graph's batch shapes vary widely)
-    got = train(loader, b, opt_b, step, epochs=3)
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
-    for p, q in zip(a.parameters(), b.parameters()):
-        torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
-    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager']
+    # (a coarse grid: this small graph's batch shapes vary widely)
+    step = step_trains_as_the_plain_loop(loader_on('cuda'), *same_models('cuda', name), epochs=3, steps_per_octave=1)
     assert 1 <= step.num_graphs <= 4
 
 

@@ -17,7 +17,7 @@ from pyg_accel.training.padding import (HOMOGENEOUS, PaddedHeteroBatch, bucket_o
 from pyg_accel.training.step import _hetero_hops
 
 from conftest import DEVICES, requires_cuda
-from test_train_step import train
+from test_train_step import step_trains_as_the_plain_loop
 
 
 @pytest.fixture(scope='module')
@@ -262,16 +262,8 @@ def test_captured_to_hetero_steps_replay(featured_mag):
         with torch.no_grad():
             model(batch.x_dict, batch.edge_index_dict)
         models.append(model)
-    a, b = models
-    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
-    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, loss_of=paper_loss(('x_dict', 'edge_index_dict')))
-    torch.manual_seed(1)
-    step = TrainStep(b, opt_b, steps_per_octave=1)
-    got = train(loader, b, opt_b, step)
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
-    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
+    step_trains_as_the_plain_loop(loader, *models, loss_of=paper_loss(('x_dict', 'edge_index_dict')),
+                                  steps_per_octave=1)
 
 
 def paper_loss(inputs=INPUTS):
@@ -287,16 +279,8 @@ def paper_loss(inputs=INPUTS):
 
 def test_eager_hetero_step_is_the_plain_loop(mag):
     """On the CPU a heterogeneous TrainStep is the plain loop: same losses, same parameters."""
-    loader = loader_on(mag, 'cpu')
-    a, b = model_on(mag, 'cpu'), model_on(mag, 'cpu')
-    opt_a, opt_b = torch.optim.Adam(a.parameters(), lr=0.01), torch.optim.Adam(b.parameters(), lr=0.01)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, epochs=1, loss_of=paper_loss())
-    torch.manual_seed(1)
-    got = train(loader, b, opt_b, TrainStep(b, opt_b, inputs=INPUTS), epochs=1)
-    torch.testing.assert_close(got, expected)
-    for p, q in zip(a.parameters(), b.parameters()):
-        torch.testing.assert_close(p, q)
+    step_trains_as_the_plain_loop(loader_on(mag, 'cpu'), model_on(mag, 'cpu'), model_on(mag, 'cpu'),
+                                  loss_of=paper_loss(), epochs=1, inputs=INPUTS)
 
 
 def test_bad_hetero_inputs_are_clear(mag):
@@ -316,19 +300,8 @@ def test_bad_hetero_inputs_are_clear(mag):
 def test_captured_hetero_steps_train_as_the_eager_loop(mag):
     """CUDA graphs over padded heterogeneous batches: the losses and parameters of the
     plain loop (within float rounding), most steps replayed."""
-    loader = loader_on(mag, 'cuda')
-    a, b = model_on(mag, 'cuda'), model_on(mag, 'cuda')
-    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
-    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, epochs=3, loss_of=paper_loss())
-    torch.manual_seed(1)
-    step = TrainStep(b, opt_b, inputs=INPUTS, steps_per_octave=1)
-    got = train(loader, b, opt_b, step, epochs=3)
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
-    for p, q in zip(a.parameters(), b.parameters()):
-        torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
-    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
+    step = step_trains_as_the_plain_loop(loader_on(mag, 'cuda'), model_on(mag, 'cuda'), model_on(mag, 'cuda'),
+                                         loss_of=paper_loss(), epochs=3, inputs=INPUTS, steps_per_octave=1)
     assert 1 <= step.num_graphs <= 8
 
 

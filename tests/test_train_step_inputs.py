@@ -13,7 +13,7 @@ from pyg_accel.training import PaddedBatch, TrainStep, bucket_of
 from pyg_accel.training.padding import pad_hop_edge_rows
 
 from conftest import DEVICES, community_data, requires_cuda
-from test_train_step import train
+from test_train_step import step_trains_as_the_plain_loop
 
 INPUTS = ('x', 'edge_index', 'edge_weight')
 
@@ -74,29 +74,13 @@ def test_pad_hop_edge_rows_puts_each_hop_at_its_padded_start():
 
 
 def test_eager_step_with_edge_weights_is_the_plain_loop():
-    loader = weighted_loader_on('cpu')
-    a, b = gcn_pair('cpu')
-    opt_a, opt_b = torch.optim.Adam(a.parameters(), lr=0.01), torch.optim.Adam(b.parameters(), lr=0.01)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, loss_of=weighted_loss)
-    torch.manual_seed(1)
-    got = train(loader, b, opt_b, TrainStep(b, opt_b, inputs=INPUTS))
-    torch.testing.assert_close(got, expected)
+    step_trains_as_the_plain_loop(weighted_loader_on('cpu'), *gcn_pair('cpu'), loss_of=weighted_loss, inputs=INPUTS)
 
 
 @requires_cuda
 def test_captured_steps_with_edge_weights_train_as_the_eager_loop():
-    loader = weighted_loader_on('cuda')
-    a, b = gcn_pair('cuda')
-    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
-    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, epochs=3, loss_of=weighted_loss)
-    torch.manual_seed(1)
-    step = TrainStep(b, opt_b, inputs=INPUTS, steps_per_octave=1)
-    got = train(loader, b, opt_b, step, epochs=3)
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
-    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
+    step_trains_as_the_plain_loop(weighted_loader_on('cuda'), *gcn_pair('cuda'), loss_of=weighted_loss, epochs=3,
+                                  inputs=INPUTS, steps_per_octave=1)
 
 
 class ReadsAThirdInput(torch.nn.Module):

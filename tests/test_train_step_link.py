@@ -11,7 +11,7 @@ from pyg_accel.ops.hops import sampled_hops
 from pyg_accel.training import PaddedBatch, TrainStep, bucket_of
 
 from conftest import DEVICES, community_data, requires_cuda
-from test_train_step import same_models, train
+from test_train_step import same_models, step_trains_as_the_plain_loop
 
 
 def link_loader_on(device, batch_size=32, fanout=(5, 4), neg_sampling='binary', **kwargs):
@@ -53,16 +53,7 @@ def test_padded_link_batch_gives_the_unpadded_loss_and_gradients(device):
 
 def test_eager_link_step_is_the_plain_loop():
     """On the CPU a link-prediction TrainStep is the plain loop: same losses and parameters."""
-    loader = link_loader_on('cpu')
-    a, b = same_models('cpu')
-    opt_a, opt_b = torch.optim.Adam(a.parameters(), lr=0.01), torch.optim.Adam(b.parameters(), lr=0.01)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, loss_of=link_loss)
-    torch.manual_seed(1)
-    got = train(loader, b, opt_b, TrainStep(b, opt_b))
-    torch.testing.assert_close(got, expected)
-    for p, q in zip(a.parameters(), b.parameters()):
-        torch.testing.assert_close(p, q)
+    step_trains_as_the_plain_loop(link_loader_on('cpu'), *same_models('cpu'), loss_of=link_loss)
 
 
 def test_link_decoder_and_loss_fn_are_the_users():
@@ -98,17 +89,6 @@ def test_link_batches_without_binary_labels_are_clear_errors():
 def test_captured_link_steps_train_as_the_eager_loop(name):
     """CUDA graphs over padded link batches (the epoch's smaller last batch included): the
     losses and parameters of the plain loop, most steps replayed."""
-    loader = link_loader_on('cuda')
-    a, b = same_models('cuda', name)
-    opt_a = torch.optim.Adam(a.parameters(), lr=0.01, fused=True)
-    opt_b = torch.optim.Adam(b.parameters(), lr=0.01, fused=True)
-    torch.manual_seed(1)
-    expected = train(loader, a, opt_a, epochs=4, loss_of=link_loss)
-    torch.manual_seed(1)
-    step = TrainStep(b, opt_b, steps_per_octave=1)
-    got = train(loader, b, opt_b, step, epochs=4)
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
-    for p, q in zip(a.parameters(), b.parameters()):
-        torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
-    assert step.stats['replayed'] > step.stats['captured'] + step.stats['eager'], step.stats
+    step = step_trains_as_the_plain_loop(link_loader_on('cuda'), *same_models('cuda', name), loss_of=link_loss,
+                                         epochs=4, steps_per_octave=1)
     assert any(len(shape) == 3 for shape in step.buckets())  # (shapes with label-edge slots)
