@@ -265,7 +265,7 @@ class TrainStep:
     through DDP: its gradient hooks cannot be captured.
 
     Eager, with a warning saying why, where a step cannot be captured: batches without
-    per-hop counts (not from pyg_accel's loaders, or a ``transform=``), a
+    per-hop counts (not from pyg_accel's loaders, or a ``transform=``), an
     input that is neither a node nor an edge attribute, a model in eval mode, a step with an op
     that syncs with the host (found by the warm-up, under CUDA's sync debug mode). GCN
     and GAT keep a graph's own self-loops with no effect rather than compacting them
@@ -399,7 +399,8 @@ class TrainStep:
             loss_fn = self.loss_fn or (_cross_entropy if label_index is None else _binary_cross_entropy)
             losses = loss_fn(out, y)
         if losses.dim() != 1 or losses.size(0) != y.size(0):
-            raise ValueError(f'TrainStep: loss_fn must return one loss per seed ([{y.size(0)}]), got '
+            per = 'seed' if label_index is None else 'label edge'
+            raise ValueError(f'TrainStep: loss_fn must return one loss per {per} ([{y.size(0)}]), got '
                              f'{tuple(losses.shape)}')
         if padded is None:
             return losses.float().mean()
