@@ -38,7 +38,8 @@
 #     e2e_pinned_graph: the graph there too, e2e_amp: bf16 autocast); cache = pinned features
 #     behind a GPU row cache;
 #   - example = the examples with their defaults; example_hetero = the ogbn-mag-shaped example,
-#     ours (captured step, then eager) and stock PyG tuned; example_papers_full = the main example at papers100M's full size.
+#     ours (captured step, then eager) and stock PyG tuned; example_link = the link-prediction example, captured
+#     step then eager; example_papers_full = the main example at papers100M's full size.
 #
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the test stages;
 # PYG_ACCEL_STEP_TIMEOUT=S stops any one command of a stage after S seconds (its log kept, the
@@ -100,6 +101,9 @@ for stage in $STAGES; do
         --out "$OUT_DIR/example_hetero_eager"
       run example_hetero_pyg python3 examples/hetero_node_classification.py --scale 0.1 --epochs 3 --baseline pyg \
         --out "$OUT_DIR/example_hetero_pyg" ;;
+    example_link)  # the link-prediction example on its default graph: captured step, then eager
+      run example_link python3 examples/link_prediction.py --epochs 3 --out "$OUT_DIR/example_link"
+      run example_link_eager python3 examples/link_prediction.py --epochs 3 --eager --out "$OUT_DIR/example_link_eager" ;;
     example_papers_full)  # papers100M's size generated into the stores: graph on the GPU, 57 GB of features pinned
       run example_papers_full python3 examples/node_classification.py --dataset synthetic-papers100M --large \
         --cache-fraction 0.2 --epochs 3 --out "$OUT_DIR/example_papers_full" ;;

@@ -204,7 +204,19 @@ def _buffers_like(templates: Dict[str, Tensor], rows: int, device) -> Dict[str, 
             for name, t in templates.items()}
 
 
-class PaddedBatch:
+class _Targets:
+    """The loss mask of a padded batch: its first ``num_targets`` (a 0-dim device tensor)
+    of ``y``'s slots are real targets."""
+    y: Tensor
+    num_targets: Tensor
+
+    def target_mask(self) -> Tensor:
+        """``[target slots]`` bool, true for real targets (seeds, or label edges; computed
+        on the GPU: capturable)."""
+        return torch.arange(self.y.size(0), device=self.num_targets.device) < self.num_targets
+
+
+class PaddedBatch(_Targets):
     """Static input buffers of one bucket (allocated once; a captured graph reads them).
 
     Args:
@@ -241,11 +253,6 @@ class PaddedBatch:
         named = {'x': self.x, 'edge_index': self.edge_index, **self.node_attrs, **self.edge_attrs}
         self.inputs = tuple(named[name] for name in inputs)  # the model's arguments (static buffers)
 
-    def target_mask(self) -> Tensor:
-        """``[target slots]`` bool, true for real targets (seeds, or label edges; computed
-        on the GPU: capturable)."""
-        return torch.arange(self.y.size(0), device=self.y.device) < self.num_targets
-
     def load(self, x: Tensor, edge_index: Tensor, y: Tensor, nodes_per_hop: Sequence[int],
              edges_per_hop: Sequence[int], edge_label_index: Optional[Tensor] = None,
              attrs: Optional[Dict[str, Tensor]] = None) -> None:
@@ -277,7 +284,7 @@ class PaddedBatch:
         return fits(self.bucket, nodes_per_hop, edges_per_hop)
 
 
-class PaddedHeteroBatch:
+class PaddedHeteroBatch(_Targets):
     """Static buffers of one bucket of heterogeneous batches: :class:`PaddedBatch` per node
     and edge type. :attr:`data` is a ``HeteroData`` of the buffers, so the model reads
     them as it reads a batch (``data.x_dict``, ``data.edge_index_dict``, ...).
@@ -335,10 +342,6 @@ class PaddedHeteroBatch:
         return self.data[self.target[0]][self.target[1]][:self.num_padded_seeds]
 
     edge_label_index = None  # (node tasks only)
-
-    def target_mask(self) -> Tensor:
-        """``[padded seeds]`` bool, true for real seeds (computed on the GPU: capturable)."""
-        return torch.arange(self.num_padded_seeds, device=self.num_targets.device) < self.num_targets
 
     def load(self, batch, nodes: TypedCounts, edges: TypedCounts) -> None:
         """Copies ``batch`` in: each padded node attribute group by group, each edge type's
