@@ -90,14 +90,20 @@ def pad_hops(x: Tensor, edge_index: Tensor, nodes: Sequence[int], edges: Sequenc
     if x.device != edge_index.device:
         raise ValueError('pad_hops: every tensor must be on one device')
     nodes, padded_nodes = _counts(nodes), _counts(padded_nodes)
+    edges, padded_edges = _counts(edges), _counts(padded_edges)
     if len(nodes) != len(edges) + 1:
         raise ValueError(f'pad_hops: edges must have 1 to 16 entries and nodes one more, got {len(edges)} and '
                          f'{len(nodes)}')
     _check_groups('nodes', nodes, padded_nodes, minimum=2)
-    _check_rows(x, x_out, nodes, padded_nodes)  # (the rows checked before the edges are written)
-    pad_hop_edges(edge_index, edges, padded_edges, nodes, padded_nodes, nodes, padded_nodes, edge_index_out)
+    _check_rows(x, x_out, nodes, padded_nodes)  # (everything checked before anything is written)
+    _check_edges(edge_index, edge_index_out, edges, padded_edges)
+    n = sum(nodes)
+    if not is_trusted_edge_index(edge_index, (n, n)):
+        check_edge_index(edge_index, (n, n))  # (one host sync; a loader's batches skip it)
+    ops().pad_hop_edges(edge_index, edges, padded_edges, nodes, padded_nodes, nodes, padded_nodes, edge_index_out)
     ops().pad_hop_rows(_matrix(x), nodes, padded_nodes, _matrix(x_out))
-    torch.autograd.graph.increment_version(x_out)
+    for t in (edge_index_out, x_out):  # (a custom op's writes do not bump the version: memos would go stale)
+        torch.autograd.graph.increment_version(t)
 
 
 def _counts(values: Sequence[int]) -> list:
