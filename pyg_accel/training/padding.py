@@ -296,7 +296,8 @@ class PaddedHeteroBatch(_Targets):
             destination as indices into ``node_types``.
         batch: a batch of this kind (``HeteroData``): the attributes' trailing shapes and dtypes.
         node_keys: per node type, the node-level attributes padded (rows of a node type's
-            groups, like ``x``; padding rows hold zeros, which index any embedding).
+            groups, like ``x``; padding rows start as zeros and then keep earlier batches'
+            rows, so a padding ``n_id`` is always a valid row of an embedding).
         edge_keys: per edge type, the edge-level attributes padded besides ``edge_index``
             (``edge_attr``, ...).
         target: ``(node type, attribute)`` of the seeds' targets, among ``node_keys``.
