@@ -334,3 +334,25 @@ def test_nccl_probe_runs_on_gloo():
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith('nccl_probe:')]
     assert [line.split(', ')[2].split(':')[0] for line in lines] == ['all_to_all_single', 'batch_isend_irecv']
+
+
+import hetero_end_to_end as hetero_e2e_bench  # noqa: E402
+
+
+def test_hetero_end_to_end_benchmark_smoke(tmp_path):
+    """Ours eager and through TrainStep: an epoch each after the warm-up, a row each."""
+    result = hetero_e2e_bench.main(['--scale', '0.003', '--device', 'cpu', '--epochs', '1', '--batch-size', '128',
+                                    '--configs', 'accel', 'accel-graph', '--out', str(tmp_path)])
+    rows = {r['config']: r for r in result['rows']}
+    assert list(rows) == ['accel', 'accel-graph'] and 'replayed' in rows['accel-graph']
+    assert all(r['epoch s'] > 0 and r['host ms/step'] > 0 and r['steps/epoch'] > 1 for r in rows.values())
+    assert (tmp_path / 'hetero_end_to_end_0.003.json').is_file()
+
+
+@requires_stock_sampler
+def test_hetero_end_to_end_benchmark_times_stock_pyg_tuned(tmp_path):
+    result = hetero_e2e_bench.main(['--scale', '0.003', '--device', 'cpu', '--epochs', '1', '--batch-size', '128',
+                                    '--configs', 'pyg', 'accel', '--pyg-workers', '1', '--out', str(tmp_path)])
+    rows = {r['config']: r for r in result['rows']}
+    assert rows['pyg']['workers'] == 1 and rows['pyg']['vs pyg'] == 1
+    assert rows['accel']['vs pyg'] == pytest.approx(rows['pyg']['epoch s'] / rows['accel']['epoch s'])
