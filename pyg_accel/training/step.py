@@ -5,6 +5,9 @@ as a CUDA graph: one launch instead of hundreds, so the GPU no longer waits for 
     for batch in loader:                            # pyg_accel's NeighborLoader
         loss = step(batch)                          # instead of zero_grad / forward / loss / backward / step
 
+It trains node classification on ``NeighborLoader`` batches, homogeneous or heterogeneous,
+and link prediction on ``LinkNeighborLoader`` batches with binary labels.
+
 Each batch is padded to one of a few shapes (:mod:`pyg_accel.training.padding`; a shape
 already held that is slightly larger serves a batch rather than a new one); the first
 batch of a shape trains eagerly on the padded buffers (the warm-up a capture needs), the
