@@ -316,7 +316,7 @@ class TrainStep:
         _count_registrations()
         self._warned = set()
         self._seed_type: Optional[str] = None  # a heterogeneous batch's seed node type (a dict output's key)
-        self._paddable: Dict[tuple, Union[str, Dict[str, str]]] = {}  # batch schema -> _input_kinds
+        self._kinds_by_schema: Dict[tuple, Union[str, Dict[str, str]]] = {}  # batch schema -> _input_kinds
         self.stats = {'replayed': 0, 'captured': 0, 'eager': 0}
 
     # -- the step -------------------------------------------------------------------
@@ -620,9 +620,9 @@ class TrainStep:
         ``HeteroData``): ``{key: 'node' | 'edge'}``, or why an input cannot be padded.
         A loader's batches share one schema, so it is worked out once per schema."""
         schema = (self._input_names(batch),) + types
-        kinds = self._paddable.get(schema)
+        kinds = self._kinds_by_schema.get(schema)
         if kinds is None:
-            kinds = self._paddable[schema] = _input_kinds(batch, self._input_names(batch))
+            kinds = self._kinds_by_schema[schema] = _input_kinds(batch, self._input_names(batch))
         return kinds
 
     def _targets(self, batch) -> Tensor:
