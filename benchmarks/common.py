@@ -46,6 +46,12 @@ def median_time(fn: Callable[[], object], device: torch.device, reps: int = 20, 
     return statistics.median(times)
 
 
+def sync(device: torch.device) -> None:
+    """Waits for ``device``'s queued work (nothing to wait for on the CPU)."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
 def wall_time(fn: Callable[[], object], reps: int = 5, warmup: int = 1) -> float:
     """Median wall-clock seconds, synchronising every GPU before and after each run
     (for paths that mix host and device work)."""

@@ -74,7 +74,7 @@ import torch_geometric.typing as pyg_typing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (add_graph_arguments, copy_bandwidth, default_workers, environment, print_table, pyplot,  # noqa: E402
-                    save_figure, save_json, stock_pyg_loader)
+                    save_figure, save_json, stock_pyg_loader, sync)
 from step_floor import floor_ms, matmul_rate, step_cost  # noqa: E402
 
 import pyg_accel.nn.models as accel_models  # noqa: E402
@@ -82,11 +82,6 @@ from pyg_accel.data import from_data  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.loader import NeighborLoader  # noqa: E402
 from pyg_accel.training import TrainStep  # noqa: E402
-
-
-def sync(device: torch.device) -> None:
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
 
 
 MODELS = {'sage': 'GraphSAGE', 'gat': 'GAT'}  # --model: the BasicGNN class

@@ -36,17 +36,12 @@ import torch_geometric.nn as pyg_nn
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_graph_arguments, environment, print_table, pyplot, save_figure, save_json  # noqa: E402
+from common import add_graph_arguments, environment, print_table, pyplot, save_figure, save_json, sync  # noqa: E402
 
 from pyg_accel.data import node_order, reorder_data  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.distributed import (ExchangeTimer, PartitionedGNN, new_exchange_group, partition_graph,  # noqa: E402
                                    setup)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
 
 
 def median_epoch(step, device, epochs: int, warmup: int = 3, timer: ExchangeTimer = None) -> Dict[str, float]:

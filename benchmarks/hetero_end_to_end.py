@@ -35,7 +35,7 @@ import torch_geometric.transforms as T
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
-from common import default_workers, environment, print_table, pyplot, save_figure, save_json  # noqa: E402
+from common import default_workers, environment, print_table, pyplot, save_figure, save_json, sync  # noqa: E402
 import hetero_node_classification as example  # noqa: E402
 
 import pyg_accel.nn  # noqa: E402
@@ -55,11 +55,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--out', default='bench-out')
     return p.parse_args(argv)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
 
 
 def time_config(name: str, args, dataset, data_cpu, device: torch.device) -> Dict[str, object]:

@@ -59,7 +59,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (STOCK_WORKERS_NOTE, add_graph_arguments, add_speedups, add_worker_bound,  # noqa: E402
-                    add_workers_argument, environment, plot_times, print_table, save_json)
+                    add_workers_argument, environment, plot_times, print_table, save_json, sync)
 
 from pyg_accel.data import GraphStore  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset, synthetic_topology  # noqa: E402
@@ -82,11 +82,6 @@ def mode_options(mode: str, num_nodes: int, num_edges: int, device: torch.device
     node_time = torch.randint(0, 1000, (num_nodes,), generator=gen).to(device)
     return {'node_time': node_time, 'disjoint': True,
             'temporal_strategy': 'last' if mode == 'temporal-last' else 'uniform'}
-
-
-def sync(device):
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
 
 
 def time_batches(fn, batches, device, warmup=2, ready_on_return=False, wait_us=None):
