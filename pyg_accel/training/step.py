@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tu
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch_geometric.data import HeteroData
 
 from ..nn.conv._self_loops import sync_free
 from ..ops.hops import sampled_hops
@@ -111,7 +112,6 @@ def _count_registrations() -> None:
 
 
 def _is_hetero(batch) -> bool:
-    from torch_geometric.data import HeteroData
     return isinstance(batch, HeteroData)
 
 
@@ -340,8 +340,8 @@ class TrainStep:
             padded.load(batch, hops.nodes, hops.edges)
         else:
             attrs = {name: batch[name] for name in padded.node_attrs.keys() | padded.edge_attrs.keys()}
-            padded.load(batch.x, batch.edge_index, self._targets(batch), hops.nodes, hops.edges, _label_index(batch),
-                        attrs)
+            label_index = None if hops.labels is None else batch.edge_label_index
+            padded.load(batch.x, batch.edge_index, self._targets(batch), hops.nodes, hops.edges, label_index, attrs)
         captured = self._graphs.get(bucket)
         if captured is not None:
             self.stats['replayed'] += 1
