@@ -327,6 +327,33 @@ def test_uncapturable_steps_train_eagerly_and_say_why():
 
 
 @requires_cuda
+def test_a_plain_loops_graph_kept_alive_does_not_stop_the_capture():
+    """The README's order: a plain loop first, whose losses (their autograd graphs, made
+    on the default stream, with the parameters' AccumulateGrad nodes) the caller still
+    holds while TrainStep warms up and captures on its own streams: the step is still
+    captured and replayed."""
+    import warnings
+    loader = loader_on('cuda', pipeline=False)
+    model = accel_models.GraphSAGE(16, 32, 3, 4).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    kept = []
+    for batch in loader:
+        opt.zero_grad()
+        loss = seed_loss(model, batch)
+        loss.backward()
+        opt.step()
+        kept.append(loss)  # (not detached: the graph stays alive)
+    step = TrainStep(model, opt, steps_per_octave=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        losses = [step(batch) for _ in range(2) for batch in loader]
+    messages = [str(w.message) for w in caught]
+    assert not any('could not be captured' in m for m in messages), messages
+    assert step.num_graphs >= 1 and step.stats['replayed'] > 0, (step.stats, messages)
+    assert torch.isfinite(torch.stack(losses)).all() and kept[0].grad_fn is not None
+
+
+@requires_cuda
 def test_a_failed_capture_trains_eagerly_and_random_ops_still_work():
     """A step that passes its warm-up but fails inside the capture (here a host sync on
     the second call) trains eagerly, says why, and leaves the RNG usable: dropout and

@@ -101,3 +101,50 @@ def test_inputs_that_are_neither_node_nor_edge_attributes_train_eagerly():
     with pytest.warns(UserWarning, match="'input_id'"):
         step(batch)
     assert step.stats['eager'] == 1
+
+
+KEYWORDS = {'x': 'x', 'edge_index': 'edge_index', 'edge_attr': 'edge_attr'}
+
+
+def attributed_loader_on(device, batch_size=48, fanout=(5, 4, 3), **kwargs):
+    """Batches of a graph with 3 features per edge (carried to each batch's edge_attr)."""
+    data = community_data()
+    data.edge_attr = torch.randn(data.num_edges, 3, generator=torch.Generator().manual_seed(4))
+    fs, gs = from_data(data, device)
+    return NeighborLoader((fs, gs), list(fanout), input_nodes=torch.arange(500), batch_size=batch_size,
+                          shuffle=True, **kwargs)
+
+
+def attributed_loss(model, batch):
+    """PyG's BasicGNN takes edge_attr by keyword only in practice (edge_weight comes first)."""
+    out = model(batch.x, batch.edge_index, edge_attr=batch.edge_attr)[:batch.batch_size]
+    return F.cross_entropy(out, batch.y[:batch.batch_size])
+
+
+def gat_pair(device):
+    torch.manual_seed(0)
+    a = accel_models.GAT(16, 32, 3, 4, edge_dim=3).to(device)
+    b = accel_models.GAT(16, 32, 3, 4, edge_dim=3).to(device)
+    b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def test_keyword_inputs_call_the_model_with_keywords():
+    """inputs= as a dict: the model's argument names to the batch's attributes (a GAT
+    reading edge_attr), eagerly the plain loop."""
+    step_trains_as_the_plain_loop(attributed_loader_on('cpu'), *gat_pair('cpu'), loss_of=attributed_loss,
+                                  inputs=KEYWORDS)
+
+
+@requires_cuda
+def test_captured_steps_with_keyword_edge_attributes_train_as_the_eager_loop():
+    step = step_trains_as_the_plain_loop(attributed_loader_on('cuda'), *gat_pair('cuda'), loss_of=attributed_loss,
+                                         epochs=3, inputs=KEYWORDS, steps_per_octave=1)
+    assert all(isinstance(b, PaddedBatch) and 'edge_attr' in b.edge_attrs for b in step._buffers.values())
+
+
+@pytest.mark.parametrize('inputs', [{}, {'x': 1}, {'not an identifier': 'x'}, ['x', 2]])
+def test_bad_keyword_inputs_are_clear(inputs):
+    model, _ = gat_pair('cpu')
+    with pytest.raises(ValueError, match='inputs must be'):
+        TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), inputs=inputs)

@@ -300,14 +300,20 @@ class PaddedHeteroBatch(_Targets):
             rows, so a padding ``n_id`` is always a valid row of an embedding).
         edge_keys: per edge type, the edge-level attributes padded besides ``edge_index``
             (``edge_attr``, ...).
-        target: ``(node type, attribute)`` of the seeds' targets, among ``node_keys``.
+        target: ``(node type, attribute)`` of the seeds' targets, among ``node_keys``; for
+            link prediction ``(edge type, attribute)`` of the label edges' targets
+            (``edge_label``), whose ``edge_label_index`` is padded too.
         inputs: names of :attr:`data`'s attributes the model is called with
             (``'x_dict'``, ``'edge_index_dict'``, ...): :attr:`inputs` holds them.
+        label_slots: for link prediction, the padded number of label edges:
+            :attr:`edge_label_index` ``[2, label_slots]`` (its rows index the edge type's
+            source and destination node types) and :attr:`y` one target per slot;
+            ``None`` for node tasks.
     """
 
     def __init__(self, bucket: TypedBucket, node_types: Sequence[str], edge_types: Sequence[Tuple[str, str, str]],
-                 links: Links, batch, node_keys: dict, target: Tuple[str, str], inputs: Sequence[str] = (),
-                 edge_keys: Optional[dict] = None):
+                 links: Links, batch, node_keys: dict, target: Tuple[object, str], inputs: Sequence[str] = (),
+                 edge_keys: Optional[dict] = None, label_slots: Optional[int] = None):
         from torch_geometric.data import HeteroData
         self.bucket, self.node_types, self.edge_types, self.links = bucket, tuple(node_types), tuple(edge_types), links
         self.node_keys, self.target = {t: tuple(keys) for t, keys in node_keys.items()}, target
@@ -329,26 +335,37 @@ class PaddedHeteroBatch(_Targets):
                 value = batch[et][key]
                 self.data[et][key] = torch.zeros((sum(counts),) + tuple(value.shape[1:]), dtype=value.dtype,
                                                  device=value.device)
-        self.num_targets = torch.zeros((), dtype=torch.long, device=device)  # real seeds: the loss mask
+        self.edge_label_index: Optional[Tensor] = None
+        self._label_y: Optional[Tensor] = None
+        if label_slots is not None:  # (link prediction: the label edges' ends and targets)
+            label_type, key = target
+            value = batch[label_type][key]
+            device = value.device
+            self.edge_label_index = torch.zeros(2, label_slots, dtype=torch.long, device=device)
+            self._label_y = torch.zeros((label_slots,) + tuple(value.shape[1:]), dtype=value.dtype, device=device)
+        self.num_targets = torch.zeros((), dtype=torch.long, device=device)  # real targets: the loss mask
         self.inputs = tuple(getattr(self.data, name) for name in inputs)  # (dicts of the static buffers)
 
     @property
     def num_padded_seeds(self) -> int:
-        """Seed slots, real and padding: the target type's first group."""
+        """Seed slots, real and padding: the target type's first group (node tasks)."""
         return self.bucket[0][self.node_types.index(self.target[0])][0]
 
     @property
     def y(self) -> Tensor:
-        """``[padded seeds, ...]`` the seeds' targets (a view of the static buffer)."""
+        """``[padded seeds, ...]`` the seeds' targets (a view of the static buffer), or
+        ``[label_slots, ...]`` the label edges'."""
+        if self._label_y is not None:
+            return self._label_y
         return self.data[self.target[0]][self.target[1]][:self.num_padded_seeds]
-
-    edge_label_index = None  # (node tasks only)
 
     def load(self, batch, nodes: TypedCounts, edges: TypedCounts) -> None:
         """Copies ``batch`` in: each padded node attribute group by group, each edge type's
         ``edge_index`` with its ids remapped (marked in range and sorted by destination
-        for the layers), and the number of real seeds. One kernel per attribute and edge
-        type, no host sync (for a batch a pyg_accel loader marked in range)."""
+        for the layers), and the number of real seeds, or the label edges and their
+        targets (padding label edges join the first padding seed of the source type to
+        that of the destination type). One kernel per attribute and edge type, no host
+        sync (for a batch a pyg_accel loader marked in range)."""
         padded_nodes, padded_edges = self.bucket
         for t, real, padded in zip(self.node_types, nodes, padded_nodes):
             for key in self.node_keys.get(t, ()):
@@ -360,7 +377,22 @@ class PaddedHeteroBatch(_Targets):
             trust_edge_index(out, sum(padded_nodes[src]), sum(padded_nodes[dst]), dst_sorted=True)
             for key in self.edge_keys.get(et, ()):
                 pad_hop_edge_rows(batch[et][key], real, padded, self.data[et][key], f'{et}.{key}')
-        self.num_targets.fill_(nodes[self.node_types.index(self.target[0])][0])
+        if self.edge_label_index is None:
+            self.num_targets.fill_(nodes[self.node_types.index(self.target[0])][0])
+            return
+        label_type, key = self.target
+        label_index, targets = batch[label_type].edge_label_index, batch[label_type][key]
+        count = label_index.size(1)
+        if count > self.edge_label_index.size(1) or targets.size(0) != count:
+            raise ValueError(f'PaddedHeteroBatch: {count} label edges of {label_type} with {targets.size(0)} '
+                             f"'{key}' entries, for {self.edge_label_index.size(1)} slots")
+        # (the label edges' ends are seeds, which keep their ids: a type's first group does not shift)
+        src, dst = (self.node_types.index(t) for t in (label_type[0], label_type[-1]))
+        self.edge_label_index[:, :count].copy_(label_index)
+        self.edge_label_index[0, count:].fill_(nodes[src][0])
+        self.edge_label_index[1, count:].fill_(nodes[dst][0])
+        self._label_y[:count].copy_(targets)
+        self.num_targets.fill_(count)
 
     def fits(self, nodes: TypedCounts, edges: TypedCounts) -> bool:
         """Whether a batch with these counts fits the buffers (:func:`typed_fits`)."""

@@ -5,8 +5,8 @@ as a CUDA graph: one launch instead of hundreds, so the GPU no longer waits for 
     for batch in loader:                            # pyg_accel's NeighborLoader
         loss = step(batch)                          # instead of zero_grad / forward / loss / backward / step
 
-It trains node classification on ``NeighborLoader`` batches, homogeneous or heterogeneous,
-and link prediction on ``LinkNeighborLoader`` batches with binary labels.
+It trains node classification on ``NeighborLoader`` batches and link prediction on
+``LinkNeighborLoader`` batches with binary labels, homogeneous or heterogeneous.
 
 Each batch is padded to one of a few shapes (:mod:`pyg_accel.training.padding`; a shape
 already held that is slightly larger serves a batch rather than a new one); the first
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -136,9 +136,32 @@ def _input_kinds(batch, names: Sequence[str]) -> Union[str, Dict[str, str]]:
     return kinds
 
 
+EdgeType = Tuple[str, str, str]
+
+
+def _hetero_task(batch) -> Union[str, Tuple[Optional[str], Optional[EdgeType]]]:
+    """A heterogeneous batch's task: ``(seed node type, None)`` for a node task (the
+    type with ``batch_size``, a ``NeighborLoader``'s), ``(None, label edge type)`` for
+    link prediction (the type with ``edge_label_index``, a ``LinkNeighborLoader``'s), or
+    why it has neither."""
+    seeds = [t for t in batch.node_types if isinstance(batch[t].get('batch_size'), int)]
+    labels = [et for et in batch.edge_types if isinstance(batch[et].get('edge_label_index'), Tensor)]
+    if len(seeds) == 1:
+        return seeds[0], None
+    if not seeds and len(labels) == 1:
+        return None, labels[0]
+    return ("the heterogeneous batch has neither one node type with batch_size (the seeds of a NeighborLoader) nor "
+            "one edge type with edge_label_index (the label edges of a LinkNeighborLoader with "
+            "neg_sampling='binary' or none)")
+
+
 def _label_index(batch) -> Optional[Tensor]:
-    """A link-prediction batch's ``edge_label_index`` (``None`` for node tasks)."""
-    return batch.edge_label_index if not _is_hetero(batch) and _is_link(batch) else None
+    """A link-prediction batch's ``edge_label_index`` (in a ``HeteroData``, of its label
+    edge type; ``None`` for node tasks)."""
+    if not _is_hetero(batch):
+        return batch.edge_label_index if _is_link(batch) else None
+    task = _hetero_task(batch)
+    return None if isinstance(task, str) or task[1] is None else batch[task[1]].edge_label_index
 
 
 def _group_size(group) -> int:
@@ -166,22 +189,26 @@ class _Hops(NamedTuple):
 
 class _HeteroHops(NamedTuple):
     """A heterogeneous batch's per-hop counts: ``nodes[t]`` of ``node_types[t]``,
-    ``edges[j]`` of ``edge_types[j]``, which runs between the node types ``links[j]``."""
+    ``edges[j]`` of ``edge_types[j]``, which runs between the node types ``links[j]``;
+    its seed node type (node tasks) or its label edge type and number of label edges
+    (link prediction)."""
     node_types: Tuple[str, ...]
-    edge_types: Tuple[Tuple[str, str, str], ...]
+    edge_types: Tuple[EdgeType, ...]
     links: Links
     nodes: TypedCounts
     edges: TypedCounts
-    target_type: str
+    seed_type: Optional[str]
+    label_type: Optional[EdgeType]
+    labels: Optional[int]
 
 
 def _hetero_hops(batch) -> Union[str, _HeteroHops]:
     """The per-hop counts PyG's heterogeneous loaders give each node and edge type
     (``num_sampled_nodes``, ``num_sampled_edges``), or why the batch has none."""
     node_types, edge_types = tuple(batch.node_types), tuple(batch.edge_types)
-    seeds = [t for t in node_types if isinstance(batch[t].get('batch_size'), int)]
-    if len(seeds) != 1:
-        return 'the heterogeneous batch has no node type with batch_size (TrainStep trains node-level tasks)'
+    task = _hetero_task(batch)
+    if isinstance(task, str):
+        return task
     nodes = tuple(batch[t].get('num_sampled_nodes') for t in node_types)
     edges = tuple(batch[et].get('num_sampled_edges') for et in edge_types)
     if any(not isinstance(c, (list, tuple)) for c in nodes + edges) or not edges:
@@ -195,7 +222,9 @@ def _hetero_hops(batch) -> Union[str, _HeteroHops]:
         return 'the per-hop counts of the node and edge types do not agree in their number of hops: training eagerly'
     index = {t: i for i, t in enumerate(node_types)}
     links = tuple((index[et[0]], index[et[-1]]) for et in edge_types)
-    return _HeteroHops(node_types, edge_types, links, nodes, edges, seeds[0])
+    seed_type, label_type = task
+    labels = None if label_type is None else batch[label_type].edge_label_index.size(1)
+    return _HeteroHops(node_types, edge_types, links, nodes, edges, seed_type, label_type, labels)
 
 
 class _Captured(NamedTuple):
@@ -238,10 +267,14 @@ class TrainStep:
             Any node attribute (``n_id``, ...) or edge attribute (``edge_weight``,
             ``edge_attr``, ...) as PyG tells them apart (``is_node_attr`` /
             ``is_edge_attr``) is padded with the batch; in a ``HeteroData`` their
-            ``<key>_dict``.
+            ``<key>_dict``. A dict calls the model with keywords instead: the model's
+            argument names to the batch attributes, e.g. ``{'x': 'x', 'edge_index':
+            'edge_index', 'edge_attr': 'edge_attr'}`` for PyG's ``BasicGNN`` models, whose
+            ``edge_attr`` comes after ``edge_weight``.
         decoder: link prediction: ``decoder(out, edge_label_index) -> [L]`` scores of the
             label edges from the model's output (default: the dot product of the two ends'
-            rows, PyG's usual decoder).
+            rows, PyG's usual decoder; for a dict of outputs per node type, of the label
+            edge type's source and destination rows).
 
     Link prediction (a ``LinkNeighborLoader``'s batches with ``neg_sampling='binary'`` or
     none: ``edge_label_index``, ``edge_label``, no ``batch_size``): the loss is over
@@ -249,10 +282,13 @@ class TrainStep:
     (to a grid size; padding pairs join a padding seed to itself and are masked out), so a
     batch of another label count (the epoch's last) takes a shape of its own.
 
-    Heterogeneous batches (``HeteroData`` from pyg_accel's ``NeighborLoader``): the model
-    is called as ``model(*[batch.<name> for name in inputs])`` and gives the seeds' outputs
-    first, as a tensor or as a dict per node type; the seeds are the node type with
-    ``batch_size``, their targets its ``target`` attribute. Each node type's
+    Heterogeneous batches (``HeteroData`` from pyg_accel's ``NeighborLoader`` or
+    ``LinkNeighborLoader``): the model is called as ``model(*[batch.<name> for name in
+    inputs])`` and gives the seeds' outputs first, as a tensor or as a dict per node type;
+    the seeds are the node type with ``batch_size``, their targets its ``target``
+    attribute. In link prediction the label edges are the edge type with
+    ``edge_label_index`` (its rows index the type's source and destination nodes), their
+    targets its ``target`` attribute, and the decoder reads the model's dict. Each node type's
     ``<key>_dict`` inputs (``x_dict``, ``n_id_dict`` for embeddings, ...) and each edge
     type's ``edge_index`` and edge attributes are padded hop by hop
     (:class:`~pyg_accel.training.padding.PaddedHeteroBatch`).
@@ -283,14 +319,20 @@ class TrainStep:
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Optional[LossFn] = None,
                  target: Optional[str] = None, capture='auto', amp_dtype: Optional[torch.dtype] = None,
                  steps_per_octave: int = 16, max_graphs: int = 16, process_group=None,
-                 inputs: Optional[Sequence[str]] = None, decoder: Optional[Callable[[Tensor, Tensor], Tensor]] = None):
+                 inputs: Union[Sequence[str], Mapping[str, str], None] = None,
+                 decoder: Optional[Callable[[Tensor, Tensor], Tensor]] = None):
         if capture not in ('auto', True, False):
             raise ValueError(f"TrainStep: capture must be 'auto', True or False, got {capture!r}")
-        if inputs is not None and (isinstance(inputs, str) or not all(isinstance(n, str) for n in inputs)
-                                   or not inputs):
+        keywords = tuple(inputs) if isinstance(inputs, Mapping) else None
+        names = tuple(inputs.values()) if isinstance(inputs, Mapping) else inputs
+        if inputs is not None and (isinstance(inputs, str) or not inputs
+                                   or not all(isinstance(n, str) for n in tuple(names) + (keywords or ()))
+                                   or not all(k.isidentifier() for k in keywords or ())):
             raise ValueError(f"TrainStep: inputs must be a sequence of batch attribute names, e.g. "
-                             f"('x_dict', 'edge_index_dict'), got {inputs!r}")
-        self.inputs = tuple(inputs) if inputs is not None else None
+                             f"('x_dict', 'edge_index_dict'), or a dict of the model's argument names to them, "
+                             f"e.g. {{'x': 'x', 'edge_index': 'edge_index', 'edge_attr': 'edge_attr'}}; got {inputs!r}")
+        self.inputs = tuple(names) if inputs is not None else None
+        self._keywords = keywords  # the model's argument names for self.inputs (None: positional)
         self._ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
         if self._ddp and process_group is not None:
             raise ValueError('TrainStep: pass the module a DistributedDataParallel model wraps (model.module) with '
@@ -302,7 +344,7 @@ class TrainStep:
         if self._group is not None:
             _broadcast_parameters(model, process_group)
         self._cross_node = _cross_node_norms(model)
-        self.loss_fn, self.decoder = loss_fn, decoder or _dot_product
+        self.loss_fn, self.decoder = loss_fn, decoder
         self.target, self.capture, self.amp_dtype = target, capture, amp_dtype
         self.steps_per_octave, self.max_graphs = steps_per_octave, max_graphs
         self._buffers: Dict[Shape, PaddedBatch] = {}
@@ -316,6 +358,7 @@ class TrainStep:
         _count_registrations()
         self._warned = set()
         self._seed_type: Optional[str] = None  # a heterogeneous batch's seed node type (a dict output's key)
+        self._label_type: Optional[EdgeType] = None  # a heterogeneous link batch's label edge type
         self._kinds_by_schema: Dict[tuple, Union[str, Dict[str, str]]] = {}  # batch schema -> _input_kinds
         self.stats = {'replayed': 0, 'captured': 0, 'eager': 0}
 
@@ -360,11 +403,11 @@ class TrainStep:
         heterogeneous batch's shape is its types and their typed bucket; a link batch's
         adds its padded number of label edges (batches of another count take another)."""
         spo = self.steps_per_octave
+        labels = () if hops.labels is None else (round_up(hops.labels, spo, minimum=1),)
         if isinstance(hops, _HeteroHops):
             types = (hops.node_types, hops.edge_types)
-            own = (types, typed_bucket_of(hops.nodes, hops.edges, hops.links, spo))
+            own = (types, typed_bucket_of(hops.nodes, hops.edges, hops.links, spo)) + labels
         else:
-            labels = () if hops.labels is None else (round_up(hops.labels, spo, minimum=1),)
             own = bucket_of(hops.nodes, hops.edges, spo) + labels
         if own in self._buffers:
             return own
@@ -372,11 +415,11 @@ class TrainStep:
         if served is not None and served in self._buffers:
             return served
         if isinstance(hops, _HeteroHops):
-            held_typed = typed_covering_bucket([b[1] for b in self._buffers if b[0] == types], hops.nodes,
-                                               hops.edges, hops.links, spo)
+            held_typed = typed_covering_bucket([b[1] for b in self._buffers if b[0] == types and b[2:] == labels],
+                                               hops.nodes, hops.edges, hops.links, spo)
             if held_typed is None:
-                return types, typed_bucket_with_headroom(hops.nodes, hops.edges, hops.links, spo)
-            held = (types, held_typed)
+                return (types, typed_bucket_with_headroom(hops.nodes, hops.edges, hops.links, spo)) + labels
+            held = (types, held_typed) + labels
             counts = [sum(b[1][0] + b[1][1], ()) for b in (held, own)]
         else:
             same_task = [b[:2] for b in self._buffers if isinstance(b[0][0], int) and b[2:] == labels]
@@ -395,10 +438,11 @@ class TrainStep:
         # padded (capturable) steps handle self-loops without a host sync (nn/conv/_self_loops.py)
         amp = torch.autocast(y.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None)
         with sync_free() if padded is not None else contextlib.nullcontext(), amp:
-            out = self.model(*inputs)
-            if isinstance(out, dict):  # (a heterogeneous model's outputs per node type)
-                out = out[self._seed_type]
-            out = out[:y.size(0)] if label_index is None else self.decoder(out, label_index)
+            out = self.model(*inputs) if self._keywords is None else self.model(**dict(zip(self._keywords, inputs)))
+            if label_index is not None:
+                out = self._decode(out, label_index)
+            else:
+                out = (out[self._seed_type] if isinstance(out, dict) else out)[:y.size(0)]
             loss_fn = self.loss_fn or (_cross_entropy if label_index is None else _binary_cross_entropy)
             losses = loss_fn(out, y)
         if losses.dim() != 1 or losses.size(0) != y.size(0):
@@ -409,6 +453,17 @@ class TrainStep:
             return losses.float().mean()
         losses = torch.where(padded.target_mask(), losses.float(), 0.0)  # (where, not *: a NaN stays out)
         return losses.sum() / padded.num_targets.clamp(min=1)
+
+    def _decode(self, out: Union[Tensor, Dict[str, Tensor]], label_index: Tensor) -> Tensor:
+        """The label edges' scores: the user's decoder, or the dot product of the two
+        ends' rows (of the label edge type's source and destination types in a dict of
+        outputs per node type)."""
+        if self.decoder is not None:
+            return self.decoder(out, label_index)
+        if isinstance(out, dict):
+            src, _, dst = self._label_type
+            return (out[src][label_index[0]] * out[dst][label_index[1]]).sum(-1)
+        return _dot_product(out, label_index)
 
     def _eager_step(self, inputs: tuple, y: Tensor, padded, label_index: Optional[Tensor] = None) -> Tensor:
         self.stats['eager'] += 1
@@ -592,7 +647,7 @@ class TrainStep:
             hops = _hetero_hops(batch)
             if isinstance(hops, str):
                 return hops
-            self._seed_type = hops.target_type
+            self._seed_type, self._label_type = hops.seed_type, hops.label_type
             unpadded = self._input_kinds(batch, (hops.node_types, hops.edge_types))
             return unpadded if isinstance(unpadded, str) else hops
         unpadded = self._input_kinds(batch, ())
@@ -628,24 +683,27 @@ class TrainStep:
     def _targets(self, batch) -> Tensor:
         """The targets: the seeds' ``batch.<target>[:batch.batch_size]`` (default ``y``; in a
         ``HeteroData``, of the node type that has ``batch_size``), or in link prediction
-        every label edge's ``batch.<target>`` (default ``edge_label``)."""
+        every label edge's ``batch.<target>`` (default ``edge_label``; in a ``HeteroData``,
+        of the edge type that has ``edge_label_index``)."""
         store = batch
         if _is_hetero(batch):
-            seeds = [t for t in batch.node_types if isinstance(batch[t].get('batch_size'), int)]
-            store = batch[seeds[0]] if len(seeds) == 1 else None
-            if store is None:
-                raise ValueError('TrainStep: the heterogeneous batch has no node type with batch_size (the number of '
-                                 'seeds): TrainStep trains node-level tasks on NeighborLoader batches')
-            self._seed_type = seeds[0]
-        link = not _is_hetero(batch) and _is_link(batch)
+            task = _hetero_task(batch)
+            if isinstance(task, str):
+                raise ValueError(f'TrainStep: {task}')
+            self._seed_type, self._label_type = task
+            store = batch[task[0]] if task[0] is not None else batch[task[1]]
+            link = task[1] is not None
+        else:
+            link = _is_link(batch)
         name = self._target_name(link)
         target = getattr(store, name, None)
         if not isinstance(target, Tensor):
             raise ValueError(f"TrainStep: the batch has no '{name}' tensor (target={self.target!r})")
         if link:
-            if target.size(0) != batch.edge_label_index.size(1):
-                raise ValueError(f"TrainStep: '{name}' has {target.size(0)} entries for "
-                                 f'{batch.edge_label_index.size(1)} label edges (edge_label_index)')
+            labels = store.edge_label_index.size(1)
+            if target.size(0) != labels:
+                raise ValueError(f"TrainStep: '{name}' has {target.size(0)} entries for {labels} label edges "
+                                 '(edge_label_index)')
             return target
         batch_size = getattr(store, 'batch_size', None)
         if not isinstance(batch_size, int):
@@ -664,11 +722,14 @@ class TrainStep:
                          for t in hops.node_types}
             edge_keys = {et: [k for k, kind in kinds.items() if kind == 'edge' and k in batch[et]]
                          for et in hops.edge_types}
-            target = self._target_name(False)
-            if target not in node_keys[hops.target_type]:
-                node_keys[hops.target_type].append(target)
+            link = hops.label_type is not None
+            target = self._target_name(link)
+            if not link and target not in node_keys[hops.seed_type]:
+                node_keys[hops.seed_type].append(target)
+            self._targets(batch)  # (its checks, before buffers are made from the batch)
             return PaddedHeteroBatch(bucket[1], hops.node_types, hops.edge_types, hops.links, batch, node_keys,
-                                     (hops.target_type, target), self._input_names(batch), edge_keys)
+                                     (hops.label_type if link else hops.seed_type, target), self._input_names(batch),
+                                     edge_keys, label_slots=bucket[2] if link else None)
         y = self._targets(batch)
         kinds = self._input_kinds(batch, ())
         return PaddedBatch(bucket[:2], batch.x.size(1), batch.x.dtype, tuple(y.shape[1:]), y.dtype, batch.x.device,
