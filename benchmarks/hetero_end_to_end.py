@@ -13,12 +13,20 @@ process on the same data:
 * ``accel-graph``: the same, each step a :class:`pyg_accel.training.TrainStep` (on a GPU,
   a CUDA graph over batches padded per node and edge type).
 
+``--task link`` trains link prediction instead, as PyG's heterogeneous link tutorial
+does: whether an author wrote a paper, over ``--label-edges`` of the ``writes`` edges and
+as many random negatives per batch (``LinkNeighborLoader``, ``neg_sampling='binary'``,
+each batch ``--batch-size`` positives), the same encoder without its classifier, and
+binary cross-entropy of the dot products of the author's and the paper's rows. (The
+label edges stay in the graph that messages pass over: a timing, not an evaluation.)
+
 For each: the median training epoch over ``--epochs`` epochs after a warm-up epoch (in
 which ``accel-graph`` captures each batch shape: its ``first epoch s``), without the
 evaluation passes; the median host time inside one step call; the ratio of the tuned
 stock PyG epoch to the row's.
 
     python benchmarks/hetero_end_to_end.py --scale 0.1 --out OUT
+    python benchmarks/hetero_end_to_end.py --scale 0.1 --task link --out OUT
     python benchmarks/hetero_end_to_end.py --scale 0.003 --device cpu --epochs 1 --configs accel accel-graph
 """
 from __future__ import annotations
@@ -31,6 +39,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import torch
+import torch.nn.functional as F
 import torch_geometric.transforms as T
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,13 +49,21 @@ import hetero_node_classification as example  # noqa: E402
 
 import pyg_accel.nn  # noqa: E402
 from pyg_accel.datasets import load_hetero_dataset  # noqa: E402
+from pyg_accel.loader import LinkNeighborLoader  # noqa: E402
+from pyg_accel.training import TrainStep  # noqa: E402
+from results import tuned_loader_options  # noqa: E402
 
 CONFIGS = ('pyg', 'accel', 'accel-graph')
+WRITES = ('author', 'writes', 'paper')  # --task link: the label edges' type
+INPUTS = ('x_dict', 'edge_index_dict', 'n_id_dict')
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--scale', type=float, default=0.1, help="size factor of ogbn-mag's schema (1.0: its size)")
+    p.add_argument('--task', choices=['node', 'link'], default='node',
+                   help="'node': the papers' venues (the example's task); 'link': author-writes-paper edges")
+    p.add_argument('--label-edges', type=int, default=65536, help="--task link: 'writes' edges to predict per epoch")
     p.add_argument('--configs', nargs='*', default=list(CONFIGS), choices=CONFIGS)
     p.add_argument('--epochs', type=int, default=3, help='epochs timed, after one warm-up epoch')
     p.add_argument('--batch-size', type=int, default=512)
@@ -57,8 +74,52 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+class LinkSAGE(example.HeteroSAGE):
+    """The example's encoder without its classifier: each node type's rows (a dict)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.head
+
+    def forward(self, x_dict, edge_index_dict, n_id_dict):
+        return self.encode(x_dict, edge_index_dict, n_id_dict)
+
+
+def link_loader(name: str, args, data):
+    """Batches of ``--batch-size`` of the first ``--label-edges`` writes edges (shuffled),
+    as many random negatives: stock PyG's loader (tuned) or ours."""
+    fanout = [int(v) for v in args.num_neighbors.split(',')]
+    pairs = data[WRITES].edge_index[:, :args.label_edges]
+    options = dict(edge_label_index=(WRITES, pairs), neg_sampling='binary', batch_size=args.batch_size, shuffle=True)
+    if name == 'pyg':
+        import torch_geometric.loader
+        return torch_geometric.loader.LinkNeighborLoader(data, fanout, **options,
+                                                         **tuned_loader_options(args.pyg_workers))
+    return LinkNeighborLoader(data, fanout, **options)
+
+
+def link_step(name: str, model, opt, device):
+    """``step(batch) -> loss``: the plain loop of PyG's heterogeneous link tutorial, or
+    (``accel-graph``) a TrainStep, whose default decoder and loss these are."""
+    if name == 'accel-graph':
+        return TrainStep(model, opt, inputs=INPUTS)
+
+    def step(batch):
+        batch = batch.to(device)  # (stock PyG's CPU batches: the copy to the GPU)
+        opt.zero_grad()
+        out = model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)
+        src, dst = batch[WRITES].edge_label_index
+        score = (out[WRITES[0]][src] * out[WRITES[-1]][dst]).sum(-1)
+        loss = F.binary_cross_entropy_with_logits(score, batch[WRITES].edge_label)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
 def time_config(name: str, args, dataset, data_cpu, device: torch.device) -> Dict[str, object]:
-    """One configuration's row: trains ``1 + args.epochs`` epochs of the example's model."""
+    """One configuration's row: trains ``1 + args.epochs`` epochs of the example's model
+    (``--task link``: its encoder, on link prediction)."""
     stock = name == 'pyg'
     options = ['--batch-size', str(args.batch_size), '--num-neighbors', args.num_neighbors,
                '--pyg-workers', str(args.pyg_workers)]
@@ -69,15 +130,24 @@ def time_config(name: str, args, dataset, data_cpu, device: torch.device) -> Dic
     torch.manual_seed(0)
     in_types = [t for t in data.node_types if 'x' in data[t]]
     conv_cls = example.torch_geometric_sage if stock else pyg_accel.nn.SAGEConv
-    model = example.HeteroSAGE(data.metadata(), {t: data[t].num_nodes for t in data.node_types}, in_types, target,
-                               ex_args.hidden, dataset.num_classes, ex_args.layers, ex_args.dropout,
-                               conv_cls).to(device)
-    seeds = split['train'].to(data[target].x.device)
-    loader = example.make_loader(ex_args, data, (target, seeds), shuffle=True)
-    with torch.no_grad():  # (the lazy layers made before the optimiser sees them)
-        example.forward(model, next(iter(loader)), target, device)
+    model_cls = LinkSAGE if args.task == 'link' else example.HeteroSAGE
+    model = model_cls(data.metadata(), {t: data[t].num_nodes for t in data.node_types}, in_types, target,
+                      ex_args.hidden, dataset.num_classes, ex_args.layers, ex_args.dropout, conv_cls).to(device)
+    if args.task == 'link':
+        loader = link_loader(name, args, data)
+        with torch.no_grad():  # (the lazy layers made before the optimiser sees them)
+            batch = next(iter(loader)).to(device)
+            model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)
+    else:
+        seeds = split['train'].to(data[target].x.device)
+        loader = example.make_loader(ex_args, data, (target, seeds), shuffle=True)
+        with torch.no_grad():
+            example.forward(model, next(iter(loader)), target, device)
     opt = torch.optim.Adam(model.parameters(), lr=ex_args.lr, fused=device.type == 'cuda')
-    step = example.training_step(model, opt, target, device, ex_args)
+    if args.task == 'link':
+        step = link_step(name, model, opt, device)
+    else:
+        step = example.training_step(model, opt, target, device, ex_args)
     model.train()
     epochs: List[float] = []
     host: List[float] = []
@@ -124,12 +194,15 @@ def main(argv=None) -> dict:
     for r in rows:
         if stock is not None:
             r['vs pyg'] = stock['epoch s'] / r['epoch s']
-    title = (f"heterogeneous GraphSAGE on {dataset.name} ({data_cpu.num_nodes:,} nodes, {data_cpu.num_edges:,} "
-             f"edges, 7 edge types), batch {args.batch_size}, fanout [{args.num_neighbors}], {device}")
+    task = (f"link prediction of {min(args.label_edges, data_cpu[WRITES].num_edges):,} {WRITES[1]} edges"
+            if args.task == 'link' else 'paper venues')
+    title = (f"heterogeneous GraphSAGE, {task}, on {dataset.name} ({data_cpu.num_nodes:,} nodes, "
+             f"{data_cpu.num_edges:,} edges, 7 edge types), batch {args.batch_size}, fanout [{args.num_neighbors}], "
+             f"{device}")
     columns = ['config', 'workers', 'steps/epoch', 'epoch s', 'first epoch s', 'host ms/step', 'graphs', 'vs pyg']
     table = print_table(rows, [c for c in columns if any(c in r for r in rows)], title)
     out = Path(args.out)
-    stem = f'hetero_end_to_end_{args.scale:g}'
+    stem = f'hetero_end_to_end_{args.scale:g}' + ('_link' if args.task == 'link' else '')
     save_json(out / f'{stem}.json', {'environment': environment(), 'args': vars(args), 'title': title, 'rows': rows})
     plot(rows, out / f'{stem}.png', title)
     return {'rows': rows, 'table': table}

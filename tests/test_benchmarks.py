@@ -350,6 +350,19 @@ def test_hetero_end_to_end_benchmark_smoke(tmp_path):
 
 
 @requires_stock_sampler
+def test_hetero_end_to_end_benchmark_link_task(tmp_path):
+    """--task link: stock PyG's LinkNeighborLoader beside ours, eager and through TrainStep
+    (heterogeneous label edges), a row each, the label edges counted in the title."""
+    result = hetero_e2e_bench.main(['--scale', '0.003', '--device', 'cpu', '--epochs', '1', '--batch-size', '128',
+                                    '--task', 'link', '--label-edges', '512', '--pyg-workers', '0',
+                                    '--out', str(tmp_path)])
+    rows = {r['config']: r for r in result['rows']}
+    assert list(rows) == ['pyg', 'accel', 'accel-graph'] and all(r['steps/epoch'] == 4 for r in rows.values())
+    assert 'link prediction of 512 writes edges' in result['table']
+    assert (tmp_path / 'hetero_end_to_end_0.003_link.json').is_file()
+
+
+@requires_stock_sampler
 def test_hetero_end_to_end_benchmark_times_stock_pyg_tuned(tmp_path):
     result = hetero_e2e_bench.main(['--scale', '0.003', '--device', 'cpu', '--epochs', '1', '--batch-size', '128',
                                     '--configs', 'pyg', 'accel', '--pyg-workers', '1', '--out', str(tmp_path)])
