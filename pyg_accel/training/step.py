@@ -187,6 +187,17 @@ class _Hops(NamedTuple):
     labels: Optional[int]
 
 
+# PyTorch's warning when a backward reaches a parameter's gradient accumulator made on
+# another stream (by an earlier graph still alive), and the CUDA error a capture then
+# ends with: the accumulator's stream (the default one) would wait on the capture.
+_STALE_ACCUMULATOR = "AccumulateGrad node's stream does not match"
+_STALE_CAPTURE_ERROR = 'legacy stream depend on a capturing'
+_STALE_GRAPH = ('an autograd graph made before this step is still alive (a loss kept without .detach(), e.g. in '
+                "a list): the parameters' gradient accumulators it holds run on the default stream, which a "
+                'captured graph cannot wait on; training eagerly until it is freed (keep loss.detach() or '
+                'loss.item())')
+
+
 class _HeteroHops(NamedTuple):
     """A heterogeneous batch's per-hop counts: ``nodes[t]`` of ``node_types[t]``,
     ``edges[j]`` of ``edge_types[j]``, which runs between the node types ``links[j]``;
@@ -352,6 +363,9 @@ class TrainStep:
         self._graphs: Dict[Shape, _Captured] = {}  # shape -> its captured step
         self._serves: Dict[Shape, Shape] = {}  # a batch's own bucket -> the larger held shape serving it
         self._uncapturable: Optional[str] = None  # why the step cannot be captured, once found
+        self._calls = 0  # padded steps taken
+        self._capture_from = 0  # no warm-up or capture before this many (a stale graph is alive)
+        self._stale_wait = 1  # steps to wait the next time a stale graph is found
         self._state_key = None
         self._modules: List[torch.nn.Module] = []  # model.modules() as of _modules_at registrations
         self._modules_at = -1
@@ -389,11 +403,12 @@ class TrainStep:
         if captured is not None:
             self.stats['replayed'] += 1
             return self._replay(captured)
-        if self._uncapturable is None and bucket in self._warmed:
-            return self._capture(bucket, padded)
-        if self._uncapturable is None:  # a shape's first batch: the warm-up
-            self._warmed.add(bucket)
-            return self._warm_up(padded)
+        self._calls += 1
+        if self._uncapturable is None and self._calls >= self._capture_from:
+            if bucket in self._warmed:
+                return self._capture(bucket, padded)
+            self._warmed.add(bucket)  # (a shape's first batch: the warm-up)
+            return self._warm_up(bucket, padded)
         return self._eager_step(padded.inputs, padded.y, padded, padded.edge_label_index)
 
     def _shape_for(self, hops: Union[_Hops, _HeteroHops]):
@@ -511,12 +526,14 @@ class TrainStep:
         return [p for p in self.model.parameters() if p.requires_grad]
 
     # -- capture --------------------------------------------------------------------
-    def _warm_up(self, padded: PaddedBatch) -> Tensor:
+    def _warm_up(self, bucket: Shape, padded: PaddedBatch) -> Tensor:
         """An eager step on a side stream, which also trains on its batch: the warm-up a
         capture needs (lazy initialisation, cuBLAS workspaces and autograd's stream
         bookkeeping happen outside the graph). It runs with CUDA's sync debug mode set to
         raise, so that a step that would synchronise with the host (which no capture can
-        hold) is found here, trains eagerly, and is never captured."""
+        hold) is found here, trains eagerly, and is never captured. An autograd graph
+        from before the step that is still alive is found here too (PyTorch warns of its
+        gradient accumulators' stream): the capture waits until it is freed."""
         self._make_capturable()
         current = torch.cuda.current_stream()
         side = torch.cuda.Stream()
@@ -526,7 +543,8 @@ class TrainStep:
             with warnings.catch_warnings():  # (torch says the mode is a prototype, every time it is set)
                 warnings.filterwarnings('ignore', message='Synchronization debug mode')
                 torch.cuda.set_sync_debug_mode('error')
-            with torch.cuda.stream(side):
+            with torch.cuda.stream(side), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter('always')
                 loss = self._eager_step(padded.inputs, padded.y, padded, padded.edge_label_index)
         except RuntimeError as error:
             if 'synchroniz' not in str(error):
@@ -539,7 +557,26 @@ class TrainStep:
             torch.cuda.set_sync_debug_mode(mode)
         current.wait_stream(side)
         loss.record_stream(current)
+        stale = False
+        for w in caught:  # (the step's own warnings, passed on; PyTorch's about the stale graph, acted on)
+            if _STALE_ACCUMULATOR in str(w.message):
+                stale = True
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if stale:
+            self._wait_for_stale_graph(bucket)
         return loss
+
+    def _wait_for_stale_graph(self, bucket: Shape) -> None:
+        """An autograd graph made before the step is alive (see :data:`_STALE_GRAPH`): the
+        shape warms up again later, after a number of steps that doubles each time (up
+        to 16), trained eagerly meanwhile. Said from the second time on: a plain loop's
+        last ``loss``, which the first step's result replaces, is not worth a warning."""
+        self._warmed.discard(bucket)
+        self._capture_from = self._calls + 1 + self._stale_wait
+        if self._stale_wait > 1:
+            self._warn(_STALE_GRAPH)
+        self._stale_wait = min(2 * self._stale_wait, 16)
 
     def _give_up_capture(self, reason: str) -> None:
         """Trains eagerly from now on, saying why once."""
@@ -571,7 +608,11 @@ class TrainStep:
             if cause is not None:
                 reason += f' (after {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ""})'
             _release_rng_from_capture(padded.y.device)
-            self._give_up_capture(reason)
+            if _STALE_CAPTURE_ERROR in reason:  # (a graph from before the step, alive: capture it later)
+                self.optimizer.zero_grad(set_to_none=True)
+                self._wait_for_stale_graph(bucket)
+            else:
+                self._give_up_capture(reason)
             torch.cuda.synchronize()
             return self._eager_step(padded.inputs, padded.y, padded, padded.edge_label_index)
         captured = self._graphs[bucket] = _Captured(step, loss.detach(), flat, update)

@@ -5,7 +5,8 @@ loops through a boolean mask, whose result size the host must read (a sync no CU
 can hold). Inside :func:`sync_free` (which :class:`pyg_accel.training.TrainStep` enters)
 our layers keep the old loops in place with no effect instead: zero weight in GCN
 (degrees and sums alike), ``-inf`` attention logits in GAT, so that they get exactly zero
-attention. Sums over finite features are PyG's, bit for bit up to the summation order of
+attention. The loops appended get the weights and edge attributes PyG gives them,
+computed over the edges that are not loops themselves. Sums over finite features are PyG's, bit for bit up to the summation order of
 zeros; an infinite feature at a node with a loop of its own becomes NaN there (``0 * inf``)
 where PyG keeps it infinite.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -65,3 +66,25 @@ def gcn_self_loops(edge_index: Tensor, edge_weight: Optional[Tensor], fill_value
         loop_weight = loop_weight.scatter(0, slot, weight)[:num_nodes]
     weight = torch.where(is_old_loop[:num_edges], torch.zeros((), dtype=weight.dtype, device=weight.device), weight)
     return e, torch.cat([weight, loop_weight])
+
+
+def gat_loop_attr(edge_index: Tensor, edge_attr: Tensor, is_old_loop: Tensor,
+                  fill_value: Union[None, float, Tensor, str], num_nodes: int) -> Tensor:
+    """The edge attributes PyG's ``add_self_loops`` gives the loop it appends at each
+    node (``[num_nodes, ...]``; ``edge_attr`` ``[E, ...]`` of ``edge_index`` ``[2, E]``,
+    whose own loops ``is_old_loop[:E]`` marks), without a sync: ``fill_value`` ``None``
+    gives ones, a number or tensor itself, a reduction (``'mean'``, ``'add'``, ``'max'``,
+    ...) that of the node's incoming attributes over the edges that are not loops, as
+    PyG reduces them after ``remove_self_loops`` (here the old loops are routed to a
+    spare slot instead of being dropped)."""
+    from torch_geometric.utils import scatter
+    shape = (num_nodes,) + tuple(edge_attr.shape[1:])
+    if fill_value is None:
+        return edge_attr.new_ones(shape)
+    if isinstance(fill_value, (int, float)):
+        return edge_attr.new_full(shape, fill_value)
+    if isinstance(fill_value, Tensor):
+        value = fill_value.to(edge_attr.device, edge_attr.dtype)
+        return (value.unsqueeze(0) if value.dim() == edge_attr.dim() - 1 else value).expand(shape)
+    dst = torch.where(is_old_loop[:edge_index.size(1)], num_nodes, edge_index[1])
+    return scatter(edge_attr, dst, 0, num_nodes + 1, reduce=fill_value)[:num_nodes]

@@ -16,7 +16,7 @@ from ...ops import edge_softmax, sddmm, spmm
 from ...ops.sparse import take_rows
 from ...ops.sparse import is_trusted_edge_index, trust_edge_index
 from ._graph import PyGPropagate, accelerated, cached_on, coo_graph, is_row_prefix, looped_graph, plain_edge_index
-from ._self_loops import sync_free_mode, with_loops_masked
+from ._self_loops import gat_loop_attr, sync_free_mode, with_loops_masked
 
 
 class GATConv(PyGPropagate, pyg_nn.GATConv):
@@ -69,12 +69,15 @@ class GATConv(PyGPropagate, pyg_nn.GATConv):
         num_nodes = min(size) if size is not None else num_nodes
         shape = (x_src.size(0), num_dst)
 
-        masked = self.add_self_loops and sync_free_mode() and edge_attr is None and not return_attention_weights
+        masked = self.add_self_loops and sync_free_mode() and not return_attention_weights
 
         def build(edge_attr):
             e, old_loops = ei, None
             if masked:  # the graph's own loops stay, with -inf logits: no host sync (see _self_loops)
                 e, old_loops = with_loops_masked(ei, num_nodes)
+                if edge_attr is not None:
+                    edge_attr = torch.cat([edge_attr, gat_loop_attr(ei, edge_attr, old_loops, self.fill_value,
+                                                                    num_nodes)])
             elif self.add_self_loops:
                 e, edge_attr = remove_self_loops(e, edge_attr)
                 e, edge_attr = add_self_loops(e, edge_attr, fill_value=self.fill_value, num_nodes=num_nodes)
