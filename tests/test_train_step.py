@@ -330,10 +330,10 @@ def test_uncapturable_steps_train_eagerly_and_say_why():
 @pytest.mark.parametrize('torch_warns', [True, False])
 def test_a_plain_loops_graph_kept_alive_delays_the_capture_until_freed(torch_warns):
     """The README's order: a plain loop first, whose losses (their autograd graphs, with
-    the parameters' gradient accumulators made on the default stream, which no capture
-    can wait on) the caller still holds. The step trains eagerly while they live, says
-    why, and captures once they are freed: found at the warm-up by PyTorch's warning, or
-    (that warning turned off) by the capture's error, never given up for good."""
+    the parameters' gradient accumulators made on the default stream, which a capture
+    may not wait on) the caller still holds. The step goes on training (eagerly where the
+    capture fails, found by PyTorch's warning at the warm-up or by the capture's error),
+    never gives up for good, and is captured and replayed once they are freed."""
     import warnings
     loader = loader_on('cuda', pipeline=False)
     model = accel_models.GraphSAGE(16, 32, 3, 4).cuda()
@@ -345,21 +345,22 @@ def test_a_plain_loops_graph_kept_alive_delays_the_capture_until_freed(torch_war
         loss.backward()
         opt.step()
         kept.append(loss)  # (not detached: the graph stays alive)
+    del loss
     step = TrainStep(model, opt, steps_per_octave=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         torch.autograd.graph.set_warn_on_accumulate_grad_stream_mismatch(torch_warns)
         try:
             losses = [step(batch) for batch in loader]
-            assert step.num_graphs == 0 and kept[0].grad_fn is not None
+            assert kept[0].grad_fn is not None
             kept.clear()
+            replayed_while_kept = step.stats['replayed']
             losses += [step(batch) for _ in range(3) for batch in loader]
         finally:
             torch.autograd.graph.set_warn_on_accumulate_grad_stream_mismatch(True)
     messages = [str(w.message) for w in caught]
-    assert any('made before this step is still alive' in m for m in messages), messages
-    assert not any('could not be captured' in m or "AccumulateGrad node's stream" in m for m in messages), messages
-    assert step.num_graphs >= 1 and step.stats['replayed'] > 0, (step.stats, messages)
+    assert not any('could not be captured' in m for m in messages), messages
+    assert step.num_graphs >= 1 and step.stats['replayed'] > replayed_while_kept + 8, (step.stats, messages)
     assert torch.isfinite(torch.stack(losses)).all()
 
 
