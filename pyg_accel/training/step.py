@@ -19,6 +19,7 @@ padding seeds are masked out of the loss, and dropout draws fresh masks on every
 from __future__ import annotations
 
 import contextlib
+import gc
 import warnings
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
@@ -196,6 +197,17 @@ _STALE_GRAPH = ('an autograd graph made before this step is still alive (a loss 
                 "a list): the parameters' gradient accumulators it holds run on the default stream, which a "
                 'captured graph cannot wait on; training eagerly until it is freed (keep loss.detach() or '
                 'loss.item())')
+
+
+def _capture_error(error: BaseException) -> str:
+    """What made a capture fail: ``error`` (ending the capture) and the op's error inside
+    it that caused it, one line each. (Read here, so that the caller's frame holds no
+    reference to the cause, whose traceback holds the failed step's autograd graph.)"""
+    reason = f'{type(error).__name__}: {error}'.splitlines()[0]
+    cause = error.__context__
+    if cause is not None:
+        reason += f' (after {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ""})'
+    return reason
 
 
 class _HeteroHops(NamedTuple):
@@ -573,6 +585,7 @@ class TrainStep:
         to 16), trained eagerly meanwhile. Said from the second time on: a plain loop's
         last ``loss``, which the first step's result replaces, is not worth a warning."""
         self._warmed.discard(bucket)
+        gc.collect()  # (a failed capture's step graph, in reference cycles through its error's traceback)
         self._capture_from = self._calls + 1 + self._stale_wait
         if self._stale_wait > 1:
             self._warn(_STALE_GRAPH)
@@ -594,6 +607,7 @@ class TrainStep:
         step = torch.cuda.CUDAGraph()
         update = torch.cuda.CUDAGraph() if self._group is not None else None
         self.optimizer.zero_grad(set_to_none=True)
+        stream = torch.cuda.current_stream()
         try:
             with torch.cuda.graph(step):
                 loss, flat = self._forward_backward(padded.inputs, padded.y, padded, padded.edge_label_index)
@@ -603,10 +617,10 @@ class TrainStep:
                 with torch.cuda.graph(update, pool=step.pool()):
                     self._update(flat)
         except Exception as error:  # noqa: BLE001 (any failure to capture: train eagerly, say why)
-            cause = error.__context__  # (an op's error inside the capture, which ending it then reported)
-            reason = f'{type(error).__name__}: {error}'.splitlines()[0]
-            if cause is not None:
-                reason += f' (after {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ""})'
+            reason = _capture_error(error)
+            # (a capture that fails to end leaves its stream current: torch.cuda.graph's exit
+            # restores the caller's only after the capture ends)
+            torch.cuda.set_stream(stream)
             _release_rng_from_capture(padded.y.device)
             if _STALE_CAPTURE_ERROR in reason:  # (a graph from before the step, alive: capture it later)
                 self.optimizer.zero_grad(set_to_none=True)
