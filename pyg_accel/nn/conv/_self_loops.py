@@ -6,9 +6,9 @@ can hold). Inside :func:`sync_free` (which :class:`pyg_accel.training.TrainStep`
 our layers keep the old loops in place with no effect instead: zero weight in GCN
 (degrees and sums alike), ``-inf`` attention logits in GAT, so that they get exactly zero
 attention. The loops appended get the weights and edge attributes PyG gives them,
-computed over the edges that are not loops themselves. Sums over finite features are PyG's, bit for bit up to the summation order of
-zeros; an infinite feature at a node with a loop of its own becomes NaN there (``0 * inf``)
-where PyG keeps it infinite.
+computed over the edges that are not loops themselves. Sums over finite features are
+PyG's, bit for bit up to the summation order of zeros; an infinite feature at a node with
+a loop of its own becomes NaN there (``0 * inf``) where PyG keeps it infinite.
 """
 from __future__ import annotations
 
