@@ -140,7 +140,8 @@ def test_keyword_inputs_call_the_model_with_keywords():
 def test_captured_steps_with_keyword_edge_attributes_train_as_the_eager_loop():
     step = step_trains_as_the_plain_loop(attributed_loader_on('cuda'), *gat_pair('cuda'), loss_of=attributed_loss,
                                          epochs=3, inputs=KEYWORDS, steps_per_octave=1)
-    assert all(isinstance(b, PaddedBatch) and 'edge_attr' in b.edge_attrs for b in step._buffers.values())
+    assert step._buffers and all(isinstance(b, PaddedBatch) and 'edge_attr' in b.edge_attrs
+                                 for b in step._buffers.values())
 
 
 @pytest.mark.parametrize('inputs', [{}, {'x': 1}, {'not an identifier': 'x'}, ['x', 2]])
