@@ -135,19 +135,15 @@ def time_config(name: str, args, dataset, data_cpu, device: torch.device) -> Dic
                       ex_args.hidden, dataset.num_classes, ex_args.layers, ex_args.dropout, conv_cls).to(device)
     if args.task == 'link':
         loader = link_loader(name, args, data)
-        with torch.no_grad():  # (the lazy layers made before the optimiser sees them)
-            batch = next(iter(loader)).to(device)
-            model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)
+        make_step = lambda opt: link_step(name, model, opt, device)  # noqa: E731
     else:
-        seeds = split['train'].to(data[target].x.device)
-        loader = example.make_loader(ex_args, data, (target, seeds), shuffle=True)
-        with torch.no_grad():
-            example.forward(model, next(iter(loader)), target, device)
+        loader = example.make_loader(ex_args, data, (target, split['train'].to(data[target].x.device)), shuffle=True)
+        make_step = lambda opt: example.training_step(model, opt, target, device, ex_args)  # noqa: E731
+    with torch.no_grad():  # (the lazy layers made before the optimiser sees them)
+        batch = next(iter(loader)).to(device)
+        model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)
     opt = torch.optim.Adam(model.parameters(), lr=ex_args.lr, fused=device.type == 'cuda')
-    if args.task == 'link':
-        step = link_step(name, model, opt, device)
-    else:
-        step = example.training_step(model, opt, target, device, ex_args)
+    step = make_step(opt)
     model.train()
     epochs: List[float] = []
     host: List[float] = []
