@@ -4,7 +4,7 @@ import torch
 from torch_geometric.utils import softmax as pyg_softmax
 
 from pyg_accel.ops import CooGraph, edge_softmax, sddmm, spmm
-from pyg_accel.ops.sparse import spmm_add_
+from pyg_accel.ops.sparse import spmm_add_, spmm_adjoint
 
 from conftest import poison_cuda_allocator
 
@@ -225,6 +225,59 @@ def test_spmm_rows_at_group_boundaries(device, fill, width, monkeypatch):
     torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
     assert out[deg == 0].eq(0).all()
 
+
+
+# (heads, channels): every group width of the two-stage kernels (1 to 32 lanes; groups of
+# 1 lane stage the most edges), several heads, and the generic kernel's layout (47).
+CHUNK_LAYOUTS = [(1, 4), (1, 8), (1, 16), (1, 64), (1, 128), (1, 256), (4, 8), (1, 47)]
+
+
+@pytest.mark.parametrize('chunk', ['auto', 'long', 'short'])
+@pytest.mark.parametrize('layout', CHUNK_LAYOUTS, ids=[f'{h}x{c}' for h, c in CHUNK_LAYOUTS])
+def test_chunk_lengths_give_the_same_sums(device, chunk, layout, monkeypatch):
+    """However many edges each warp takes (PYG_ACCEL_SPARSE_CHUNK: the kernels' long runs,
+    their shortest chunks, or picked by the graph's size, which is short for graphs this
+    small), SpMM (weighted sum, mean), spmm_add_, SDDMM and the adjoint over the graph's
+    own edges give the reference's values, on rows at every group boundary, empty rows
+    and a hub row, with poisoned outputs."""
+    if device.type == 'cpu' and chunk != 'auto':
+        pytest.skip('the chunk length is a CUDA kernel setting')
+    monkeypatch.setenv('PYG_ACCEL_SPARSE_CHUNK', chunk)
+    monkeypatch.setenv('PYG_ACCEL_SPMM_ADJOINT', 'scatter')  # (the adjoint on the generic kernel)
+    H, C = layout
+    deg = torch.tensor(BOUNDARY_DEGREES * 3 + [2000])
+    num_dst, num_src = deg.numel(), 211
+    dst = torch.repeat_interleave(torch.arange(num_dst), deg)
+    src = torch.randint(0, num_src, (dst.numel(),), generator=torch.Generator().manual_seed(5))
+    ei = torch.stack([src, dst]).to(device)
+    g = CooGraph.from_edge_index(ei, (num_src, num_dst))
+    x = torch.randn(num_src, H, C, device=device)
+    w = torch.rand(ei.size(1), H, device=device)
+    tol = dict(atol=1e-4, rtol=1e-4)
+    poison_cuda_allocator()
+    for reduce in ('sum', 'mean'):
+        out = spmm(g, x, g.sort_edges(w), reduce=reduce)
+        torch.testing.assert_close(out.double(), ref_spmm(ei, x.double(), w.double(), reduce, num_dst), **tol)
+    before = torch.randn(num_dst, H, C, device=device)
+    added = spmm_add_(before.clone(), g, x)
+    torch.testing.assert_close(added.double(), before.double() + ref_spmm(ei, x.double(), None, 'sum', num_dst), **tol)
+    a = torch.randn(num_dst, H, C, device=device)
+    dots = sddmm(g, a, x)
+    torch.testing.assert_close(dots.double(), g.sort_edges((a.double()[ei[1]] * x.double()[ei[0]]).sum(-1)), **tol)
+    grad = torch.randn(num_dst, H, C, device=device)
+    back = spmm_adjoint(g, grad, weight=g.sort_edges(w))
+    want = torch.zeros(num_src, H, C, dtype=torch.float64, device=device).index_add_(
+        0, ei[0], grad.double()[ei[1]] * w.double().unsqueeze(-1))
+    torch.testing.assert_close(back.double(), want, **tol)
+
+
+def test_chunk_setting_is_checked(monkeypatch):
+    if not torch.cuda.is_available():
+        pytest.skip('the chunk length is a CUDA kernel setting')
+    monkeypatch.setenv('PYG_ACCEL_SPARSE_CHUNK', 'medium')
+    g = CooGraph.from_edge_index(random_edges(device='cuda'), (40, 30))
+    with pytest.raises(RuntimeError, match="PYG_ACCEL_SPARSE_CHUNK must be 'auto', 'long' or 'short'"):
+        spmm(g, torch.randn(40, 16, device='cuda'))
 
 EXTREMES = {'max': 'amax', 'min': 'amin'}  # our reduce: torch.scatter_reduce's, as PyG's scatter uses it
 

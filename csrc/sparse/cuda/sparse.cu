@@ -32,7 +32,7 @@ namespace pyg_accel {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kChunk = 128;      // edges per warp per step (GNNOne's CACHE_SIZE)
+constexpr int kChunk = 128;      // edges per warp per step, at most (GNNOne's CACHE_SIZE; see generic_chunk)
 constexpr int kPerLane = 4;      // features per lane in an SpMM feature slice
 
 int group_size(int64_t width) {  // lanes per group: a power of two covering width, at most 32
@@ -65,7 +65,7 @@ unsigned blocks_for(int64_t threads) {
 template <typename scalar_t, typename acc_t, typename index_t>
 __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __restrict__ src,
                             const scalar_t* __restrict__ weight, const scalar_t* __restrict__ x, acc_t* __restrict__ out,
-                            int64_t num_edges, int64_t heads, int64_t channels, int tpg,
+                            int64_t num_edges, int64_t heads, int64_t channels, int tpg, int chunk,
                             const int64_t* __restrict__ mean_ptr) {
   const int64_t F = heads * channels;
   const int lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg, groups = 32 / tpg;
@@ -73,10 +73,10 @@ __global__ void spmm_kernel(const index_t* __restrict__ dst, const index_t* __re
   int64_t head[kPerLane];  // head of each of this lane's features
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) head[j] = (f0 + j * tpg) / channels;
-  const int64_t per_group = kChunk / groups;
+  const int64_t per_group = chunk / groups;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t num_warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  for (int64_t base = warp * kChunk; base < num_edges; base += num_warps * kChunk) {
+  for (int64_t base = warp * chunk; base < num_edges; base += num_warps * chunk) {
     const int64_t first = base + group * per_group, last = min(first + per_group, num_edges);
     acc_t acc[kPerLane] = {};
     int64_t cur = -1;
@@ -378,6 +378,67 @@ bool force_vec_kernels() {
   return env != nullptr && std::strcmp(env, "vec") == 0;
 }
 
+// Warps the GPU holds at once at the vectorised kernels' occupancy (kSpmmMinBlocks
+// blocks of kWarps warps per SM).
+int64_t resident_warps() {
+  return static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * vec::kWarps *
+         vec::kSpmmMinBlocks;
+}
+
+// PYG_ACCEL_SPARSE_CHUNK: 'auto' (default), 'long' (every sum SpMM and SDDMM in its
+// longest chunks whatever the graph's size) or 'short' (in the shortest); read per call,
+// so a benchmark or a test can compare them in one process.
+enum class ChunkMode { kAuto, kLong, kShort };
+ChunkMode chunk_mode() {
+  const char* env = std::getenv("PYG_ACCEL_SPARSE_CHUNK");
+  if (env == nullptr || std::strcmp(env, "auto") == 0) return ChunkMode::kAuto;
+  if (std::strcmp(env, "long") == 0) return ChunkMode::kLong;
+  TORCH_CHECK(std::strcmp(env, "short") == 0, "PYG_ACCEL_SPARSE_CHUNK must be 'auto', 'long' or 'short', got '",
+              env, "'");
+  return ChunkMode::kShort;
+}
+
+// Whether warps of edges_per_warp edges each, over `edges` edges in each of `slices`
+// feature slices, fill half a wave of the resident ones.
+bool fills_gpu(int64_t edges, int64_t edges_per_warp, int64_t slices) {
+  return (edges + edges_per_warp - 1) / edges_per_warp * slices * 2 >= resident_warps();
+}
+
+// The chunk a vectorised SpMM (runs of at least min_run edges per group) or SDDMM
+// (min_run 0) takes over `edges` edges in `slices` feature slices of groups of `tpg`
+// lanes: its longest, Chunk(tpg, min_run), if that makes warps enough to fill half a
+// wave; else the longest of the shorter ones that does (kStage / 2, kStage / 4, ...
+// edges staged per round, each group's run one round), down to kUnroll edges per group
+// and round. Each group walks its run kUnroll gathers at a time, so a small graph in a
+// few long chunks waits on the latency of long walks on a few SMs: one edge type of a
+// heterogeneous batch (~25 k edges at F = 64) made 196 warps of 128-edge chunks against
+// 4,224 resident on an H200. Shorter runs cut more rows (more atomic flushes), which
+// such a graph's few edges afford.
+vec::Chunk fill_chunk(int64_t edges, int64_t slices, int tpg, int min_run) {
+  const vec::Chunk longest(tpg, min_run);
+  const ChunkMode mode = chunk_mode();
+  if (mode == ChunkMode::kLong) return longest;
+  const int shortest = std::max(32, longest.groups * vec::kUnroll);  // (stage_round: whole 32-edge loads)
+  if (mode == ChunkMode::kShort) return vec::Chunk(tpg, 0, shortest);
+  if (fills_gpu(edges, longest.edges(), slices)) return longest;
+  for (int stage = vec::kStage; stage > shortest; stage /= 2) {
+    const vec::Chunk chunk(tpg, 0, stage);
+    if (chunk.edges() < longest.edges() && fills_gpu(edges, chunk.edges(), slices)) return chunk;
+  }
+  return vec::Chunk(tpg, 0, shortest);
+}
+
+// The generic SpMM's edges per warp (`groups` groups of lanes each walking chunk / groups
+// of them, one at a time): kChunk, halved while it leaves half a wave of warps unfilled,
+// down to one edge per group (PYG_ACCEL_SPARSE_CHUNK as for fill_chunk).
+int generic_chunk(int64_t edges, int64_t slices, int groups) {
+  const ChunkMode mode = chunk_mode();
+  if (mode == ChunkMode::kLong) return kChunk;
+  int chunk = mode == ChunkMode::kShort ? groups : kChunk;
+  while (chunk > groups && !fills_gpu(edges, chunk, slices)) chunk /= 2;
+  return chunk;
+}
+
 // Whether rows of x split into 16-byte vectors that each lie in one head.
 bool vec_layout(const at::Tensor& t, int64_t C) {
   const int64_t V = 16 / static_cast<int64_t>(t.element_size());
@@ -410,10 +471,11 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
   if (!vec_layout(x, C) || (accumulate && !vec_layout(out, C))) return false;
   const int64_t vecs = H * C / (16 / x.element_size()), num_dst = ptr.numel() - 1;
   const int tpg = group_size(vecs);
-  const vec::Chunk chunk(tpg, vec::kRun);
+  const int64_t slices = (vecs + tpg - 1) / tpg;
+  const vec::Chunk chunk = fill_chunk(E, slices, tpg, vec::kRun);
   const int64_t warps = (E + chunk.edges() - 1) / chunk.edges();
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
-                  static_cast<unsigned>((vecs + tpg - 1) / tpg));
+                  static_cast<unsigned>(slices));
   const auto options = x.options().dtype(acc_type);
   const bool exact = !accumulate && shared_rows_fill(H * C * c10::elementSize(acc_type));
   if (!accumulate) out = exact ? at::empty({num_dst, H, C}, options) : at::zeros({num_dst, H, C}, options);
@@ -434,7 +496,7 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
       if (mean) {
         vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, false, true>>
             <<<grid, vec::kThreads, 0, stream>>>(d, s, w, x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C,
-                                                 tpg, exact, vec::MeanParams{ptr.data_ptr<int64_t>()});
+                                                 chunk, exact, vec::MeanParams{ptr.data_ptr<int64_t>()});
         return;
       }
       auto kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, false>>;
@@ -442,7 +504,7 @@ bool try_spmm_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::Tensor
         if (accumulate) kernel = vec::spmm_vec_kernel<scalar_t, acc_t, index_t, vec::SumOf<scalar_t, acc_t, true>>;
       }
       kernel<<<grid, vec::kThreads, 0, stream>>>(d, s, w, x.data_ptr<scalar_t>(), out.data_ptr<acc_t>(), E, H, C,
-                                                 tpg, exact, vec::NoParams{});
+                                                 chunk, exact, vec::NoParams{});
     });
   });
   return true;
@@ -456,8 +518,8 @@ bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tenso
   const int64_t per_lane = (vecs + tpg - 1) / tpg;
   const bool heads_fit = H == 1 || (lanes_per_head <= tpg && (lanes_per_head & (lanes_per_head - 1)) == 0);
   if (per_lane > 2 || !heads_fit) return false;
-  const int64_t chunk = vec::Chunk(tpg, 0).edges();
-  const int64_t warps = (E + chunk - 1) / chunk;
+  const vec::Chunk chunk = fill_chunk(E, 1, tpg, 0);
+  const int64_t warps = (E + chunk.edges() - 1) / chunk.edges();
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "sddmm_vec", [&] {
     using acc_t = at::opmath_type<scalar_t>;
@@ -466,7 +528,7 @@ bool try_sddmm_vec(const at::Tensor& dst, const at::Tensor& src, const at::Tenso
                                         : vec::sddmm_vec_kernel<scalar_t, acc_t, index_t, 2>;
       kernel<<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(),
                                                  a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
-                                                 out.data_ptr<scalar_t>(), E, H, C, tpg,
+                                                 out.data_ptr<scalar_t>(), E, H, C, chunk,
                                                  static_cast<int>(lanes_per_head));
     });
   });
@@ -505,13 +567,14 @@ void generic_spmm(const at::Tensor& key, const at::Tensor& row, const at::Tensor
   if (E == 0 || F == 0) return;
   const int tpg = group_size((F + kPerLane - 1) / kPerLane);
   const int64_t slices = (F + tpg * kPerLane - 1) / (tpg * kPerLane);
-  const dim3 grid(blocks_for((E + kChunk - 1) / kChunk * 32), static_cast<unsigned>(slices));
+  const int chunk = generic_chunk(E, slices, 32 / tpg);
+  const dim3 grid(blocks_for((E + chunk - 1) / chunk * 32), static_cast<unsigned>(slices));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "spmm_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     AT_DISPATCH_INDEX_TYPES(key.scalar_type(), "spmm_cuda_index", [&] {
       spmm_kernel<scalar_t, acc_t, index_t><<<grid, kThreads, 0, stream>>>(
           key.data_ptr<index_t>(), row.data_ptr<index_t>(), weight.defined() ? weight.data_ptr<scalar_t>() : nullptr,
-          x.data_ptr<scalar_t>(), acc.data_ptr<acc_t>(), E, H, C, tpg, mean_ptr);
+          x.data_ptr<scalar_t>(), acc.data_ptr<acc_t>(), E, H, C, tpg, chunk, mean_ptr);
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -700,7 +763,7 @@ void spmm_extremum_vec(const at::Tensor& ptr, const at::Tensor& dst, const at::T
       AT_DISPATCH_INDEX_TYPES(src.scalar_type(), "spmm_extremum_vec_index", [&] {
         vec::spmm_vec_kernel<scalar_t, float, index_t, vec::ExtremumOf<scalar_t, R, kRunEdges>>
             <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
-                                                 x.data_ptr<scalar_t>(), slots, E, H, C, tpg, exact,
+                                                 x.data_ptr<scalar_t>(), slots, E, H, C, chunk, exact,
                                                  vec::NoParams{});
       });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -728,8 +791,7 @@ int max_run_edges(int64_t edges, int tpg) {
     const int forced = std::atoi(env);
     return forced <= vec::kRun ? vec::kRun : forced <= 256 ? 256 : vec::kMaxRun;
   }
-  const int64_t resident = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
-                           vec::kWarps * vec::kSpmmMinBlocks;
+  const int64_t resident = resident_warps();
   for (const int run : {vec::kMaxRun, 256}) {
     const int64_t per_warp = vec::Chunk(tpg, run).edges();
     if ((edges + per_warp - 1) / per_warp * 2 >= resident) return run;
@@ -822,14 +884,15 @@ at::Tensor spmm_extremum_backward_cuda(const at::Tensor& ptr_t, const at::Tensor
         if (vectorised) {
           const int64_t vecs = F / (16 / x.element_size());
           const int tpg = group_size(vecs);
-          const int64_t warps = (E + vec::Chunk(tpg, vec::kRun).edges() - 1) / vec::Chunk(tpg, vec::kRun).edges();
+          const vec::Chunk chunk(tpg, vec::kRun);
+          const int64_t warps = (E + chunk.edges() - 1) / chunk.edges();
           const dim3 grid(static_cast<unsigned>(std::min<int64_t>((warps + vec::kWarps - 1) / vec::kWarps, 1 << 30)),
                           static_cast<unsigned>((vecs + tpg - 1) / tpg));
           const typename vec::ExtremumGradOf<scalar_t>::Params params{out.data_ptr<scalar_t>(), ties.data_ptr<int>(),
                                                                  grad.data_ptr<scalar_t>(), grad_x.data_ptr<float>()};
           vec::spmm_vec_kernel<scalar_t, float, index_t, vec::ExtremumGradOf<scalar_t>>
               <<<grid, vec::kThreads, 0, stream>>>(dst.data_ptr<index_t>(), src.data_ptr<index_t>(), nullptr,
-                                                   x.data_ptr<scalar_t>(), grad_x.data_ptr<float>(), E, H, C, tpg,
+                                                   x.data_ptr<scalar_t>(), grad_x.data_ptr<float>(), E, H, C, chunk,
                                                    true, params);  // (out: unused, ExtremumGradRun adds to grad_x)
           return;
         }

@@ -55,14 +55,17 @@ struct Width {
 
 // How a warp's chunk splits: `groups` groups of `tpg` lanes, each owning `per_group`
 // (at least `min_run`) consecutive edges, staged in `rounds` rounds of `per_round` edges
-// per group. SpMM asks for long runs (a cut run costs an atomic flush); SDDMM, whose
-// cut runs only reload a[dst], takes one round.
+// per group, `stage` edges per warp and round (kStage, or a smaller power of two of at
+// least 32 and of kUnroll edges per group). SpMM asks for long runs (a cut run costs an
+// atomic flush); SDDMM, whose cut runs only reload a[dst], takes one round. The host
+// picks the chunk (a kernel argument; see fill_chunk in sparse.cu).
 struct Chunk {
-  int groups, per_round, per_group, rounds;
-  __host__ __device__ Chunk(int tpg, int min_run)
-      : groups(32 / tpg), per_round(kStage / groups), per_group(per_round > min_run ? per_round : min_run),
-        rounds(per_group / per_round) {}
+  int groups, per_round, per_group, rounds, stage;
+  __host__ __device__ Chunk(int tpg, int min_run, int stage_edges = kStage)
+      : groups(32 / tpg), per_round(stage_edges / groups), per_group(per_round > min_run ? per_round : min_run),
+        rounds(per_group / per_round), stage(stage_edges) {}
   __host__ __device__ int64_t edges() const { return static_cast<int64_t>(groups) * per_group; }
+  __host__ __device__ int tpg() const { return 32 / groups; }
 };
 
 template <typename scalar_t, typename acc_t>
@@ -270,6 +273,7 @@ __device__ __forceinline__ void stage_round(const index_t* __restrict__ dst, con
   __syncwarp();  // the previous round has been read
 #pragma unroll
   for (int k = 0; k < kStage / 32; ++k) {
+    if (k * 32 >= c.stage) break;
     const int s = k * 32 + lane, g = s / c.per_round, j = s % c.per_round;
     const int slot = g * (c.per_round + 1) + j;
     const int64_t e = base + static_cast<int64_t>(g) * c.per_group + static_cast<int64_t>(r) * c.per_round + j;
@@ -316,18 +320,19 @@ __device__ __forceinline__ bool cuts_row(const index_t* __restrict__ dst, int64_
 // rows held whole by a group are read, added to and stored.
 // `weight` is [E, H] (nullptr: 1); one head's weights are staged with the ids.
 // Run: the reduction (SumOf above, or ExtremumOf / ExtremumGradOf for max / min
-// aggregation and its backward, with no weights; Run::kMinRun edges per group at least).
+// aggregation and its backward, with no weights). `c`: the warp's chunk of edges, groups
+// of c.tpg() lanes (runs of Run::kMinRun edges per group at least, unless the host
+// shortened them to fill the GPU).
 template <typename scalar_t, typename acc_t, typename index_t, typename Run>
 __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ x, typename Run::Out* __restrict__ out, int64_t num_edges, int64_t heads,
-    int64_t channels, int tpg, bool exact, const typename Run::Params params) {
+    int64_t channels, const Chunk c, bool exact, const typename Run::Params params) {
   constexpr int V = Width<scalar_t>::kVec;
   __shared__ index_t s_dst_all[kWarps][kSlots];
   __shared__ index_t s_src_all[kWarps][kSlots];
   __shared__ acc_t s_w_all[kWarps][kSlots];
-  const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const Chunk c(tpg, Run::kMinRun);
+  const int tpg = c.tpg(), wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
   const int64_t F = heads * channels;
   const int64_t f = (static_cast<int64_t>(blockIdx.y) * tpg + gl) * V;  // this lane's first feature
   const bool has_f = f < F;
@@ -388,18 +393,17 @@ __global__ void __launch_bounds__(kThreads, kSpmmMinBlocks) spmm_vec_kernel(
 }
 
 // out[e, h] = <a[dst_e, h, :], b[src_e, h, :]> with K 16-byte vectors per lane
-// (q = gl + k * tpg); a head spans `lanes_per_head` lanes (a power of two dividing
-// tpg), or the whole group when heads == 1.
+// (q = gl + k * tpg, tpg = c.tpg()); a head spans `lanes_per_head` lanes (a power of two
+// dividing tpg), or the whole group when heads == 1.
 template <typename scalar_t, typename acc_t, typename index_t, int K>
 __global__ void __launch_bounds__(kThreads) sddmm_vec_kernel(
     const index_t* __restrict__ dst, const index_t* __restrict__ src, const scalar_t* __restrict__ a,
     const scalar_t* __restrict__ b, scalar_t* __restrict__ out, int64_t num_edges, int64_t heads, int64_t channels,
-    int tpg, int lanes_per_head) {
+    const Chunk c, int lanes_per_head) {
   constexpr int V = Width<scalar_t>::kVec;
   __shared__ index_t s_dst_all[kWarps][kSlots];
   __shared__ index_t s_src_all[kWarps][kSlots];
-  const int wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
-  const Chunk c(tpg, 0);
+  const int tpg = c.tpg(), wib = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / tpg, gl = lane % tpg;
   const int64_t F = heads * channels;
   const int width = heads == 1 ? tpg : lanes_per_head;  // lanes that reduce one (edge, head)
   index_t* s_dst = s_dst_all[wib];
