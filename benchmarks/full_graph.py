@@ -16,6 +16,8 @@ summed over blocks, as a share of the nodes) and the edges cut by the partition.
   halo exchange before each layer (``ours``) and hidden behind the local edges'
   aggregation (``ours, overlapped``; :class:`pyg_accel.distributed.HaloGraph`). There
   "exchange ms" is what the compute stream waits for the exchanges, not their duration.
+  ``--exchange-dtypes fp32 bf16`` adds each multi-GPU configuration with the halo rows
+  and their gradients travelling in bfloat16 (half the bytes; config "..., bf16 halo").
 
     torchrun --nproc_per_node 2 benchmarks/full_graph.py --out bench-out
     python benchmarks/full_graph.py --preset small --device cpu --epochs 2      # smoke test
@@ -42,6 +44,9 @@ from pyg_accel.data import node_order, reorder_data  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
 from pyg_accel.distributed import (ExchangeTimer, PartitionedGNN, new_exchange_group, partition_graph,  # noqa: E402
                                    setup)
+
+
+EXCHANGE_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
 def median_epoch(step, device, epochs: int, warmup: int = 3, timer: ExchangeTimer = None) -> Dict[str, float]:
@@ -111,6 +116,8 @@ def main(argv=None) -> dict:
     p.add_argument('--orders', nargs='*', default=['none', 'cluster', 'rcm'])
     p.add_argument('--overlap', nargs='*', choices=['on', 'off'], default=['on', 'off'],
                    help='halo exchange hidden behind the local edges (HaloGraph) or before each layer')
+    p.add_argument('--exchange-dtypes', nargs='*', choices=sorted(EXCHANGE_DTYPES), default=['fp32'],
+                   help='the dtypes halo rows travel in, each a configuration (several GPUs)')
     p.add_argument('--no-pyg', action='store_true', help="skip stock PyG's run")
     p.add_argument('--out', default='bench-out')
     args = p.parse_args(argv)
@@ -156,9 +163,13 @@ def main(argv=None) -> dict:
             halo = torch.tensor(float(part.num_halo), device=device)
             if w > 1:
                 dist.all_reduce(halo)
-            for overlap in (args.overlap if w > 1 else ['off']):  # (one GPU has no halo)
+            settings = [(o, d) for o in args.overlap for d in args.exchange_dtypes] if w > 1 else [('off', 'fp32')]
+            for overlap, wire in settings:  # (one GPU has no halo)
+                part.exchange_dtype = EXCHANGE_DTYPES[wire]
                 step, timer = ours_epoch(ordered, ordered.train_mask, part, args, device, w, overlap == 'on')
-                row = {'config': 'ours, overlapped' if overlap == 'on' else 'ours', 'GPUs': w, 'order': order_name,
+                config = ('ours, overlapped' if overlap == 'on' else 'ours') + ('' if wire == 'fp32' else
+                                                                                f', {wire} halo')
+                row = {'config': config, 'GPUs': w, 'order': order_name,
                        'reorder s': reorder_s, 'halo / nodes': float(halo) / n, 'cut edges': cut,
                        **median_epoch(step, device, args.epochs, timer=timer)}
                 if w > 1:  # the slowest process sets the pace
@@ -202,7 +213,8 @@ def plot(rows, path: Path, title: str) -> None:
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 4))
-    labels = [f"{r['config'].split(' ')[0].rstrip(',')}{' ovl' if 'overlapped' in r['config'] else ''}\n"
+    labels = [f"{r['config'].split(' ')[0].rstrip(',')}{' ovl' if 'overlapped' in r['config'] else ''}"
+              f"{' bf16' if 'bf16 halo' in r['config'] else ' fp16' if 'fp16 halo' in r['config'] else ''}\n"
               f"{r['GPUs']} GPU, {r['order']}" for r in rows]
     epoch = [r['epoch ms'] for r in rows]
     exchange = [r.get('exchange ms', 0.0) for r in rows]

@@ -15,7 +15,8 @@
 #     memory; sampling_modes = weighted and temporal sampling beside uniform (PYG_ACCEL_MODES="weighted"
 #     picks modes, here and in hetero_modes); sampling_papers = both on a papers100M-size topology;
 #   - hetero = heterogeneous sampler on an ogbn-mag-like graph (hetero_modes: weighted and temporal);
-#   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across 2 GPUs;
+#   - multigpu = sharded features on 2 GPUs; fullgraph = full-graph training partitioned across GPUs (tests and
+#     example on 2, the benchmark on all, halo rows in fp32 and in bf16);
 #     hosts = 4 GPUs declared 2 hosts x 2 (the cross-host sharded tier: tests, example, gather benchmark);
 #     papers_multi = examples/multi_gpu.py at papers100M's size on every GPU (--large --bf16);
 #     dp_probe = the data-parallel loop's timings with the peer gather's SM cap and the loader stream's
@@ -23,7 +24,7 @@
 #     bandwidth (scripts/nccl_probe.py);
 #     wholegraph = pylibwholegraph's gather beside ours (wheels in .wholegraph-wheels/);
 #     scaling = the multi-process examples at 1, 2 and 4 GPUs (epoch, speed-up, efficiency, accuracy;
-#     data-parallel with features sharded, then replicated);
+#     data-parallel with features sharded, then replicated; full-graph with fp32, then bf16 halo rows);
 #   - sparse = SpMM/SDDMM kernels; adjoint = SpMM's backward by atomics vs over the transpose;
 #     max = max aggregation's forward and backward against sum, on the products-size graph and on
 #     one of a sampled batch's size (scripts/max_timing.py --paths --forms: each path timed, and min
@@ -46,7 +47,8 @@
 # PYG_ACCEL_TESTS='tests/test_a.py tests/test_b.py' narrows the test stages;
 # PYG_ACCEL_STEP_TIMEOUT=S stops any one command of a stage after S seconds (its log kept, the
 # stage marked failed, the next one run), so a hung test cannot take a whole device call;
-# PYG_ACCEL_FULLGRAPH_ARGS (e.g. '--orders none cluster') is passed to benchmarks/full_graph.py.
+# PYG_ACCEL_FULLGRAPH_ARGS (e.g. '--orders none cluster'; default '--exchange-dtypes fp32 bf16') is passed to
+# benchmarks/full_graph.py.
 # Logs, JSON and plots go to OUT_DIR. The extension cache lives in .build-cache/ of the
 # repo (ignored by git) so a warm machine reuses it. If .gpu-wheels/ holds torch-sparse /
 # torch-scatter wheels built for the machine's torch (stock PyG's CPU sampler needs
@@ -173,7 +175,9 @@ for stage in $STAGES; do
         --dataset synthetic-products --hidden 256 --layers 3 --num-neighbors 15,10,5 --epochs 5 --tf32 \
         --features replicated
       run scaling_full_graph python3 benchmarks/scaling.py --examples full_graph_multi_gpu --nprocs 1 2 4 \
-        --out "$OUT_DIR/full" -- --dataset synthetic-products --epochs 20 ;;
+        --out "$OUT_DIR/full" -- --dataset synthetic-products --epochs 20
+      run scaling_full_graph_bf16 python3 benchmarks/scaling.py --examples full_graph_multi_gpu --nprocs 1 2 4 \
+        --out "$OUT_DIR/full_bf16" -- --dataset synthetic-products --epochs 20 --exchange-dtype bf16 ;;
     wholegraph)  # NVIDIA's pylibwholegraph beside our sharded gather, every GPU (carry .wholegraph-wheels alone:
       # with .gpu-wheels the carry passes the device tool's 64 MiB)
       python3 -m pip install -q --no-deps --no-index --target /tmp/wholegraph .wholegraph-wheels/*.whl
@@ -185,8 +189,8 @@ for stage in $STAGES; do
         -k "full_graph or halo or partition or reorder or order" -q -rs -p no:cacheprovider
       run fullgraph_example python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
         examples/full_graph_multi_gpu.py --epochs 50 --out "$OUT_DIR/example_full_graph"
-      run fullgraph_bench python3 -m torch.distributed.run --standalone --nproc_per_node 2 \
-        benchmarks/full_graph.py --out "$OUT_DIR" ${PYG_ACCEL_FULLGRAPH_ARGS:-} ;;
+      run fullgraph_bench python3 -m torch.distributed.run --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" \
+        benchmarks/full_graph.py --out "$OUT_DIR" ${PYG_ACCEL_FULLGRAPH_ARGS:---exchange-dtypes fp32 bf16} ;;
     sparse) run sparse python3 benchmarks/sparse.py --preset products --reps 5 --out "$OUT_DIR" ;;
     adjoint) run adjoint python3 benchmarks/spmm_adjoint.py --out "$OUT_DIR" ;;
     max)  # the full graph, then one of a sampled batch's size: each path, and min / mean beside their old forms

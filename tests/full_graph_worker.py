@@ -74,6 +74,41 @@ def check_halo_graph(data: Data, device: torch.device) -> None:
         torch.testing.assert_close(h.grad, part.local(h_all.grad), **tol)
 
 
+def check_exchange_dtype(data: Data, device: torch.device) -> None:
+    """Halo rows and their gradients in bfloat16 (exchange_dtype): rows bfloat16 holds
+    exactly arrive exactly; others arrive rounded once, so outputs and gradients stay
+    within bfloat16's precision of the exact exchange's, and differ from them (the rows
+    did travel narrower), through both exchange paths."""
+    n = data.num_nodes
+    exact = partition_graph(data.edge_index.to(device), n, dist.get_rank(), 2, group=dist.new_group())
+    narrow = partition_graph(data.edge_index.to(device), n, dist.get_rank(), 2, group=dist.new_group(),
+                             exchange_dtype=torch.bfloat16)
+    assert narrow.wire_dtype(torch.float32) == torch.bfloat16 and narrow.wire_dtype(torch.bfloat16) == torch.bfloat16
+    h_all = torch.randn(n, 6, generator=torch.Generator().manual_seed(2)).to(device)
+    local = exact.local(h_all)
+    representable = local.bfloat16().float()
+    torch.testing.assert_close(narrow.exchange(representable), exact.exchange(representable), rtol=0, atol=0)
+    got, want = narrow.exchange(local), exact.exchange(local)
+    torch.testing.assert_close(got[:narrow.num_local], want[:narrow.num_local], rtol=0, atol=0)  # (local rows stay)
+    torch.testing.assert_close(got[narrow.num_local:], want[narrow.num_local:].bfloat16().float(), rtol=0, atol=0)
+    grad_out = torch.randn(n, 6, generator=torch.Generator().manual_seed(3)).to(device)
+    for path in ('exchange', 'overlapped'):
+        results = []
+        for part in (exact, narrow):
+            h = local.clone().requires_grad_()
+            if path == 'exchange':
+                out = spmm(CooGraph.from_edge_index(part.edge_index, (part.num_local + part.num_halo, part.num_local)),
+                           part.exchange(h))
+            else:
+                out = HaloGraph(part).aggregate(h)
+            out.backward(part.local(grad_out))
+            results.append((out.detach(), h.grad))
+        (out_exact, grad_exact), (out_narrow, grad_narrow) = results
+        for a, b in ((out_narrow, out_exact), (grad_narrow, grad_exact)):
+            torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2 * float(b.abs().max()), msg=path)
+            assert not torch.equal(a, b), f'{path}: bfloat16 rows gave the exact values'
+
+
 def check(rank: int, world_size: int, device: torch.device) -> None:
     assert world_size == 2
     g = torch.Generator().manual_seed(0)  # the same graph on every rank
@@ -102,6 +137,7 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
             torch.testing.assert_close(grad, q.grad, atol=1e-4, rtol=1e-4, msg=f'{kind} {name}')
 
     check_halo_graph(data, device)
+    check_exchange_dtype(data, device)
 
     # PartitionedGNN under DDP, beside the exchange (its own communicator), with the
     # exchange overlapped and not: averaged gradients = the whole graph's / 2

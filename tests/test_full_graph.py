@@ -223,6 +223,20 @@ def test_bad_input():
         partition_graph(ei, 2, 0, 1)
     with pytest.raises(ValueError, match='edge_weight'):
         partition_graph(ei, 3, 0, 1, edge_weight=torch.ones(5))
+    with pytest.raises(ValueError, match='exchange_dtype must be None or a floating dtype'):
+        partition_graph(ei, 3, 0, 1, exchange_dtype=torch.int16)
+
+
+def test_exchange_dtype_narrows_floating_rows_only():
+    """Rows travel in exchange_dtype only when it is a narrower floating type than
+    theirs; one process has no halo and returns its rows as they are."""
+    ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    part = partition_graph(ei, 3, 0, 1, exchange_dtype=torch.bfloat16)
+    assert [part.wire_dtype(t) for t in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64)] \
+        == [torch.bfloat16, torch.bfloat16, torch.float16, torch.bfloat16, torch.int64]
+    assert partition_graph(ei, 3, 0, 1).wire_dtype(torch.float32) == torch.float32
+    x = torch.randn(3, 4)
+    assert part.exchange(x) is x
 
 
 @pytest.mark.slow  # processes under torchrun

@@ -6,7 +6,9 @@ block's rows (features, activations, labels) and the edges that end in it. The s
 of those edges that other processes own are its *halo*. Before every layer,
 :meth:`GraphPartition.exchange` appends the halo's current rows to the local ones with
 one all-to-all (only the rows a peer needs travel, each once), and its backward sends
-the halo's gradients back to their owners, which add them up. Every layer then runs as
+the halo's gradients back to their owners, which add them up (in
+``GraphPartition.exchange_dtype``, e.g. bfloat16, if set: half the bytes of fp32 rows,
+each row rounded once on the way). Every layer then runs as
 a bipartite layer from ``num_local + num_halo`` source rows to ``num_local`` targets on
 the local edges, with our SpMM layers; gradients of the (replicated) weights are
 averaged by DDP. Sums and means over a node's in-edges see every in-edge, so a model
@@ -95,18 +97,22 @@ class ExchangeTimer:
 
 class _HaloExchange(torch.autograd.Function):
     """``[num_local, *] -> [num_local + num_halo, *]``; backward returns the halo's
-    gradients to their owners and adds them into the rows they came from."""
+    gradients to their owners and adds them into the rows they came from. Rows travel in
+    ``part.wire_dtype`` of theirs."""
 
     @staticmethod
     def forward(ctx, x: Tensor, part: 'GraphPartition') -> Tensor:
         ctx.part = part
         begin = part.timer.start(x.device) if part.timer is not None else None
-        send = x.index_select(0, part.send_index)
+        wire = part.wire_dtype(x.dtype)
+        send = x.index_select(0, part.send_index).to(wire)
         out = x.new_empty((part.num_local + part.num_halo, *x.shape[1:]))
         out[:part.num_local].copy_(x)
         # the halo rows land in place, after the local ones (no concatenation pass)
-        dist.all_to_all_single(out[part.num_local:], send, part.recv_counts, part.send_counts,
-                               group=part.group)
+        recv = out[part.num_local:] if wire == x.dtype else x.new_empty((part.num_halo, *x.shape[1:]), dtype=wire)
+        dist.all_to_all_single(recv, send, part.recv_counts, part.send_counts, group=part.group)
+        if wire != x.dtype:
+            out[part.num_local:].copy_(recv)
         if begin is not None:
             part.timer.stop(begin)
         return out
@@ -117,9 +123,11 @@ class _HaloExchange(torch.autograd.Function):
         part = ctx.part
         begin = part.timer.start(grad.device) if part.timer is not None else None
         grad = grad.contiguous()
-        back = grad.new_empty((part.send_index.numel(), *grad.shape[1:]))
-        dist.all_to_all_single(back, grad[part.num_local:], part.send_counts, part.recv_counts, group=part.group)
-        out = grad[:part.num_local].index_add(0, part.send_index, back)
+        wire = part.wire_dtype(grad.dtype)
+        back = grad.new_empty((part.send_index.numel(), *grad.shape[1:]), dtype=wire)
+        dist.all_to_all_single(back, grad[part.num_local:].to(wire), part.send_counts, part.recv_counts,
+                               group=part.group)
+        out = grad[:part.num_local].index_add(0, part.send_index, back.to(grad.dtype))
         if begin is not None:
             part.timer.stop(begin)
         return out, None
@@ -145,6 +153,11 @@ class GraphPartition:
             one of its self-loops (NaN: none), ``ext_loop_sum`` their sum. They make
             :meth:`gcn_norm` global.
         edge_weight: ``[E_local]`` the local edges' weights, if the graph had any.
+        exchange_dtype: the floating dtype halo rows and their gradients travel in when it
+            is narrower than theirs (``torch.bfloat16`` or ``torch.float16``: half the
+            bytes of fp32 rows, each row rounded once on the way; sums and the local rows
+            stay in the layer's dtype); ``None`` (default): their own, exact. Every
+            process of the group must use the same.
     """
     rank: int
     world_size: int
@@ -161,6 +174,10 @@ class GraphPartition:
     edge_weight: Optional[Tensor] = None
     group: Optional[object] = field(default=None, repr=False)
     timer: Optional[ExchangeTimer] = field(default=None, repr=False)  # set one to time the exchanges
+    exchange_dtype: Optional[torch.dtype] = None
+
+    def __post_init__(self) -> None:
+        self.wire_dtype(torch.float32)  # (checks exchange_dtype)
 
     @property
     def lo(self) -> int:
@@ -181,6 +198,18 @@ class GraphPartition:
     def num_halo(self) -> int:
         """The number of halo rows: other blocks' nodes with an edge into this one."""
         return self.halo_ids.numel()
+
+    def wire_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype rows of ``dtype`` travel in: :attr:`exchange_dtype` if it is a
+        narrower floating type than a floating ``dtype``, else ``dtype`` itself."""
+        wire = self.exchange_dtype
+        if wire is None:
+            return dtype
+        if not isinstance(wire, torch.dtype) or not wire.is_floating_point:
+            raise ValueError(f'GraphPartition: exchange_dtype must be None or a floating dtype (e.g. torch.bfloat16), '
+                             f'got {wire!r}')
+        narrower = dtype.is_floating_point and wire.itemsize < dtype.itemsize
+        return wire if narrower else dtype
 
     def local(self, tensor: Tensor) -> Tensor:
         """This block's rows of a global node-level tensor (``[N, *] -> [num_local, *]``)."""
@@ -235,7 +264,8 @@ def new_exchange_group():
 def partition_graph(edge_index: Tensor, num_nodes: int, rank: int, world_size: int,
                     bounds: Optional[List[int]] = None, balance: str = 'edges',
                     edge_weight: Optional[Tensor] = None, group=None,
-                    device: Optional[Union[str, torch.device]] = None) -> GraphPartition:
+                    device: Optional[Union[str, torch.device]] = None,
+                    exchange_dtype: Optional[torch.dtype] = None) -> GraphPartition:
     """Rank ``rank``'s :class:`GraphPartition` of the graph (every rank computes its own
     from the same global ``edge_index``; no communication).
 
@@ -249,6 +279,7 @@ def partition_graph(edge_index: Tensor, num_nodes: int, rank: int, world_size: i
         group: the process group of the exchange (default: the whole world's default
             group; :func:`new_exchange_group` gives one that DDP's traffic does not share).
         device: where the partition's tensors live (default: ``edge_index``'s device).
+        exchange_dtype: the dtype halo rows travel in (see :class:`GraphPartition`).
     """
     _check_edge_index(edge_index, num_nodes)
     if not 0 <= rank < world_size:
@@ -303,18 +334,22 @@ def partition_graph(edge_index: Tensor, num_nodes: int, rank: int, world_size: i
         send_counts=send_counts.tolist(), recv_counts=recv_counts.tolist(),
         ext_degree=degree[ext].to(device), ext_loop_weight=loop_weight[ext].to(device),
         ext_loop_sum=loop_sum[ext].to(device),
-        edge_weight=None if edge_weight is None else edge_weight[edge_id].to(device), group=group)
+        edge_weight=None if edge_weight is None else edge_weight[edge_id].to(device), group=group,
+        exchange_dtype=exchange_dtype)
 
 
 def partition_data(data: Data, group=None, reorder: Optional[str] = None, balance: str = 'edges',
                    device: Optional[Union[str, torch.device]] = None,
-                   edge_weight: Optional[str] = None) -> Tuple[GraphPartition, Data]:
+                   edge_weight: Optional[str] = None,
+                   exchange_dtype: Optional[torch.dtype] = None) -> Tuple[GraphPartition, Data]:
     """This process's partition of a whole graph and its block of the node data.
 
     Every process of ``group`` calls it with the same ``data`` (e.g. each loads the
     dataset). ``reorder`` (``'cluster'``, ``'rcm'`` or ``'degree'``) renumbers the nodes
     first, the same way on every process (:func:`pyg_accel.data.reorder.node_order`);
     ``'cluster'`` puts most neighbours in the same block, so fewer rows cross between GPUs.
+    ``exchange_dtype`` (e.g. ``torch.bfloat16``) makes the halo rows travel narrower (see
+    :class:`GraphPartition`).
 
     Returns ``(partition, local)``: ``local`` holds this block's rows of every node-level
     tensor of ``data`` (``x``, ``y``, masks, ...) on ``device``, and ``global_id``, their
@@ -330,7 +365,7 @@ def partition_data(data: Data, group=None, reorder: Optional[str] = None, balanc
         data, global_id = reorder_data(data, order), order
     weight = None if edge_weight is None else data[edge_weight]
     part = partition_graph(data.edge_index, num_nodes, rank, world_size, balance=balance, edge_weight=weight,
-                           group=group, device=device)
+                           group=group, device=device, exchange_dtype=exchange_dtype)
     device = part.edge_index.device
     local = Data(num_nodes=part.num_local, global_id=part.local(global_id).to(device))
     for key, value in data.items():

@@ -8,7 +8,8 @@ aggregated while it runs, then the boundary edges are added into the same output
 (:func:`pyg_accel.ops.spmm_add_`). Backward, the other way round: the boundary edges'
 gradients go back to their owners while the inner edges' gradient is computed. On the
 GPU the all-to-all runs on NCCL's stream, concurrently with the SpMM on the compute
-stream; no host synchronisation is added.
+stream; no host synchronisation is added. Rows travel in the partition's
+``exchange_dtype`` when it is narrower (:meth:`GraphPartition.wire_dtype`).
 """
 from __future__ import annotations
 
@@ -109,11 +110,12 @@ class _OverlappedAggregate(torch.autograd.Function):
         ctx.graph = graph
         part = graph.part
         h = h.contiguous()
-        recv = h.new_empty((part.num_halo, *h.shape[1:]))
-        work = _start(recv, take_rows(h, part.send_index), part.recv_counts, part.send_counts, part.group)
+        wire = part.wire_dtype(h.dtype)
+        recv = h.new_empty((part.num_halo, *h.shape[1:]), dtype=wire)
+        work = _start(recv, take_rows(h, part.send_index).to(wire), part.recv_counts, part.send_counts, part.group)
         out = spmm(graph.inner, h, graph.inner_weight)  # runs while the halo rows travel
         _finish(work, part, h.device)
-        return spmm_add_(out, graph.boundary, recv, graph.boundary_weight)
+        return spmm_add_(out, graph.boundary, recv.to(h.dtype), graph.boundary_weight)
 
     @staticmethod
     @once_differentiable
@@ -122,8 +124,9 @@ class _OverlappedAggregate(torch.autograd.Function):
         part = graph.part
         grad = grad.contiguous()
         grad_halo = spmm_adjoint(graph.boundary, grad, weight=graph.boundary_weight)  # [num_halo, *]
-        back = grad.new_empty((part.send_index.numel(), *grad.shape[1:]))
-        work = _start(back, grad_halo, part.send_counts, part.recv_counts, part.group)
+        wire = part.wire_dtype(grad.dtype)
+        back = grad.new_empty((part.send_index.numel(), *grad.shape[1:]), dtype=wire)
+        work = _start(back, grad_halo.to(wire), part.send_counts, part.recv_counts, part.group)
         grad_h = spmm_adjoint(graph.inner, grad, weight=graph.inner_weight)  # runs while they travel back
         _finish(work, part, grad.device)
-        return grad_h.index_add_(0, part.send_index, back), None
+        return grad_h.index_add_(0, part.send_index, back.to(grad_h.dtype)), None
