@@ -6,7 +6,8 @@ clusters numbered contiguously, so that neighbours fall in the same block; or ``
 reverse Cuthill-McKee). Each process then owns a contiguous block
 of nodes balanced by edges: their features, labels and in-edges. Before every layer the
 rows of other blocks that its edges read (its halo) arrive by one all-to-all, and their
-gradients go back the same way. For GCN and GraphSAGE the exchange runs while the edges
+gradients go back the same way (the input's halo rows arrive once, before training; its
+layer then exchanges only the dropout mask, a bit per entry). For GCN and GraphSAGE the exchange runs while the edges
 between a block's own rows are aggregated (``--no-overlap``: before each layer, as for
 GAT). DistributedDataParallel averages the weight gradients,
 and the loss is scaled so that every step is exactly the whole graph's full-batch step.
@@ -66,10 +67,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 @torch.no_grad()
-def evaluate(model, local, world: int, device) -> dict:
-    """Accuracy per split over the whole graph: each process counts its own nodes."""
+def evaluate(model, x, local, world: int, device) -> dict:
+    """Accuracy per split over the whole graph: each process counts its own nodes (``x``:
+    the model's input, the block's rows and its halo's)."""
     model.eval()
-    pred = model(local.x).argmax(-1)
+    pred = model(x).argmax(-1)
     counts = torch.stack([torch.stack([((pred == local.y) & local[f'{k}_mask']).sum(), local[f'{k}_mask'].sum()])
                           for k in ('train', 'valid', 'test')]).double()
     if world > 1:
@@ -95,8 +97,9 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         mask = torch.zeros(data.num_nodes, dtype=torch.bool, device=index.device)
         mask[index] = True
         data[f'{name}_mask'] = mask
-    part, local = partition_data(data, reorder=None if args.reorder == 'none' else args.reorder, device=device,
-                                 exchange_dtype=EXCHANGE_DTYPES[args.exchange_dtype])
+    part, local = partition_data(data, reorder=None if args.reorder == 'none' else args.reorder, device=device)
+    x = part.exchange(local.x)  # the input's halo rows, once: its layer then exchanges nothing (but a dropout mask)
+    part.exchange_dtype = EXCHANGE_DTYPES[args.exchange_dtype]  # (after the input's exchange: exact)
     part.timer = ExchangeTimer()
     del data
     halo = torch.tensor([part.num_halo, part.num_local, part.edge_index.size(1)], device=device)
@@ -122,7 +125,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         epoch_start = time.perf_counter()
         model.train()
         opt.zero_grad()
-        out = model(local.x)
+        out = model(x)
         # the whole graph's mean loss: DDP averages over the processes, hence the * world
         loss = F.cross_entropy(out[local.train_mask], local.y[local.train_mask], reduction='sum') * (
             world / train_total)
@@ -136,7 +139,7 @@ def train(args, rank: int, world: int, device: torch.device) -> dict:
         seconds = time.perf_counter() - epoch_start
         exchange = part.timer.seconds()
         stages = {'exchange': exchange, 'compute': max(seconds - exchange, 0.0)}
-        acc = evaluate(model, local, world, device)
+        acc = evaluate(model, x, local, world, device)
         part.timer.seconds()  # (the evaluation's exchanges are not the epoch's)
         row = {'epoch': epoch, 'loss': float(total), 'seconds': seconds, **stage_columns(stages),
                **{f'{k}_acc': v for k, v in acc.items()}}

@@ -109,6 +109,42 @@ def check_exchange_dtype(data: Data, device: torch.device) -> None:
             assert not torch.equal(a, b), f'{path}: bfloat16 rows gave the exact values'
 
 
+def check_input_halo(data: Data, device: torch.device) -> None:
+    """PartitionedGNN given its input's halo rows (part.exchange(x), once) equals it given
+    the block's rows, outputs and weight gradients, every kind and exchange path; with
+    dropout in training every block drops a halo node's features as its owner does, and
+    boolean rows (the mask) travel exactly."""
+    part, local = partition_data(data, device=device)  # (not renumbered: partition ids are data's)
+    for shape in ((13,), (16,), (2, 5)):
+        mask = torch.rand(part.num_local, *shape, device=device) < 0.5
+        assert torch.equal(part.exchange(mask), part.exchange(mask.float()).bool())
+    x_ext = part.exchange(local.x)
+    assert part.num_halo > 0 and torch.equal(x_ext, data.x.to(device)[part.ext_ids()])
+    for kind, overlap in (('gcn', True), ('gcn', False), ('sage', True), ('sage', False), ('gat', False)):
+        grads = []
+        for inputs in (local.x, x_ext):
+            torch.manual_seed(0)
+            model = PartitionedGNN(kind, part, WIDTH, 16, 4, num_layers=2, overlap=overlap).to(device)
+            out = model(inputs)
+            out.pow(2).sum().backward()
+            grads.append((out.detach(), [p.grad for p in model.parameters()]))
+        (out_a, grad_a), (out_b, grad_b) = grads
+        torch.testing.assert_close(out_b, out_a, atol=1e-5, rtol=1e-5, msg=f'{kind} {overlap}')
+        for a, b in zip(grad_a, grad_b):
+            torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4, msg=f'{kind} {overlap}')
+    model = PartitionedGNN('gcn', part, WIDTH, 16, 4, num_layers=2, dropout=0.5).to(device).train()
+    dropped = model._input_dropout(x_ext)  # [num_local + num_halo, WIDTH]
+    kept = dropped[:part.num_local] != 0
+    assert 0.4 < float(kept.float().mean()) < 0.6
+    torch.testing.assert_close(dropped[:part.num_local][kept], local.x[kept] * 2)
+    rows = [None] * dist.get_world_size()
+    dist.all_gather_object(rows, (part.ext_ids()[:part.num_local].cpu(), dropped[:part.num_local].cpu()))
+    whole = torch.zeros(data.num_nodes, WIDTH)
+    for ids, values in rows:
+        whole[ids] = values
+    assert torch.equal(dropped[part.num_local:].cpu(), whole[part.halo_ids.cpu()])  # the owners' masks
+
+
 def check(rank: int, world_size: int, device: torch.device) -> None:
     assert world_size == 2
     g = torch.Generator().manual_seed(0)  # the same graph on every rank
@@ -138,6 +174,7 @@ def check(rank: int, world_size: int, device: torch.device) -> None:
 
     check_halo_graph(data, device)
     check_exchange_dtype(data, device)
+    check_input_halo(data, device)
 
     # PartitionedGNN under DDP, beside the exchange (its own communicator), with the
     # exchange overlapped and not: averaged gradients = the whole graph's / 2

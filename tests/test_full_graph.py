@@ -172,6 +172,10 @@ def test_partitioned_gnn_equals_pyg_stack(device, kind, width, overlap):
         PartitionedGNN('gin', part, 5, 8, 3, 2)
     with pytest.raises(ValueError, match='multiple of heads'):
         PartitionedGNN('gat', part, 5, 6, 3, 2, heads=4)
+    with pytest.raises(ValueError, match='dropout must be in'):
+        PartitionedGNN(kind, part, 5, 8, 3, 2, dropout=1.5)
+    with pytest.raises(ValueError, match='x must have 80 rows'):
+        model(x[:79])
 
 
 @pytest.mark.parametrize('device', DEVICES)

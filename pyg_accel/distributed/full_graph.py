@@ -133,6 +133,24 @@ class _HaloExchange(torch.autograd.Function):
         return out, None
 
 
+def _exchange_bits(mask: Tensor, part: 'GraphPartition') -> Tensor:
+    """:meth:`GraphPartition.exchange` of a boolean ``[num_local, *]`` tensor, each row
+    packed into bytes of 8 entries for the all-to-all (a 100-wide row: 13 bytes)."""
+    shape = mask.shape[1:]
+    width = shape.numel()
+    padded = -(-width // 8) * 8
+    flat = mask.reshape(mask.size(0), width)
+    if padded != width:
+        flat = torch.cat([flat, flat.new_zeros(flat.size(0), padded - width)], 1)
+    shifts = torch.arange(8, device=mask.device, dtype=torch.uint8)
+    packed = (flat.view(-1, padded // 8, 8).to(torch.uint8) << shifts).sum(-1, dtype=torch.uint8)
+    send = packed.index_select(0, part.send_index)
+    recv = packed.new_empty((part.num_halo, padded // 8))
+    dist.all_to_all_single(recv, send, part.recv_counts, part.send_counts, group=part.group)
+    halo = ((recv.unsqueeze(-1) >> shifts) & 1).view(part.num_halo, padded)[:, :width].bool()
+    return torch.cat([mask, halo.view(part.num_halo, *shape)])
+
+
 @dataclass(eq=False)
 class GraphPartition:
     """One process's block of a graph partitioned by contiguous node ranges.
@@ -220,12 +238,19 @@ class GraphPartition:
     def exchange(self, x: Tensor) -> Tensor:
         """``x`` (``[num_local, *]``, this block's rows) followed by the halo's rows from
         their owners: ``[num_local + num_halo, *]``. Differentiable; every process of the
-        group must call it (same order, same trailing shape)."""
-        if x.size(0) != self.num_local:
+        group must call it (same order, same trailing shape and dtype). Boolean rows (e.g.
+        a dropout mask) travel packed, one bit per entry."""
+        if x.dim() == 0 or x.size(0) != self.num_local:
             raise ValueError(f'exchange: expected {self.num_local} local rows, got {tuple(x.shape)}')
         if self.world_size == 1:
             return x
+        if x.dtype == torch.bool:
+            return _exchange_bits(x, self)
         return _HaloExchange.apply(x, self)
+
+    def ext_ids(self) -> Tensor:
+        """``[num_local + num_halo]`` the global ids of :meth:`exchange`'s rows."""
+        return torch.cat([torch.arange(self.lo, self.hi, device=self.halo_ids.device), self.halo_ids])
 
     def gcn_norm(self, improved: bool = False, add_self_loops: bool = True) -> Tuple[Tensor, Tensor]:
         """``(edge_index, edge_weight)`` normalised as PyG's ``gcn_norm`` normalises the
