@@ -102,17 +102,14 @@ def typed_covering_bucket(buckets: Iterable[TypedBucket], nodes: TypedCounts, ed
                           steps_per_octave: int = 16, slack_steps: int = 2) -> Optional[TypedBucket]:
     """:func:`covering_bucket` for several node and edge types."""
     own = typed_bucket_of(nodes, edges, links, steps_per_octave)
-    own_counts, real_counts = _flat(own), _flat((nodes, edges))
+    own_counts = _flat(own)
     limit = 1 + slack_steps / steps_per_octave
     best, best_cost = None, None
     for bucket in buckets:
-        counts = _flat(bucket)
-        # the cheap tests first (a bucket too large, or smaller than the batch somewhere,
-        # is out), then the padding nodes' room: most held shapes fail the first
-        if len(counts) != len(own_counts) or any(p > limit * o or p < r for p, o, r in
-                                                 zip(counts, own_counts, real_counts)):
-            continue
         if not typed_fits(bucket, nodes, edges, links):
+            continue
+        counts = _flat(bucket)
+        if any(p > limit * o for p, o in zip(counts, own_counts)):
             continue
         cost = sum(p / max(o, 1) for p, o in zip(counts, own_counts))
         if best_cost is None or cost < best_cost:
