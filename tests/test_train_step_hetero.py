@@ -1,6 +1,8 @@
 """TrainStep on heterogeneous batches: each node and edge type padded hop by hop
 (pad_hop_rows, pad_hop_edges) gives the unpadded step's loss and gradients; the captured
 step trains as the eager loop."""
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,9 +14,10 @@ from pyg_accel.datasets import load_hetero_dataset
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.ops import pad_hop_edges, pad_hop_rows
 from pyg_accel.training import TrainStep
-from pyg_accel.training.padding import (HOMOGENEOUS, PaddedHeteroBatch, bucket_of, covering_bucket, fits,
-                                        typed_bucket_of, typed_covering_bucket, typed_fits)
-from pyg_accel.training.step import _hetero_hops
+from pyg_accel.training.padding import (HETERO_HEADROOM_STEPS, HETERO_SLACK_STEPS, HOMOGENEOUS, PaddedHeteroBatch,
+                                        bucket_of, covering_bucket, fits, typed_bucket_of, typed_bucket_with_headroom,
+                                        typed_covering_bucket, typed_fits)
+from pyg_accel.training.step import _HeteroHops, _hetero_hops
 
 from conftest import DEVICES, requires_cuda
 from test_train_step import step_trains_as_the_plain_loop
@@ -179,6 +182,27 @@ def test_typed_buckets_give_each_node_group_the_padding_nodes_of_its_edge_groups
     assert not typed_fits((fewer_slots, padded_edges), nodes, edges, links)
     assert typed_covering_bucket([bucket], nodes, edges, links, steps_per_octave=1) == bucket
     assert not typed_fits(bucket, nodes, ((100, 5000), (50, 2000)), links)  # (more edges than slots)
+
+
+def test_hetero_shapes_take_wider_margins():
+    """A heterogeneous batch no held shape serves gets a whole grid step of headroom
+    (a homogeneous one a quarter), and a held shape up to three grid steps above the
+    batch's own serves it, where homogeneous batches take two."""
+    links = ((1, 0), (0, 0), (0, 2))  # author -> paper, paper -> paper, paper -> field
+    hops = _HeteroHops(('paper', 'author', 'field'), (('author', 'writes', 'paper'), ('paper', 'cites', 'paper'),
+                       ('paper', 'has', 'field')), links, ((512, 9000, 26000), (0, 5000, 14000), (0, 0, 850)),
+                       ((3000, 20000), (5000, 24000), (0, 15000)), 'paper', None, None)
+    state = SimpleNamespace(_buffers={}, _serves={}, steps_per_octave=16)
+    shape = TrainStep._shape_for(state, hops)
+    assert shape[1] == typed_bucket_with_headroom(hops.nodes, hops.edges, links, 16, HETERO_HEADROOM_STEPS)
+    assert shape[1] != typed_bucket_with_headroom(hops.nodes, hops.edges, links, 16)  # (the quarter step)
+    own = typed_bucket_of(hops.nodes, hops.edges, links, 16)
+    grown = (tuple(tuple(int(n * 1.15) for n in c) for c in own[0]), own[1])  # nodes: < 1 + 3/16, > 1 + 2/16
+    assert typed_fits(grown, hops.nodes, hops.edges, links)
+    state = SimpleNamespace(_buffers={(shape[0], grown): True}, _serves={}, steps_per_octave=16)
+    assert TrainStep._shape_for(state, hops) == (shape[0], grown)
+    assert typed_covering_bucket([grown], hops.nodes, hops.edges, links, 16) is None  # (the homogeneous two steps)
+    assert (HETERO_HEADROOM_STEPS, HETERO_SLACK_STEPS) == (1.0, 3)
 
 
 @pytest.mark.parametrize('device', DEVICES)

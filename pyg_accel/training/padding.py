@@ -117,10 +117,28 @@ def typed_covering_bucket(buckets: Iterable[TypedBucket], nodes: TypedCounts, ed
     return best
 
 
+# Heterogeneous batches: a new shape gets a whole grid step of headroom (homogeneous: a
+# quarter) and a held shape serves batches whose own buckets are up to three steps
+# smaller (homogeneous: two). Such a batch has a count per node type and hop and per
+# edge type and hop (26 for ogbn-mag's schema at 2 hops, against 7 in a 3-hop homogeneous
+# batch), and a held shape serves it only if every count fits, so with the homogeneous
+# margins new shapes kept coming for several epochs. Replaying the counts of sampled
+# synthetic-mag batches (512 seeds, [10, 10]) through the search, two samplings each
+# (scripts/shape_search.py): at a tenth of ogbn-mag's size, 8 epochs, 13-15 shapes (5-7
+# made after the first epoch) became 3-5 (1), padding 4.9-5.3% -> 6.0-8.6%; at a
+# hundredth 20-22 (13-15) became 11-12 (4-9), 4.1-4.2% -> 7.4-8.2%; link prediction at a
+# tenth, 6 epochs, 25-26 (12) became 5 (2), 4.1-4.3% -> 7.3-9.8%. (Past max_graphs=16
+# shapes, further ones train eagerly.) A new shape costs an eager warm-up and a capture,
+# tens of ms; the 1-5 more points of padding cost up to ~5% of a captured step's GPU time.
+HETERO_HEADROOM_STEPS = 1.0
+HETERO_SLACK_STEPS = 3
+
+
 def typed_bucket_with_headroom(nodes: TypedCounts, edges: TypedCounts, links: Links,
-                               steps_per_octave: int = 16) -> TypedBucket:
-    """:func:`bucket_with_headroom` for several node and edge types."""
-    grow = 1 + 1 / (4 * steps_per_octave)
+                               steps_per_octave: int = 16, headroom_steps: float = 0.25) -> TypedBucket:
+    """:func:`bucket_with_headroom` for several node and edge types, the counts
+    ``headroom_steps`` grid steps larger."""
+    grow = 1 + headroom_steps / steps_per_octave
     return typed_bucket_of(tuple(tuple(int(n * grow) for n in c) for c in nodes),
                            tuple(tuple(int(e * grow) for e in c) for c in edges), links, steps_per_octave)
 

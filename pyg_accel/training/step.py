@@ -30,8 +30,9 @@ from torch_geometric.data import HeteroData
 
 from ..nn.conv._self_loops import sync_free
 from ..ops.hops import sampled_hops
-from .padding import (Links, PaddedBatch, PaddedHeteroBatch, TypedCounts, bucket_of, bucket_with_headroom,
-                      covering_bucket, round_up, typed_bucket_of, typed_bucket_with_headroom, typed_covering_bucket)
+from .padding import (HETERO_HEADROOM_STEPS, HETERO_SLACK_STEPS, Links, PaddedBatch, PaddedHeteroBatch, TypedCounts,
+                      bucket_of, bucket_with_headroom, covering_bucket, round_up, typed_bucket_of,
+                      typed_bucket_with_headroom, typed_covering_bucket)
 
 __all__ = ['TrainStep']
 
@@ -427,7 +428,8 @@ class TrainStep:
         """The padded shape a batch with these counts trains on: its own bucket if held,
         else a held shape at most slightly larger (remembered for the batch's bucket when
         it holds every count of that bucket), else a new shape with headroom. A
-        heterogeneous batch's shape is its types and their typed bucket; a link batch's
+        heterogeneous batch's shape is its types and their typed bucket, with wider
+        margins (:data:`~pyg_accel.training.padding.HETERO_HEADROOM_STEPS`); a link batch's
         adds its padded number of label edges (batches of another count take another)."""
         spo = self.steps_per_octave
         labels = () if hops.labels is None else (round_up(hops.labels, spo, minimum=1),)
@@ -443,9 +445,10 @@ class TrainStep:
             return served
         if isinstance(hops, _HeteroHops):
             held_typed = typed_covering_bucket([b[1] for b in self._buffers if b[0] == types and b[2:] == labels],
-                                               hops.nodes, hops.edges, hops.links, spo)
+                                               hops.nodes, hops.edges, hops.links, spo, HETERO_SLACK_STEPS)
             if held_typed is None:
-                return (types, typed_bucket_with_headroom(hops.nodes, hops.edges, hops.links, spo)) + labels
+                return (types, typed_bucket_with_headroom(hops.nodes, hops.edges, hops.links, spo,
+                                                          HETERO_HEADROOM_STEPS)) + labels
             held = (types, held_typed) + labels
             counts = [sum(b[1][0] + b[1][1], ()) for b in (held, own)]
         else:
