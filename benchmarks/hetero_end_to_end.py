@@ -27,6 +27,7 @@ stock PyG epoch to the row's.
 
     python benchmarks/hetero_end_to_end.py --scale 0.1 --out OUT
     python benchmarks/hetero_end_to_end.py --scale 0.1 --task link --out OUT
+    python benchmarks/hetero_end_to_end.py --scale 0.1 --tf32 --out OUT     # every configuration on TF32
     python benchmarks/hetero_end_to_end.py --scale 0.003 --device cpu --epochs 1 --configs accel accel-graph
 """
 from __future__ import annotations
@@ -70,6 +71,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--num-neighbors', default='10,10')
     p.add_argument('--pyg-workers', type=int, default=default_workers())
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--tf32', action='store_true',
+                   help="every configuration's fp32 matrix products on TF32 tensor cores (stock PyG's too)")
     p.add_argument('--out', default='bench-out')
     return p.parse_args(argv)
 
@@ -183,6 +186,7 @@ def plot(rows: List[dict], path: Path, title: str) -> None:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     device = example.prepare(args.device)  # (the C++/CUDA ops built first: never inside an epoch)
+    torch.set_float32_matmul_precision('high' if args.tf32 else 'highest')
     dataset = load_hetero_dataset('synthetic-mag', scale=args.scale, seed=0)
     data_cpu = T.ToUndirected()(dataset.data)
     rows = [time_config(name, args, dataset, data_cpu, device) for name in args.configs]
@@ -194,11 +198,12 @@ def main(argv=None) -> dict:
             if args.task == 'link' else 'paper venues')
     title = (f"heterogeneous GraphSAGE, {task}, on {dataset.name} ({data_cpu.num_nodes:,} nodes, "
              f"{data_cpu.num_edges:,} edges, 7 edge types), batch {args.batch_size}, fanout [{args.num_neighbors}], "
-             f"{device}")
+             f"{device}{', TF32' if args.tf32 else ''}")
     columns = ['config', 'workers', 'steps/epoch', 'epoch s', 'first epoch s', 'host ms/step', 'graphs', 'vs pyg']
     table = print_table(rows, [c for c in columns if any(c in r for r in rows)], title)
     out = Path(args.out)
     stem = f'hetero_end_to_end_{args.scale:g}' + ('_link' if args.task == 'link' else '')
+    stem += '_tf32' if args.tf32 else ''
     save_json(out / f'{stem}.json', {'environment': environment(), 'args': vars(args), 'title': title, 'rows': rows})
     plot(rows, out / f'{stem}.png', title)
     return {'rows': rows, 'table': table}
