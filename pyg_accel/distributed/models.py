@@ -125,8 +125,7 @@ class PartitionedGNN(torch.nn.Module):
             aggregate = self.halo_graph.aggregate
         else:
             graph, weight = self._gcn_graph_ext()
-            exchange = (lambda h: h) if ext else self.part.exchange
-            aggregate = lambda h: spmm(graph, exchange(h), weight)  # noqa: E731
+            aggregate = lambda h: spmm(graph, h if ext else self.part.exchange(h), weight)  # noqa: E731
         out = conv.lin(aggregate(x)) if narrow_input else aggregate(conv.lin(x))
         return out + conv.bias if conv.bias is not None else out
 

@@ -791,10 +791,8 @@ int max_run_edges(int64_t edges, int tpg) {
     const int forced = std::atoi(env);
     return forced <= vec::kRun ? vec::kRun : forced <= 256 ? 256 : vec::kMaxRun;
   }
-  const int64_t resident = resident_warps();
   for (const int run : {vec::kMaxRun, 256}) {
-    const int64_t per_warp = vec::Chunk(tpg, run).edges();
-    if ((edges + per_warp - 1) / per_warp * 2 >= resident) return run;
+    if (fills_gpu(edges, vec::Chunk(tpg, run).edges(), 1)) return run;
   }
   return vec::kRun;
 }
