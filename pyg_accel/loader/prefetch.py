@@ -38,20 +38,26 @@ __all__ = ['PrefetchLoader', 'prefetch_batches']
 
 def _record_stream(batch: Any, stream: torch.cuda.Stream) -> Any:
     """Marks every CUDA tensor reachable in ``batch`` (Data / HeteroData / tensors /
-    tuples / lists / dicts) as used on ``stream``."""
+    tuples / lists / dicts) as used on ``stream``. (Leaves are handled in the loop, not
+    by a call each: a heterogeneous batch holds dozens of tensors and per-hop counts.)"""
     if isinstance(batch, torch.Tensor):
         if batch.is_cuda:
             batch.record_stream(stream)
-    elif isinstance(batch, (list, tuple)):
-        for item in batch:
-            _record_stream(item, stream)
+        return batch
+    if isinstance(batch, (list, tuple)):
+        items = batch
     elif isinstance(batch, dict):
-        for item in batch.values():
-            _record_stream(item, stream)
+        items = batch.values()
     elif hasattr(batch, 'stores'):  # torch_geometric Data / HeteroData
-        for store in batch.stores:
-            for item in store.values():
-                _record_stream(item, stream)
+        items = [item for store in batch.stores for item in store.values()]
+    else:
+        return batch
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            if item.is_cuda:
+                item.record_stream(stream)
+        elif isinstance(item, (list, tuple, dict)) or hasattr(item, 'stores'):
+            _record_stream(item, stream)
     return batch
 
 

@@ -21,7 +21,6 @@ Shapes: ``x`` ``[sum(padded nodes), F]``, ``edge_index`` ``[2, sum(padded edges)
 """
 from __future__ import annotations
 
-import functools
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 import torch
@@ -50,23 +49,25 @@ TypedBucket = Tuple[TypedCounts, TypedCounts]  # (padded nodes per type and hop,
 HOMOGENEOUS: Links = ((0, 0),)  # one node type, one edge type between its nodes
 
 
-@functools.lru_cache(maxsize=64)
-def _incident(links: Links, num_types: int, num_hops: int) -> Tuple[Tuple[Tuple[Tuple[int, int], ...], ...], ...]:
-    """Per node group ``(t, g)``: the edge groups ``(j, k)`` that start or end there (edge
-    type ``j``'s hop ``k + 1`` starts at its source type's group ``k + 1`` and ends at its
-    destination type's group ``k``)."""
-    around = [[[] for _ in range(num_hops + 1)] for _ in range(num_types)]
-    for j, (src, dst) in enumerate(links):
-        for k in range(num_hops):
-            around[dst][k].append((j, k))
-            around[src][k + 1].append((j, k))
-    return tuple(tuple(tuple(groups) for groups in per_type) for per_type in around)
+def _spare_nodes(edges: TypedCounts, links: Links, num_types: int, num_hops: int, fan: int) -> list:
+    """Padding nodes each node group ``[t][g]`` needs: one, and enough that each takes at
+    most ``fan`` of the padding edges of any one edge group around it (edge type ``j``'s
+    hop ``k + 1``, ``edges[j][k]`` padding edges, starts at its source type's group
+    ``k + 1`` and ends at its destination type's group ``k``)."""
+    spare = [[1] * (num_hops + 1) for _ in range(num_types)]
+    for (src, dst), per_hop in zip(links, edges):
+        into, out_of = spare[dst], spare[src]
+        for k, e in enumerate(per_hop):
+            need = -(-e // fan)
+            if need > into[k]:
+                into[k] = need
+            if need > out_of[k + 1]:
+                out_of[k + 1] = need
+    return spare
 
 
-def _spare_nodes(edges_around: Iterable[int], fan: int) -> int:
-    """Padding nodes a group needs: one, and enough that each takes at most ``fan`` of
-    the padding edges of any one edge group around it."""
-    return max([1] + [-(-e // fan) for e in edges_around])
+def _num_hops(nodes: TypedCounts, edges: TypedCounts) -> int:
+    return len(edges[0]) if edges else len(nodes[0]) - 1
 
 
 def typed_bucket_of(nodes: TypedCounts, edges: TypedCounts, links: Links, steps_per_octave: int = 16) -> TypedBucket:
@@ -74,14 +75,11 @@ def typed_bucket_of(nodes: TypedCounts, edges: TypedCounts, links: Links, steps_
     of node type ``t``, ``edges[j]`` per hop of edge type ``j``, which runs between the
     node types ``links[j]``. Each edge count is rounded up alone; each node group gets
     room for the padding edges' endpoints of every edge group around it."""
-    num_hops = len(edges[0]) if edges else len(nodes[0]) - 1
     padded_edges = tuple(tuple(round_up(e, steps_per_octave, minimum=0) if e else 0 for e in per_hop)
                          for per_hop in edges)
-    around = _incident(links, len(nodes), num_hops)
-    padded_nodes = tuple(
-        tuple(round_up(n + _spare_nodes((padded_edges[j][k] for j, k in around[t][g]), steps_per_octave * PADDING_FAN),
-                       steps_per_octave) for g, n in enumerate(per_hop))
-        for t, per_hop in enumerate(nodes))
+    spare = _spare_nodes(padded_edges, links, len(nodes), _num_hops(nodes, edges), steps_per_octave * PADDING_FAN)
+    padded_nodes = tuple(tuple(round_up(n + s, steps_per_octave) for n, s in zip(per_hop, spare_of))
+                         for per_hop, spare_of in zip(nodes, spare))
     return padded_nodes, padded_edges
 
 
@@ -91,17 +89,24 @@ def typed_fits(bucket: TypedBucket, nodes: TypedCounts, edges: TypedCounts, link
     if [len(c) for c in nodes] != [len(c) for c in padded_nodes] or \
             [len(c) for c in edges] != [len(c) for c in padded_edges]:
         return False
-    if any(e > p for real, padded in zip(edges, padded_edges) for e, p in zip(real, padded)):
-        return False
-    around = _incident(links, len(nodes), len(padded_edges[0]) if padded_edges else len(nodes[0]) - 1)
-    return all(p - n >= _spare_nodes((padded_edges[j][k] - edges[j][k] for j, k in around[t][g]), PADDING_FAN)
-               for t, (real, padded) in enumerate(zip(nodes, padded_nodes)) for g, (n, p) in enumerate(zip(real, padded)))
+    padding_edges = []
+    for real, padded in zip(edges, padded_edges):
+        per_hop = tuple(p - e for e, p in zip(real, padded))
+        if min(per_hop, default=0) < 0:
+            return False  # (more edges than slots)
+        padding_edges.append(per_hop)
+    spare = _spare_nodes(padding_edges, links, len(nodes), _num_hops(nodes, padded_edges), PADDING_FAN)
+    return all(p - n >= s for real, padded, spare_of in zip(nodes, padded_nodes, spare)
+               for n, p, s in zip(real, padded, spare_of))
 
 
 def typed_covering_bucket(buckets: Iterable[TypedBucket], nodes: TypedCounts, edges: TypedCounts, links: Links,
-                          steps_per_octave: int = 16, slack_steps: int = 2) -> Optional[TypedBucket]:
-    """:func:`covering_bucket` for several node and edge types."""
-    own = typed_bucket_of(nodes, edges, links, steps_per_octave)
+                          steps_per_octave: int = 16, slack_steps: int = 2,
+                          own: Optional[TypedBucket] = None) -> Optional[TypedBucket]:
+    """:func:`covering_bucket` for several node and edge types (``own``: the batch's
+    :func:`typed_bucket_of`, if the caller has it)."""
+    if own is None:
+        own = typed_bucket_of(nodes, edges, links, steps_per_octave)
     own_counts = _flat(own)
     limit = 1 + slack_steps / steps_per_octave
     best, best_cost = None, None
@@ -363,6 +368,15 @@ class PaddedHeteroBatch(_Targets):
             self._label_y = torch.zeros((label_slots,) + tuple(value.shape[1:]), dtype=value.dtype, device=device)
         self.num_targets = torch.zeros((), dtype=torch.long, device=device)  # real targets: the loss mask
         self.inputs = tuple(getattr(self.data, name) for name in inputs)  # (dicts of the static buffers)
+        # what load() copies, looked up once: (type index, type, key, buffer) per padded node
+        # attribute; (edge type index, edge type, source and destination type indices, its
+        # padded edge_index, (key, buffer) per padded edge attribute) per edge type
+        self._row_slots = tuple((i, t, key, self.data[t][key]) for i, t in enumerate(self.node_types)
+                                for key in self.node_keys.get(t, ()))
+        self._edge_slots = tuple((j, et, src, dst, self.data[et].edge_index,
+                                  tuple((key, self.data[et][key]) for key in self.edge_keys.get(et, ())))
+                                 for j, (et, (src, dst)) in enumerate(zip(self.edge_types, self.links)))
+        self._padded_rows = tuple(sum(counts) for counts in bucket[0])
 
     @property
     def num_padded_seeds(self) -> int:
@@ -385,16 +399,17 @@ class PaddedHeteroBatch(_Targets):
         that of the destination type). One kernel per attribute and edge type, no host
         sync (for a batch a pyg_accel loader marked in range)."""
         padded_nodes, padded_edges = self.bucket
-        for t, real, padded in zip(self.node_types, nodes, padded_nodes):
-            for key in self.node_keys.get(t, ()):
-                pad_hop_rows(batch[t][key], real, padded, self.data[t][key])
-        for et, (src, dst), real, padded in zip(self.edge_types, self.links, edges, padded_edges):
-            out = self.data[et].edge_index
-            pad_hop_edges(batch[et].edge_index, real, padded, nodes[src], padded_nodes[src], nodes[dst],
+        node_store, edge_store = batch.get_node_store, batch.get_edge_store  # (cheaper than batch[key])
+        for i, t, key, buffer in self._row_slots:
+            pad_hop_rows(node_store(t)[key], nodes[i], padded_nodes[i], buffer)
+        rows = self._padded_rows
+        for j, et, src, dst, out, edge_buffers in self._edge_slots:
+            store = edge_store(*et)
+            pad_hop_edges(store['edge_index'], edges[j], padded_edges[j], nodes[src], padded_nodes[src], nodes[dst],
                           padded_nodes[dst], out)
-            trust_edge_index(out, sum(padded_nodes[src]), sum(padded_nodes[dst]), dst_sorted=True)
-            for key in self.edge_keys.get(et, ()):
-                pad_hop_edge_rows(batch[et][key], real, padded, self.data[et][key], f'{et}.{key}')
+            trust_edge_index(out, rows[src], rows[dst], dst_sorted=True)
+            for key, buffer in edge_buffers:
+                pad_hop_edge_rows(store[key], edges[j], padded_edges[j], buffer, f'{et}.{key}')
         if self.edge_label_index is None:
             self.num_targets.fill_(nodes[self.node_types.index(self.target[0])][0])
             return

@@ -146,8 +146,9 @@ def _hetero_task(batch) -> Union[str, Tuple[Optional[str], Optional[EdgeType]]]:
     type with ``batch_size``, a ``NeighborLoader``'s), ``(None, label edge type)`` for
     link prediction (the type with ``edge_label_index``, a ``LinkNeighborLoader``'s), or
     why it has neither."""
-    seeds = [t for t in batch.node_types if isinstance(batch[t].get('batch_size'), int)]
-    labels = [et for et in batch.edge_types if isinstance(batch[et].get('edge_label_index'), Tensor)]
+    seeds = [t for t, store in zip(batch.node_types, batch.node_stores) if isinstance(store.get('batch_size'), int)]
+    labels = [et for et, store in zip(batch.edge_types, batch.edge_stores)
+              if isinstance(store.get('edge_label_index'), Tensor)]
     if len(seeds) == 1:
         return seeds[0], None
     if not seeds and len(labels) == 1:
@@ -233,8 +234,8 @@ def _hetero_hops(batch) -> Union[str, _HeteroHops]:
     task = _hetero_task(batch)
     if isinstance(task, str):
         return task
-    nodes = tuple(batch[t].get('num_sampled_nodes') for t in node_types)
-    edges = tuple(batch[et].get('num_sampled_edges') for et in edge_types)
+    nodes = tuple(store.get('num_sampled_nodes') for store in batch.node_stores)  # (in node_types' order)
+    edges = tuple(store.get('num_sampled_edges') for store in batch.edge_stores)
     if any(not isinstance(c, (list, tuple)) for c in nodes + edges) or not edges:
         return ("the batch carries no per-hop counts (num_sampled_nodes / num_sampled_edges: not from a "
                 "NeighborLoader, or a loader with a transform=): training eagerly")
@@ -445,7 +446,7 @@ class TrainStep:
             return served
         if isinstance(hops, _HeteroHops):
             held_typed = typed_covering_bucket([b[1] for b in self._buffers if b[0] == types and b[2:] == labels],
-                                               hops.nodes, hops.edges, hops.links, spo, HETERO_SLACK_STEPS)
+                                               hops.nodes, hops.edges, hops.links, spo, HETERO_SLACK_STEPS, own[1])
             if held_typed is None:
                 return (types, typed_bucket_with_headroom(hops.nodes, hops.edges, hops.links, spo,
                                                           HETERO_HEADROOM_STEPS)) + labels
@@ -684,7 +685,7 @@ class TrainStep:
             return ''
         hetero = _is_hetero(batch)
         if hetero:
-            edge_index = next(iter(batch.edge_index_dict.values()), None)
+            edge_index = next((store['edge_index'] for store in batch.edge_stores if 'edge_index' in store), None)
             on_gpu = isinstance(edge_index, Tensor) and edge_index.is_cuda
         else:
             x, edge_index = getattr(batch, 'x', None), getattr(batch, 'edge_index', None)
