@@ -132,10 +132,14 @@ def _trusted(batches, dst_sorted: bool, by_hop: bool):
     too: pyg_accel's models then trim each layer to the hops it still needs."""
     for batch in batches:
         if isinstance(batch, HeteroData):
-            for (src, _, dst) in batch.edge_types:
-                edge_index = batch[src, _, dst].get('edge_index')
+            num_nodes: Dict[str, Any] = {}  # (per node type, read once: num_nodes is inferred on each read)
+            for (src, _, dst), store in zip(batch.edge_types, batch.edge_stores):
+                edge_index = store.get('edge_index')
                 if isinstance(edge_index, torch.Tensor):
-                    trust_edge_index(edge_index, batch[src].num_nodes, batch[dst].num_nodes, dst_sorted=dst_sorted)
+                    for t in (src, dst):
+                        if t not in num_nodes:
+                            num_nodes[t] = batch[t].num_nodes
+                    trust_edge_index(edge_index, num_nodes[src], num_nodes[dst], dst_sorted=dst_sorted)
         elif isinstance(getattr(batch, 'edge_index', None), torch.Tensor):
             trust_edge_index(batch.edge_index, batch.num_nodes, batch.num_nodes, dst_sorted=dst_sorted)
             nodes, edges = getattr(batch, 'num_sampled_nodes', None), getattr(batch, 'num_sampled_edges', None)
