@@ -35,16 +35,11 @@ def pad_hop_rows(x: Tensor, nodes: Sequence[int], padded_nodes: Sequence[int], x
         x_out: ``[sum(padded_nodes), ...]`` contiguous, ``x``'s trailing shape and dtype:
             group ``g``'s rows go to its padded start; the padding rows keep what they held.
     """
-    try:  # (the op checks every argument before it writes: a failed call changed nothing)
-        if not x_out.is_contiguous():  # (before _matrix, which would reshape it into a copy)
-            raise ValueError('pad_hops: x_out must be contiguous')
-        ops().pad_hop_rows(_matrix(x), nodes, padded_nodes, _matrix(x_out))
-    except (RuntimeError, TypeError, AttributeError):
-        _check_tensors(pad_hop_rows, x=x, x_out=x_out)  # (the same checks, raising errors that name the argument)
-        nodes, padded_nodes = _counts(nodes), _counts(padded_nodes)
-        _check_groups('nodes', nodes, padded_nodes, minimum=2)
-        _check_rows(x, x_out, nodes, padded_nodes)
-        raise
+    _check_tensors(pad_hop_rows, x=x, x_out=x_out)
+    nodes, padded_nodes = _counts(nodes), _counts(padded_nodes)
+    _check_groups('nodes', nodes, padded_nodes, minimum=2)
+    _check_rows(x, x_out, nodes, padded_nodes)
+    ops().pad_hop_rows(_matrix(x), nodes, padded_nodes, _matrix(x_out))
     torch.autograd.graph.increment_version(x_out)  # (a custom op's writes do not bump it: memos would go stale)
 
 
@@ -64,34 +59,22 @@ def pad_hop_edges(edge_index: Tensor, edges: Sequence[int], padded_edges: Sequen
         edge_index_out: ``[2, sum(padded_edges)]`` contiguous int64: each group's edges,
             then padding edges that feed padding nodes only.
     """
-    args = (edges, padded_edges, src_nodes, src_padded_nodes, dst_nodes, dst_padded_nodes)
-    try:
-        trusted = isinstance(edge_index, Tensor) and is_trusted_edge_index(edge_index, (sum(src_nodes), sum(dst_nodes)))
-    except TypeError:
-        trusted = False
-    if not trusted:
-        _check_edge_args(edge_index, edge_index_out, *args)
-        check_edge_index(edge_index, (sum(src_nodes), sum(dst_nodes)))  # (one host sync; a loader's batches skip it)
-    try:  # (the op checks the rest before it writes, and sends an id out of range to a padding node)
-        ops().pad_hop_edges(edge_index, *args, edge_index_out)
-    except (RuntimeError, TypeError, AttributeError):
-        _check_edge_args(edge_index, edge_index_out, *args)  # (errors that name the argument)
-        raise
-    torch.autograd.graph.increment_version(edge_index_out)
-
-
-def _check_edge_args(edge_index, edge_index_out, edges, padded_edges, src_nodes, src_padded_nodes, dst_nodes,
-                     dst_padded_nodes) -> None:
-    """:func:`pad_hop_edges`' arguments, checked as its op checks them, with errors naming them."""
     _check_tensors(pad_hop_edges, edge_index=edge_index, edge_index_out=edge_index_out)
     edges, padded_edges = _counts(edges), _counts(padded_edges)
+    src_nodes, src_padded_nodes = _counts(src_nodes), _counts(src_padded_nodes)
+    dst_nodes, dst_padded_nodes = _counts(dst_nodes), _counts(dst_padded_nodes)
     _check_edges(edge_index, edge_index_out, edges, padded_edges)
     for what, real, padded in (('src_nodes', src_nodes, src_padded_nodes), ('dst_nodes', dst_nodes, dst_padded_nodes)):
-        real, padded = _counts(real), _counts(padded)
         if len(real) != len(edges) + 1:
             raise ValueError(f'pad_hops: edges must have 1 to 16 entries and {what} one more, got {len(edges)} and '
                              f'{len(real)}')
         _check_groups(what, real, padded, minimum=2)
+    size = (sum(src_nodes), sum(dst_nodes))
+    if not is_trusted_edge_index(edge_index, size):
+        check_edge_index(edge_index, size)  # (one host sync; a loader's batches skip it)
+    ops().pad_hop_edges(edge_index, edges, padded_edges, src_nodes, src_padded_nodes, dst_nodes, dst_padded_nodes,
+                        edge_index_out)
+    torch.autograd.graph.increment_version(edge_index_out)
 
 
 def pad_hops(x: Tensor, edge_index: Tensor, nodes: Sequence[int], edges: Sequence[int],
