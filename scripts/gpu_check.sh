@@ -32,7 +32,8 @@
 #     layers = GCN/SAGE/GAT layers vs PyG;
 #   - e2e_step = the captured training step (TrainStep) beside the eager one, SAGE and GAT;
 #     hetero_e2e = the heterogeneous example's model and loop: stock PyG tuned, ours eager and captured
-#     (hetero_e2e_link: its encoder on link prediction, LinkNeighborLoader; hetero_e2e_tf32: on TF32);
+#     (hetero_e2e_link: its encoder on link prediction, LinkNeighborLoader; hetero_e2e_tf32: on TF32;
+#     hetero_e2e_stores: ours over pyg_accel's stores rather than the HeteroData);
 #     e2e_compile = the model under torch.compile(mode='reduce-overhead'); e2e_peers = WholeGraph's and
 #     gSampler's published settings; tta / tta_gat = time to stock PyG's accuracy (3 seeds; SAGE / GAT);
 #   - e2e = end-to-end training epochs against stock PyG tuned (DataLoader workers) and untuned,
@@ -209,6 +210,9 @@ for stage in $STAGES; do
       run hetero_e2e python3 benchmarks/hetero_end_to_end.py --scale 0.1 --out "$OUT_DIR" ;;
     hetero_e2e_tf32)  # the same, every configuration's fp32 matrix products on TF32 tensor cores
       run hetero_e2e_tf32 python3 benchmarks/hetero_end_to_end.py --scale 0.1 --tf32 --out "$OUT_DIR" ;;
+    hetero_e2e_stores)  # ours (eager, captured) over pyg_accel's stores: batches without PyG's per-batch filtering
+      run hetero_e2e_stores python3 benchmarks/hetero_end_to_end.py --scale 0.1 --stores --configs accel accel-graph \
+        --epochs 6 --out "$OUT_DIR" ;;
     hetero_e2e_link)  # the same graph and encoder, link prediction of 65,536 author-writes-paper edges
       run hetero_e2e_link python3 benchmarks/hetero_end_to_end.py --scale 0.1 --task link --out "$OUT_DIR" ;;
     e2e_peers)  # the published settings of WholeGraph (fanout 30^3, batch 512) and gSampler ([25, 10], batch 512)
