@@ -3,7 +3,7 @@ intact while the consumer's stream is busy, clean fallback without a GPU."""
 import pytest
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import HeteroData
+from torch_geometric.data import Data, HeteroData
 
 import pyg_accel.nn.models as accel_models
 from pyg_accel.data import from_data
@@ -69,15 +69,32 @@ def test_our_loaders_mark_their_edge_indices_trusted():
     assert not is_trusted_edge_index(next(iter(transformed)).edge_index, (10**6, 10**6))
 
 
-def test_record_stream_walks_every_container():
-    if not HAS_CUDA:  # CPU tensors are left alone
-        assert _record_stream((torch.ones(2), [torch.zeros(1)], {'a': torch.ones(1)}), None) is not None
-        return
-    stream = torch.cuda.Stream()
+def test_record_stream_marks_every_cuda_tensor_once(monkeypatch):
+    """Every CUDA tensor reachable through Data / HeteroData stores, lists, tuples and dicts
+    is marked on the consumer's stream once; CPU tensors and other values are left alone.
+    (On any machine: tensors made by ``cuda()`` stand in for CUDA tensors, and the marks
+    are recorded instead of made.)"""
+    on_gpu, marked, kept = set(), [], []
+    monkeypatch.setattr(torch.Tensor, 'is_cuda', property(lambda t: id(t) in on_gpu))
+    monkeypatch.setattr(torch.Tensor, 'record_stream', lambda t, stream: marked.append((id(t), stream)))
+
+    def cuda(*shape):
+        t = torch.ones(*shape)
+        on_gpu.add(id(t))
+        kept.append(t)  # (alive to the end: ids stay unique)
+        return t
     hetero = HeteroData()
-    hetero['a'].x = torch.ones(3, device='cuda')
-    hetero['a', 'to', 'a'].edge_index = torch.zeros(2, 1, dtype=torch.long, device='cuda')
-    _record_stream((hetero, [torch.ones(1, device='cuda')], {'k': torch.ones(1, device='cuda')}), stream)
+    hetero['a'].x, hetero['a'].n_id, hetero['a'].num_sampled_nodes = cuda(3, 2), torch.arange(3), [1, 2]
+    hetero['a', 'to', 'a'].edge_index = cuda(2, 4)
+    hetero['a', 'to', 'a'].num_sampled_edges = [4]
+    data = Data(x=cuda(2, 2), y=torch.zeros(2), batch_size=2)
+    nested = (hetero, [cuda(1), 5, 'text', None, (cuda(1),)], {'k': cuda(1), 'd': {'deep': cuda(1)}}, data)
+    stream = object()
+    assert _record_stream(nested, stream) is nested
+    assert sorted(i for i, _ in marked) == sorted(id(t) for t in kept)
+    assert all(s is stream for _, s in marked)
+    marked.clear()
+    assert _record_stream(kept[0], stream) is kept[0] and marked == [(id(kept[0]), stream)]
 
 
 def test_prefetch_falls_back_to_plain_iteration():

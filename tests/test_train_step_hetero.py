@@ -157,6 +157,45 @@ def test_pad_hop_rows_of_any_trailing_shape(device, shape, dtype):
         pad_hop_rows(x.to(device), nodes, [3, 2, 5], out)
 
 
+RAW_PAD_ERRORS = """
+import sys, torch
+from pyg_accel.ops._library import ops
+device = sys.argv[1]
+x, out = torch.ones(5, 2, device=device), torch.zeros(9, 2, device=device)
+edge_index, edge_out = torch.zeros(2, 2, dtype=torch.long, device=device), torch.zeros(2, 3, dtype=torch.long, device=device)
+calls = {'pad_hop_rows': lambda: ops().pad_hop_rows(x, [2, 0, 3], [3, 2, 5], out),
+         'pad_hop_edges': lambda: ops().pad_hop_edges(edge_index, [2], [1], [0, 2], [1, 3], [1, 0], [2, 1], edge_out)}
+for name, call in calls.items():
+    try:
+        call()
+    except RuntimeError as error:
+        print(name, 'raised:', str(error).splitlines()[0])
+    if device == 'cuda':
+        torch.cuda.synchronize()
+print('untouched', bool((out == 0).all()) and bool((edge_out == 0).all()))
+"""
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_raw_pad_ops_check_their_arguments(device):
+    """The pad ops themselves refuse counts that do not fit (a direct ``torch.ops`` call,
+    past the wrappers' checks) with a RuntimeError before writing anything. Run in a
+    subprocess: a check failing inside these in-place ops once took a GPU machine's
+    process down with a segmentation fault, which then fails this test alone."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(root), os.environ.get('PYTHONPATH', '')])}
+    done = subprocess.run([sys.executable, '-c', RAW_PAD_ERRORS, device], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f'exit {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-3000:]}'
+    assert 'pad_hop_rows raised: pad_hops: x_out has 9 rows, padded_nodes adds up to 10' in done.stdout
+    assert 'pad_hop_edges raised: pad_hops: hop 1 has 2 edges and 1 padded slots' in done.stdout
+    assert 'untouched True' in done.stdout
+
+
 def test_typed_buckets_of_one_type_are_the_homogeneous_ones():
     nodes, edges = [64, 300, 900], [320, 1200]
     typed = typed_bucket_of((tuple(nodes),), (tuple(edges),), HOMOGENEOUS)
