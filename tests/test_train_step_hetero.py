@@ -162,7 +162,8 @@ import sys, torch
 from pyg_accel.ops._library import ops
 device = sys.argv[1]
 x, out = torch.ones(5, 2, device=device), torch.zeros(9, 2, device=device)
-edge_index, edge_out = torch.zeros(2, 2, dtype=torch.long, device=device), torch.zeros(2, 3, dtype=torch.long, device=device)
+edge_index = torch.zeros(2, 2, dtype=torch.long, device=device)
+edge_out = torch.zeros(2, 3, dtype=torch.long, device=device)
 calls = {'pad_hop_rows': lambda: ops().pad_hop_rows(x, [2, 0, 3], [3, 2, 5], out),
          'pad_hop_edges': lambda: ops().pad_hop_edges(edge_index, [2], [1], [0, 2], [1, 3], [1, 0], [2, 1], edge_out)}
 for name, call in calls.items():
