@@ -81,7 +81,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--tf32', action='store_true',
                    help="every configuration's fp32 matrix products on TF32 tensor cores (stock PyG's too)")
     p.add_argument('--stores', action='store_true',
-                   help="ours read the graph from pyg_accel's FeatureStore / GraphStore (from_data), not the HeteroData")
+                   help="ours read the graph from pyg_accel's FeatureStore / GraphStore (from_data), "
+                        'not from the HeteroData')
     p.add_argument('--out', default='bench-out')
     return p.parse_args(argv)
 
