@@ -52,6 +52,43 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def run_batches(step, loader, device, limit: int, host: Optional[List[float]] = None) -> int:
+    """Trains on up to ``limit`` batches with no host sync; returns how many ran
+    (``host``: collects the seconds spent inside each step call)."""
+    total, count = torch.zeros((), device=device), 0
+    for batch in loader:
+        t0 = time.perf_counter()
+        total += step(batch)
+        if host is not None:
+            host.append(time.perf_counter() - t0)
+        count += 1
+        if count >= limit:
+            break
+    sync(device)
+    return count
+
+
+def gpu_time(step, loader, device, batches: int) -> float:
+    """The GPU's ms per batch: the union of its kernel and copy intervals (all streams)
+    over a profiled window of ``batches`` batches."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    run_batches(step, loader, device, 2)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        count = run_batches(step, loader, device, batches)
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start)
+    busy, cur_start, cur_end = 0.0, None, None
+    for s, e in spans:
+        if cur_end is None or s > cur_end:
+            busy += 0.0 if cur_end is None else cur_end - cur_start
+            cur_start, cur_end = s, e
+        else:
+            cur_end = max(cur_end, e)
+    busy += 0.0 if cur_end is None else cur_end - cur_start
+    return busy / count / 1e3
+
+
 def wall_time(fn: Callable[[], object], reps: int = 5, warmup: int = 1) -> float:
     """Median wall-clock seconds, synchronising every GPU before and after each run
     (for paths that mix host and device work)."""

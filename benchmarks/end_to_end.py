@@ -65,7 +65,7 @@ import textwrap
 import time
 from pathlib import Path
 import statistics
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -73,8 +73,8 @@ import torch_geometric.nn.models as pyg_models
 import torch_geometric.typing as pyg_typing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (add_graph_arguments, copy_bandwidth, default_workers, environment, print_table, pyplot,  # noqa: E402
-                    save_figure, save_json, stock_pyg_loader, sync)
+from common import (add_graph_arguments, copy_bandwidth, default_workers, environment, gpu_time,  # noqa: E402
+                    print_table, pyplot, run_batches, save_figure, save_json, stock_pyg_loader, sync)
 from step_floor import floor_ms, matmul_rate, step_cost  # noqa: E402
 
 import pyg_accel.nn.models as accel_models  # noqa: E402
@@ -111,22 +111,6 @@ def eager_step(model, opt, device) -> Callable:
         opt.step()
         return loss.detach()
     return step
-
-
-def run_batches(step, loader, device, limit: int, host: Optional[List[float]] = None) -> int:
-    """Trains on up to ``limit`` batches with no host sync; returns how many ran
-    (``host``: collects the seconds spent inside each step call)."""
-    total, count = torch.zeros((), device=device), 0
-    for batch in loader:
-        t0 = time.perf_counter()
-        total += step(batch)
-        if host is not None:
-            host.append(time.perf_counter() - t0)
-        count += 1
-        if count >= limit:
-            break
-    sync(device)
-    return count
 
 
 def steady_epoch(step, loader, device, batches: int, row: dict) -> Tuple[float, float]:
@@ -188,27 +172,6 @@ def split_step(step, loader, device, batches: int) -> Dict[str, float]:
         sync(device)
         load, compute = load + t1 - t0, compute + time.perf_counter() - t1
     return {'load ms/batch': load / batches * 1e3, 'compute ms/batch': compute / batches * 1e3}
-
-
-def gpu_time(step, loader, device, batches: int) -> float:
-    """The GPU's ms per batch: the union of its kernel and copy intervals (all streams)
-    over a profiled window of ``batches`` batches."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-    run_batches(step, loader, device, 2)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        count = run_batches(step, loader, device, batches)
-    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
-                   if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start)
-    busy, cur_start, cur_end = 0.0, None, None
-    for s, e in spans:
-        if cur_end is None or s > cur_end:
-            busy += 0.0 if cur_end is None else cur_end - cur_start
-            cur_start, cur_end = s, e
-        else:
-            cur_end = max(cur_end, e)
-    busy += 0.0 if cur_end is None else cur_end - cur_start
-    return busy / count / 1e3
 
 
 def add_floors(rows: List[dict], args, dataset, loader, device, float_dtype) -> None:

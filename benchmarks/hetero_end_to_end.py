@@ -27,8 +27,10 @@ For each: the median training epoch over ``--epochs`` epochs after a warm-up epo
 which ``accel-graph`` captures each batch shape: its ``first epoch s``), without the
 evaluation passes; the median host time inside one step call and inside one call for the
 next batch (``loader ms/batch``: for stock PyG, its wait for the workers); the ratio of the
-tuned stock PyG epoch to the row's. On a GPU the captured loop is host-bound when these
-two add up to more than the step's GPU time.
+tuned stock PyG epoch to the row's. On a GPU, ours also get the GPU's time per step (the
+union of its kernels' intervals over ``--profile-batches`` profiled batches) and its busy
+fraction of the epoch: the captured loop is host-bound when the two host times add up to
+more than that.
 
     python benchmarks/hetero_end_to_end.py --scale 0.1 --out OUT
     python benchmarks/hetero_end_to_end.py --scale 0.1 --task link --out OUT
@@ -51,7 +53,8 @@ import torch_geometric.transforms as T
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
-from common import default_workers, environment, print_table, pyplot, save_figure, save_json, sync  # noqa: E402
+from common import (default_workers, environment, gpu_time, print_table, pyplot, save_figure, save_json,  # noqa: E402
+                    sync)
 import hetero_node_classification as example  # noqa: E402
 
 import pyg_accel.nn  # noqa: E402
@@ -74,6 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--label-edges', type=int, default=65536, help="--task link: 'writes' edges to predict per epoch")
     p.add_argument('--configs', nargs='*', default=list(CONFIGS), choices=CONFIGS)
     p.add_argument('--epochs', type=int, default=3, help='epochs timed, after one warm-up epoch')
+    p.add_argument('--profile-batches', type=int, default=40,
+                   help="on a GPU, ours' batches profiled for the GPU's time per step (its busy fraction)")
     p.add_argument('--batch-size', type=int, default=512)
     p.add_argument('--num-neighbors', default='10,10')
     p.add_argument('--pyg-workers', type=int, default=default_workers())
@@ -185,6 +190,9 @@ def time_config(name: str, args, dataset, data_cpu, device: torch.device) -> Dic
            'steps/epoch': len(loader)}
     if stock:
         row['workers'] = args.pyg_workers
+    elif device.type == 'cuda':  # (the GPU's share of the loop: how far the host holds it back)
+        row['GPU ms/step'] = gpu_time(step, loader, device, min(args.profile_batches, len(loader)))
+        row['GPU busy'] = row['GPU ms/step'] / (row['epoch s'] / len(loader) * 1e3)
     if hasattr(step, 'stats'):
         row['replayed'], row['graphs'] = step.stats['replayed'], step.num_graphs
     return row
@@ -221,7 +229,7 @@ def main(argv=None) -> dict:
              f"{data_cpu.num_edges:,} edges, 7 edge types), batch {args.batch_size}, fanout [{args.num_neighbors}], "
              f"{device}{', TF32' if args.tf32 else ''}{', ours over its stores' if args.stores else ''}")
     columns = ['config', 'workers', 'steps/epoch', 'epoch s', 'first epoch s', 'host ms/step', 'loader ms/batch',
-               'graphs', 'vs pyg']
+               'GPU ms/step', 'GPU busy', 'graphs', 'vs pyg']
     table = print_table(rows, [c for c in columns if any(c in r for r in rows)], title)
     out = Path(args.out)
     stem = f'hetero_end_to_end_{args.scale:g}' + ('_link' if args.task == 'link' else '')
