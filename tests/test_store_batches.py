@@ -1,6 +1,6 @@
-"""Batches made over our stores without PyG's per-batch layers (pyg_accel.loader.store_batches)
-equal the batches PyG's layers make, key by key (store by store for heterogeneous graphs), and
-loaders that need those layers keep them."""
+"""Batches made over our stores, or over a Data / HeteroData, without PyG's per-batch layers
+(pyg_accel.loader.store_batches) equal the batches PyG's layers make, key by key (store by store
+for heterogeneous graphs), and loaders that need those layers keep them."""
 import pytest
 import torch
 from torch_geometric.data import Data, HeteroData
@@ -20,6 +20,25 @@ def _graph(edge_features: bool, times: bool) -> Data:
     if times:
         data.time = torch.randint(0, 100, (data.num_nodes,), generator=g)
     return data
+
+
+def placements():
+    """(location, source) pairs: our stores in every tier, or the ``Data`` / ``HeteroData``
+    itself on each device (``source='graph'``)."""
+    return [(loc, 'stores') for loc in locations()] + [(loc, 'graph') for loc in locations() if loc != 'pinned']
+
+
+def _source(data, location: str, source: str):
+    """What the loader reads: our stores of ``data`` at ``location``, or ``data`` on its device."""
+    return from_data(data, location) if source == 'stores' else data.to('cpu' if location == 'cpu' else 'cuda')
+
+
+def _edge_keys(graph, edge_type=None) -> list:
+    """The per-edge tensors the loader slices: our graph store's, or the graph's edge attributes."""
+    if isinstance(graph, tuple):
+        return graph[1].edge_feature_names(edge_type)
+    store = graph[edge_type] if edge_type is not None else graph
+    return [k for k in store.keys() if k != 'edge_index' and store.is_edge_attr(k)]
 
 
 def _epoch(stores, direct: bool, monkeypatch, loader_cls=NeighborLoader, **kwargs) -> list:
@@ -52,6 +71,7 @@ def _assert_same_batch(got: Data, want: Data, edge_keys, graph: Data, merged_par
     parallel edges, and on a GPU which one is up to its coalesce (``reduce='any'``) in
     either path: each ``e_id`` (and its edge features) is then checked to be one of the
     graph's edges between the batch edge's endpoints, in either direction."""
+    assert type(got) is type(want)
     assert list(got._store._mapping) == list(want._store._mapping)  # same keys, in the same order
     assert torch.equal(got.edge_index.cpu(), want.edge_index.cpu())
     got_values = _parallel_edges_in_one_order(got, edge_keys)
@@ -90,9 +110,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('location,source', placements())
 @pytest.mark.parametrize('case', list(CASES))
-def test_direct_batches_are_pyg_layers_batches(location, case, monkeypatch):
+def test_direct_batches_are_pyg_layers_batches(location, source, case, monkeypatch):
     options = dict(CASES[case])
     data = _graph(options.pop('edge_features', False), options.pop('times', False))
     seeds = torch.arange(5, 205)
@@ -102,12 +122,12 @@ def test_direct_batches_are_pyg_layers_batches(location, case, monkeypatch):
         seeds = mask
     if options.pop('input_time', False):
         options['input_time'] = torch.full((200,), 60)
-    stores = from_data(data, location)
+    stores = _source(data, location, source)
     kwargs = dict(num_neighbors=[4, 3], input_nodes=seeds, batch_size=32, shuffle=True, **options)
     direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
     assert len(direct) == len(layered) == 7
     for got, want in zip(direct, layered):
-        _assert_same_batch(got, want, stores[1].edge_feature_names(None), data,
+        _assert_same_batch(got, want, _edge_keys(stores), data,
                            merged_parallel_edges=case == 'bidirectional' and location != 'cpu')
 
 
@@ -125,9 +145,10 @@ def _hetero_graph(edge_features: bool, times: bool) -> HeteroData:
     return data
 
 
-def _assert_same_hetero_batch(got: HeteroData, want: HeteroData, graph_store) -> None:
-    """Same node and edge types in the same order, each store the same keys in the same
-    order and equal values (parallel edges as in :func:`_assert_same_batch`)."""
+def _assert_same_hetero_batch(got: HeteroData, want: HeteroData, graph) -> None:
+    """Same class, node and edge types in the same order, each store the same keys in the
+    same order and equal values (parallel edges as in :func:`_assert_same_batch`)."""
+    assert type(got) is type(want)
     assert got.node_types == want.node_types and got.edge_types == want.edge_types
     for key in want.node_types + want.edge_types:
         a, b = got[key], want[key]
@@ -136,7 +157,7 @@ def _assert_same_hetero_batch(got: HeteroData, want: HeteroData, graph_store) ->
         if 'e_id' in values_b:
             fake_a, fake_b = Data(**values_a), Data(**values_b)  # (one store as a Data: same ordering rule)
             fake_a.num_nodes = fake_b.num_nodes = int(max(got.num_nodes, 1))
-            edge_keys = [k for k in graph_store.edge_feature_names(key) if k in values_b]
+            edge_keys = [k for k in _edge_keys(graph, key) if k in values_b]
             values_a = _parallel_edges_in_one_order(fake_a, edge_keys)
             values_b = _parallel_edges_in_one_order(fake_b, edge_keys)
         for name, value in values_b.items():
@@ -154,20 +175,20 @@ def _assert_same_hetero_batch(got: HeteroData, want: HeteroData, graph_store) ->
 HETERO_CASES = {name: options for name, options in CASES.items() if name != 'mask of seeds'}
 
 
-@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('location,source', placements())
 @pytest.mark.parametrize('case', list(HETERO_CASES))
-def test_direct_heterogeneous_batches_are_pyg_layers_batches(location, case, monkeypatch):
+def test_direct_heterogeneous_batches_are_pyg_layers_batches(location, source, case, monkeypatch):
     options = dict(HETERO_CASES[case])
     data = _hetero_graph(options.pop('edge_features', False), options.pop('times', False))
     if options.pop('input_time', False):
         options['input_time'] = torch.full((100,), 60)
-    stores = from_data(data, location)
+    stores = _source(data, location, source)
     kwargs = dict(num_neighbors=[4, 3], input_nodes=('paper', torch.arange(10, 110)), batch_size=16, shuffle=True,
                   **options)
     direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
     assert len(direct) == len(layered) == 7
     for got, want in zip(direct, layered):
-        _assert_same_hetero_batch(got, want, stores[1])
+        _assert_same_hetero_batch(got, want, stores)
 
 
 LINK_CASES = {
@@ -180,49 +201,49 @@ LINK_CASES = {
 }
 
 
-@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('location,source', placements())
 @pytest.mark.parametrize('case', list(LINK_CASES))
-def test_direct_link_batches_are_pyg_layers_batches(location, case, monkeypatch):
+def test_direct_link_batches_are_pyg_layers_batches(location, source, case, monkeypatch):
     from pyg_accel.loader import LinkNeighborLoader
     options = dict(LINK_CASES[case])
     data = _graph(options.pop('edge_features', False), options.pop('times', False))
     labels = data.edge_index[:, :100]
     if options.pop('label_time', False):
         options['edge_label_time'] = torch.full((100,), 60)
-    stores = from_data(data, location)
+    stores = _source(data, location, source)
     kwargs = dict(num_neighbors=[4, 3], edge_label_index=labels, batch_size=16, shuffle=True,
                   loader_cls=LinkNeighborLoader, **options)
     direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
     assert len(direct) == len(layered) == 7
     for got, want in zip(direct, layered):
-        _assert_same_batch(got, want, stores[1].edge_feature_names(None), data, merged_parallel_edges=False)
+        _assert_same_batch(got, want, _edge_keys(stores), data, merged_parallel_edges=False)
 
 
-@pytest.mark.parametrize('location', locations())
+@pytest.mark.parametrize('location,source', placements())
 @pytest.mark.parametrize('negatives', [None, 'binary', 'triplet'])
-def test_direct_heterogeneous_link_batches_are_pyg_layers_batches(location, negatives, monkeypatch):
+def test_direct_heterogeneous_link_batches_are_pyg_layers_batches(location, source, negatives, monkeypatch):
     from pyg_accel.loader import LinkNeighborLoader
     data = _hetero_graph(edge_features=True, times=False)
     edge_type = ('author', 'writes', 'paper')
-    stores = from_data(data, location)
+    stores = _source(data, location, source)
     kwargs = dict(num_neighbors=[4, 3], edge_label_index=(edge_type, data[edge_type].edge_index[:, :100]),
                   batch_size=16, shuffle=True, neg_sampling=negatives, loader_cls=LinkNeighborLoader)
     direct, layered = _epoch(stores, True, monkeypatch, **kwargs), _epoch(stores, False, monkeypatch, **kwargs)
     assert len(direct) == len(layered) == 7
     for got, want in zip(direct, layered):
-        _assert_same_hetero_batch(got, want, stores[1])
+        _assert_same_hetero_batch(got, want, stores)
 
 
 def test_loaders_that_need_pyg_layers_keep_them():
-    """A hook PyG's layers run, a subclass overriding a step, a Data instead of stores, a
-    heterogeneous graph: made by PyG's layers, as before."""
+    """A hook PyG's layers run or a subclass overriding a step: made by PyG's layers, as
+    before. (Over our stores, a Data or a HeteroData alike.)"""
     data = community_data()
     stores = from_data(data, 'cpu')
     kwargs = dict(num_neighbors=[3], input_nodes=torch.arange(40), batch_size=8)
-    assert StoreBatches.applies(NeighborLoader(stores, **kwargs))
+    assert StoreBatches.applies(NeighborLoader(stores, **kwargs)) and StoreBatches.applies(NeighborLoader(data, **kwargs))
     assert not StoreBatches.applies(NeighborLoader(stores, transform=lambda b: b, **kwargs))
     assert not StoreBatches.applies(NeighborLoader(stores, transform_sampler_output=lambda o: o, **kwargs))
-    assert not StoreBatches.applies(NeighborLoader(data, **kwargs))
+    assert not StoreBatches.applies(NeighborLoader(data, transform=lambda b: b, **kwargs))
 
     class Filtered(NeighborLoader):
         def filter_fn(self, out):
@@ -236,8 +257,28 @@ def test_loaders_that_need_pyg_layers_keep_them():
     hooked.filter_fn = lambda out: Data(marked=True, **plain_filter(out).to_dict())  # a hook on the loader itself
     assert not StoreBatches.applies(hooked) and all(b.marked for b in hooked)
     hetero = paper_author_graph(60, 30, 200)
-    assert not StoreBatches.applies(NeighborLoader(hetero, [3], input_nodes=('paper', torch.arange(20)),
-                                                   batch_size=8))  # (a HeteroData, not our stores)
+    assert StoreBatches.applies(NeighborLoader(hetero, [3], input_nodes=('paper', torch.arange(20)), batch_size=8))
+
+
+class _Graph(Data):
+    """A Data subclass with its own increments and a graph-level attribute: PyG's filter
+    keeps both, so the direct path must too."""
+
+    def __inc__(self, key, value, *args, **kwargs):
+        return 0 if key == 'marks' else super().__inc__(key, value, *args, **kwargs)
+
+
+def test_direct_batches_of_a_data_keep_its_class_and_attributes(monkeypatch):
+    data = community_data()
+    graph = _Graph(**data.to_dict())
+    graph.marks = torch.arange(data.num_edges)  # (an edge-level tensor by its size)
+    graph.title = 'communities'  # (neither node- nor edge-level: carried along)
+    kwargs = dict(num_neighbors=[3, 2], input_nodes=torch.arange(40), batch_size=8, shuffle=True)
+    direct, layered = _epoch(graph, True, monkeypatch, **kwargs), _epoch(graph, False, monkeypatch, **kwargs)
+    assert len(direct) == len(layered) == 5
+    for got, want in zip(direct, layered):
+        assert type(got) is _Graph and got.title == 'communities'
+        _assert_same_batch(got, want, ['marks'], graph, merged_parallel_edges=False)
 
 
 def test_a_stage_timer_times_the_direct_path():
