@@ -21,7 +21,7 @@ binary cross-entropy of the dot products of the author's and the paper's rows. (
 label edges stay in the graph that messages pass over: a timing, not an evaluation.)
 
 ``--stores`` gives ours the graph in pyg_accel's stores (``from_data``) instead of the
-``HeteroData``: batches are then made without PyG's per-batch filtering.
+``HeteroData``: batches are then cut from the stores rather than by PyG's ``filter_hetero_data``.
 
 For each: the median training epoch over ``--epochs`` epochs after a warm-up epoch (in
 which ``accel-graph`` captures each batch shape: its ``first epoch s``), without the

@@ -210,7 +210,7 @@ for stage in $STAGES; do
       run hetero_e2e python3 benchmarks/hetero_end_to_end.py --scale 0.1 --out "$OUT_DIR" ;;
     hetero_e2e_tf32)  # the same, every configuration's fp32 matrix products on TF32 tensor cores
       run hetero_e2e_tf32 python3 benchmarks/hetero_end_to_end.py --scale 0.1 --tf32 --out "$OUT_DIR" ;;
-    hetero_e2e_stores)  # ours (eager, captured) over pyg_accel's stores: batches without PyG's per-batch filtering
+    hetero_e2e_stores)  # ours (eager, captured) over pyg_accel's stores rather than the HeteroData
       run hetero_e2e_stores python3 benchmarks/hetero_end_to_end.py --scale 0.1 --stores --configs accel accel-graph \
         --epochs 6 --out "$OUT_DIR" ;;
     hetero_e2e_link)  # the same graph and encoder, link prediction of 65,536 author-writes-paper edges
