@@ -157,7 +157,7 @@ def time_config(name: str, args, dataset, data_cpu, device: torch.device) -> Dic
         loader = link_loader(name, args, data, data_cpu[WRITES].edge_index[:, :args.label_edges])
         make_step = lambda opt: link_step(name, model, opt, device)  # noqa: E731
     else:
-        seeds = split['train'].to(data_cpu[target].x.device if stock else device)
+        seeds = split['train'] if stock else split['train'].to(device)
         loader = example.make_loader(ex_args, data, (target, seeds), shuffle=True)
         make_step = lambda opt: example.training_step(model, opt, target, device, ex_args)  # noqa: E731
     with torch.no_grad():  # (the lazy layers made before the optimiser sees them)

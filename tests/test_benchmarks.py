@@ -352,8 +352,8 @@ def test_hetero_end_to_end_benchmark_smoke(tmp_path):
 
 @pytest.mark.parametrize('task', ['node', 'link'])
 def test_hetero_end_to_end_benchmark_over_stores(tmp_path, task):
-    """--stores: ours read the graph from pyg_accel's stores, whose batches skip PyG's
-    filtering; the same rows, the JSON named for it."""
+    """--stores: ours read the graph from pyg_accel's stores rather than the HeteroData;
+    the same rows, the JSON named for it."""
     result = hetero_e2e_bench.main(['--scale', '0.003', '--device', 'cpu', '--epochs', '1', '--batch-size', '128',
                                     '--task', task, '--label-edges', '512', '--stores', '--configs', 'accel',
                                     'accel-graph', '--out', str(tmp_path)])

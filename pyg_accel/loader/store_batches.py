@@ -15,8 +15,9 @@ over pyg_accel's stores or a ``Data`` / ``HeteroData``, sampling with pyg_accel'
 through PyG's layers as before. Over a ``Data`` / ``HeteroData`` the graph's part of a
 batch is PyG's own ``filter_data`` / ``filter_hetero_data`` (every attribute as PyG
 slices it, the batch of the graph's own class); what the loaders' ``filter_fn`` then adds
-(``n_id``, ``e_id``, the per-hop counts, the seeds' keys: ~0.17 ms of a heterogeneous
-batch's host time on a CPU, 7 edge types) is set here, straight into the stores.
+(``n_id``, ``e_id``, the per-hop counts, the seeds' keys) is set here, straight into the
+stores: for a mag-like batch (7 edge types) on a 2-core CPU host that part took 0.17 ms
+of PyG's 0.31 ms ``filter_fn``, and takes 0.05 ms here.
 
 What a batch holds, and in what order, is what PyG's layers give it (tests compare the
 two key by key, store by store): ``edge_index``, ``num_nodes`` and every feature-store
