@@ -4,17 +4,9 @@
 
 #include <string>
 
+#include "../common/check_format.h"
+
 namespace pyg_accel {
-namespace {
-
-// "[a, b]" without streaming integers (see describe_table).
-std::string shape_str(at::IntArrayRef dims) {
-  std::string out = "[";
-  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
-  return out + "]";
-}
-
-}  // namespace
 
 ShardedTable describe_table(const std::vector<at::Tensor>& shards, const char* what) {
   TORCH_CHECK(!shards.empty(), what, ": expected at least one tensor");
@@ -30,9 +22,7 @@ ShardedTable describe_table(const std::vector<at::Tensor>& shards, const char* w
   for (const at::Tensor& s : shards) {
     TORCH_CHECK(s.scalar_type() == t.dtype, what, ": all shards must share one dtype, got ",
                 t.dtype, " and ", s.scalar_type());
-    // Numbers in messages go through std::to_string: streaming an integer into a
-    // TORCH_CHECK message crashed (SIGSEGV in ostream::_M_insert<long>) when reached from
-    // the nvcc-compiled CUDA entry points (H100 machine, torch 2.11). Do so everywhere.
+    // (numbers in messages as strings: common/check_format.h)
     TORCH_CHECK(s.dim() == first.dim() && s.sizes().slice(1) == first.sizes().slice(1), what,
                 ": all shards must share the row shape ", shape_str(first.sizes().slice(1)), ", got ",
                 shape_str(s.sizes().slice(1)));

@@ -487,7 +487,7 @@ at::Tensor sharded_gather_cuda(at::TensorList shards, const at::Tensor& index) {
 at::Tensor uva_view_cuda(const at::Tensor& host, int64_t device) {
   TORCH_CHECK(host.device().is_cpu() && host.is_pinned(), "uva_view: expected a tensor in pinned host memory "
               "(tensor.pin_memory()), got ", host.is_cpu() ? "pageable host memory" : host.device().str());
-  TORCH_CHECK(device >= 0 && device < c10::cuda::device_count(), "uva_view: no CUDA device ", device);
+  TORCH_CHECK(device >= 0 && device < c10::cuda::device_count(), "uva_view: no CUDA device ", std::to_string(device));
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   // (the address the gather kernel reads a pinned table through)
   void* dptr = host.numel() > 0 ? const_cast<char*>(device_pointer(host, static_cast<int>(device))) : nullptr;
