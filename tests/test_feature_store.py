@@ -167,6 +167,16 @@ def test_location_errors():
             with pytest.raises(RuntimeError, match='needs a CUDA GPU'):
                 FeatureStore(loc)
     assert FeatureStore('auto').location.kind == ('cuda' if HAS_CUDA else 'cpu')
+    # 'auto' with a device: where the device is (a CPU store on a GPU machine too)
+    assert FeatureStore('auto', device='cpu').location.kind == 'cpu'
+    assert FeatureStore('auto', device=torch.device('cpu')).location.kind == 'cpu'
+    if HAS_CUDA:
+        assert FeatureStore('auto', device=0).location.device == torch.device('cuda', 0)
+    else:
+        with pytest.raises(RuntimeError, match='needs a CUDA GPU'):
+            FeatureStore('auto', device='cuda')
+    with pytest.raises(ValueError, match="device must be 'cpu' or a CUDA device, got 'meta'"):
+        FeatureStore('auto', device='meta')
     for kind in locations():  # an empty tensor in each tier, to be filled in place
         loc = FeatureStore(kind).location
         block = loc.empty((5, 3), torch.float16)

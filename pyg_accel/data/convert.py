@@ -69,7 +69,8 @@ def from_data(data: Union[Data, HeteroData], location: LocationLike = 'auto', de
             hosts (a collective call: every process of ``group`` passes the same
             ``data``); the graph is then on this process's GPU (or CPU) unless
             ``graph_location`` says otherwise.
-        device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'``.
+        device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'``; with ``'auto'``,
+            where the stores go (``'cpu'`` or a GPU).
         graph_location: a different location for the graph store (e.g. features on the
             GPU, graph in pinned memory for a CPU sampler); default: ``location``.
         group: the process group of a ``'sharded'`` feature store (default: the world).

@@ -58,7 +58,7 @@ class FeatureStore(torch_geometric.data.FeatureStore):
         location: ``'auto'`` (default), ``'cuda'``, ``'cuda:N'``, ``'pinned'``, ``'cpu'``
             or ``'sharded'``.
         device: the GPU for ``'cuda'`` / ``'pinned'`` / ``'sharded'`` (default: the
-            current one).
+            current one); with ``'auto'``, where the store goes (``'cpu'`` or a GPU).
         group: the process group of a ``'sharded'`` store (default: the world).
         ranks_per_host: the processes per host of a ``'sharded'`` store's group
             (default: ``PYG_ACCEL_RANKS_PER_HOST``, else torchrun's ``LOCAL_WORLD_SIZE``,

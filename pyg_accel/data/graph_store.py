@@ -160,7 +160,8 @@ class GraphStore(torch_geometric.data.GraphStore):
 
     Args:
         location: ``'auto'`` (default), ``'cuda'``, ``'cuda:N'``, ``'pinned'`` or ``'cpu'``.
-        device: the GPU for ``'cuda'`` / ``'pinned'``.
+        device: the GPU for ``'cuda'`` / ``'pinned'``; with ``'auto'``, where the store
+            goes (``'cpu'`` or a GPU).
 
     Homogeneous graphs use ``edge_type=None``; heterogeneous ones ``(src, rel, dst)``.
     ``get_all_edge_attrs()`` reports each edge type as sorted CSC with its ``size``.

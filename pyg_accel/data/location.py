@@ -126,7 +126,8 @@ def _cuda_device(device: Optional[Union[int, str, torch.device]]) -> torch.devic
 def resolve_location(location: LocationLike = 'auto',
                      device: Optional[Union[int, str, torch.device]] = None) -> Location:
     """Turns ``'auto' | 'cuda' | 'cuda:N' | 'device' | 'pinned' | 'cpu'`` (or a
-    :class:`torch.device`) into a :class:`Location`."""
+    :class:`torch.device`) into a :class:`Location`. ``'auto'`` is where ``device`` is
+    when one is given (``'cpu'`` or a GPU), else the current GPU when there is one."""
     if isinstance(location, Location):
         return location
     if isinstance(location, torch.device):
@@ -134,7 +135,11 @@ def resolve_location(location: LocationLike = 'auto',
     if not isinstance(location, str):
         raise TypeError(f'pyg_accel: location must be a string, got {type(location).__name__}')
     name = location.lower()
-    if name == 'auto':
+    if name == 'auto' and device is not None:
+        name = 'cuda' if isinstance(device, int) else torch.device(device).type
+        if name not in ('cpu', 'cuda'):
+            raise ValueError(f"pyg_accel: device must be 'cpu' or a CUDA device, got '{device}'")
+    elif name == 'auto':
         name = 'cuda' if torch.cuda.is_available() else 'cpu'
     if name == 'device':
         name = 'cuda'
