@@ -13,6 +13,7 @@ import pyg_accel.nn
 from pyg_accel.datasets import load_hetero_dataset
 from pyg_accel.loader import NeighborLoader
 from pyg_accel.ops import pad_hop_edges, pad_hop_rows
+from pyg_accel.ops.sparse import trust_edge_index
 from pyg_accel.training import TrainStep
 from pyg_accel.training.padding import (HETERO_HEADROOM_STEPS, HETERO_SLACK_STEPS, HOMOGENEOUS, PaddedHeteroBatch,
                                         bucket_of, covering_bucket, fits, typed_bucket_of, typed_bucket_with_headroom,
@@ -181,8 +182,9 @@ print('untouched', bool((out == 0).all()) and bool((edge_out == 0).all()))
 def test_raw_pad_ops_check_their_arguments(device):
     """The pad ops themselves refuse counts that do not fit (a direct ``torch.ops`` call,
     past the wrappers' checks) with a RuntimeError before writing anything. Run in a
-    subprocess: a check failing inside these in-place ops once took a GPU machine's
-    process down with a segmentation fault, which then fails this test alone."""
+    subprocess: a check that streamed integers into its message took a GPU machine's
+    process down with a segmentation fault (csrc/common/check_format.h), which would then
+    fail this test alone."""
     import os
     import subprocess
     import sys
@@ -195,6 +197,37 @@ def test_raw_pad_ops_check_their_arguments(device):
     assert 'pad_hop_rows raised: pad_hops: x_out has 9 rows, padded_nodes adds up to 10' in done.stdout
     assert 'pad_hop_edges raised: pad_hops: hop 1 has 2 edges and 1 padded slots' in done.stdout
     assert 'untouched True' in done.stdout
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_pad_errors_name_the_argument_on_the_fast_path(device):
+    """The pads call their op first and check in Python only when it fails, so that a
+    loader's batches skip the checks: bad arguments still get the errors that name them,
+    edge ids already marked in range included, and nothing is written."""
+    x, out = torch.arange(5.).to(device), torch.full((9,), -1.).to(device)
+    with pytest.raises(ValueError, match='at least one padding node'):
+        pad_hop_rows(x, [2, 0, 3], [3, 0, 6], out)
+    with pytest.raises(TypeError, match='x must be a torch.Tensor'):
+        pad_hop_rows(x.tolist(), [2, 0, 3], [3, 2, 4], out)
+    wide = torch.zeros(9, 2, 3, device=device).transpose(1, 2)  # (reshaping it would write into a copy)
+    with pytest.raises(ValueError, match='contiguous'):
+        pad_hop_rows(torch.ones(5, 3, 2, device=device), [2, 0, 3], [3, 2, 4], wide)
+    swapped = torch.zeros(9, 3, 2, device=device)  # (as wide as x's rows, another shape)
+    with pytest.raises(ValueError, match='one trailing shape'):
+        pad_hop_rows(torch.ones(5, 2, 3, device=device), [2, 0, 3], [3, 2, 4], swapped)
+    assert bool((out == -1).all()) and not bool(wide.any()) and not bool(swapped.any())
+    edge_index = torch.tensor([[0, 1], [0, 0]], device=device)
+    trust_edge_index(edge_index, 2, 1, dst_sorted=True)
+    ei_out = torch.full((2, 3), -1, dtype=torch.long, device=device)
+    with pytest.raises(ValueError, match='hop 1 has 2 edges and 1 padded slots'):
+        pad_hop_edges(edge_index, [2], [1], [0, 2], [1, 3], [1, 0], [2, 1], ei_out)
+    with pytest.raises(ValueError, match='src_nodes one more'):
+        pad_hop_edges(edge_index, [2], [3], [0, 2, 0], [1, 3, 1], [1, 0], [2, 1], ei_out)
+    with pytest.raises(TypeError, match='edge_index_out must be a torch.Tensor'):
+        pad_hop_edges(edge_index, [2], [3], [0, 2], [1, 3], [1, 0], [2, 1], None)
+    assert bool((ei_out == -1).all())
+    pad_hop_edges(edge_index, [2], [3], [0, 2], [1, 3], [1, 0], [2, 1], ei_out)
+    assert ei_out.tolist() == [[1, 2, 3], [0, 0, 1]]  # (ids 1, 2 after the seeds' padding slot; a padding edge 3 -> 1)
 
 
 def test_typed_buckets_of_one_type_are_the_homogeneous_ones():

@@ -24,6 +24,10 @@ from .sparse import check_edge_index, is_trusted_edge_index
 
 __all__ = ['pad_hops', 'pad_hop_rows', 'pad_hop_edges']
 
+# What a pad op or its argument handling raises for arguments it refuses (after its own
+# checks, before it writes anything): the pads then check in Python, naming the argument.
+_REFUSED = (RuntimeError, TypeError, AttributeError, IndexError)
+
 
 def pad_hop_rows(x: Tensor, nodes: Sequence[int], padded_nodes: Sequence[int], x_out: Tensor) -> None:
     """Copies hop-ordered rows into a padded buffer.
@@ -35,6 +39,13 @@ def pad_hop_rows(x: Tensor, nodes: Sequence[int], padded_nodes: Sequence[int], x
         x_out: ``[sum(padded_nodes), ...]`` contiguous, ``x``'s trailing shape and dtype:
             group ``g``'s rows go to its padded start; the padding rows keep what they held.
     """
+    try:  # the op first: it checks its arguments before it writes, so a call it refuses changed nothing
+        if x_out.is_contiguous() and x.shape[1:] == x_out.shape[1:]:  # (else: the checks below say what is wrong)
+            ops().pad_hop_rows(_matrix(x), nodes, padded_nodes, _matrix(x_out))
+            torch.autograd.graph.increment_version(x_out)  # (a custom op's writes do not bump it: memos would go stale)
+            return
+    except _REFUSED:
+        pass  # (the checks below raise an error that names the argument)
     _check_tensors(pad_hop_rows, x=x, x_out=x_out)
     nodes, padded_nodes = _counts(nodes), _counts(padded_nodes)
     _check_groups('nodes', nodes, padded_nodes, minimum=2)
@@ -59,6 +70,14 @@ def pad_hop_edges(edge_index: Tensor, edges: Sequence[int], padded_edges: Sequen
         edge_index_out: ``[2, sum(padded_edges)]`` contiguous int64: each group's edges,
             then padding edges that feed padding nodes only.
     """
+    try:  # the op first for ids a loader marked in range (it checks the counts before it writes)
+        if is_trusted_edge_index(edge_index, (sum(src_nodes), sum(dst_nodes))):
+            ops().pad_hop_edges(edge_index, edges, padded_edges, src_nodes, src_padded_nodes, dst_nodes,
+                                dst_padded_nodes, edge_index_out)
+            torch.autograd.graph.increment_version(edge_index_out)
+            return
+    except _REFUSED:
+        pass  # (the checks below raise an error that names the argument)
     _check_tensors(pad_hop_edges, edge_index=edge_index, edge_index_out=edge_index_out)
     edges, padded_edges = _counts(edges), _counts(padded_edges)
     src_nodes, src_padded_nodes = _counts(src_nodes), _counts(src_padded_nodes)
