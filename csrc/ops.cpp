@@ -55,10 +55,6 @@ TORCH_LIBRARY(pyg_accel, m) {
   // CUDA neighbor_sample or hetero_neighbor_sample call (0 before any): the call's host
   // time is its wall time minus this.
   m.def("sampler_last_wait_us() -> float");
-  // The random seed a sampling op draws when given none (from torch's default CPU
-  // generator, as both ops do), for a caller that runs the op on another thread and so
-  // draws it first, in its own order.
-  m.def("draw_random_seed() -> int");
   // Heterogeneous version: node types 0..T-1 with num_nodes[t]; edge type r goes from
   // src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node type;
   // num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop expands,

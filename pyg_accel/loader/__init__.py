@@ -56,9 +56,6 @@ class _Pipelined:
     """Mixin: iterate through :func:`prefetch_batches` when batches live on a GPU."""
 
     fast_index = True  # False: draw seed indices through the DataLoader (same batches, more host time)
-    # pipelined node loaders: each batch's sampling op runs on a background thread, started before the
-    # previous batch is built (False: the op and its wait for the GPU on the caller's thread; same batches)
-    sample_ahead = True
 
     def _setup_pipeline(self, pipeline: bool, on_gpu: bool, sampler) -> None:
         _drop_bound_collate_fn(self)
@@ -80,16 +77,13 @@ class _Pipelined:
         direct = self.fast_index and StoreBatches.applies(self)  # (over our stores: without PyG's layers)
         indices = index_batches(self, StoreBatches.positions_device(self) if direct else None) \
             if self.fast_index else None
-        pipelined = self.pipeline and self._on_gpu
         if indices is None:
             batches = super().__iter__()
-        elif direct:  # (pipelined: each batch's sampling op waits for the GPU in the background)
-            batches = StoreBatches.for_loader(self).batches(indices, ahead=pipelined and self.sample_ahead)
         else:
-            batches = map(self._batch_at, indices)
+            batches = map(StoreBatches.for_loader(self) if direct else self._batch_at, indices)
         if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
             batches = _trusted(batches, self._dst_sorted, self._by_hop)
-        return prefetch_batches(batches) if pipelined else batches
+        return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
 
     def _batch_at(self, index: torch.Tensor):
         """What PyG's iterator yields for the seeds at positions ``index``."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from typing import Any, Dict, Iterable, Iterator, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 import torch
 from torch import Tensor
@@ -45,7 +45,6 @@ from torch_geometric.loader.utils import filter_data, filter_hetero_data
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from ..data import FeatureStore, GraphStore
-from ..ops._background import Pending
 from ..sampler import NeighborSampler
 from .edge_features import attach_edge_features
 
@@ -108,36 +107,10 @@ class StoreBatches(abc.ABC):
         return _sampler_of(loader).device if isinstance(loader, NeighborLoader) else None
 
     def __call__(self, index: Tensor) -> Batch:
-        return self.build(self.start(index))
-
-    def batches(self, indices: Iterable[Tensor], ahead: bool) -> Iterator[Batch]:
-        """The batches of ``indices``, in order. ``ahead``: each batch's sample starts in
-        the background (:meth:`start`) before the previous batch is built, so the
-        sampling op's wait for the GPU overlaps the building and the caller's step."""
-        if not ahead:
-            yield from map(self, indices)
-            return
-        pending = None
-        for index in indices:
-            started = self.start(index, background=True)
-            if pending is not None:
-                yield self.build(pending)
-            pending = started
-        if pending is not None:
-            yield self.build(pending)
-
-    def start(self, index: Tensor, background: bool = False) -> Pending[Output]:
-        """The sample of the seeds at ``index``, started (``background``: the op runs on a
-        background thread where the sampler supports it; see
-        :mod:`pyg_accel.ops._background`)."""
-        with self._stage('sampling'):
-            return self.start_sample(index, background)
-
-    def build(self, pending: Pending[Output]) -> Batch:
-        """The batch of a started sample (see :meth:`start`)."""
-        with self._stage('sampling'):
-            out = pending.result()
-        with self._stage('gathering'):
+        timer = getattr(self.loader, 'stage_timer', None)  # (StageTimer.instrument: PyG's two stages)
+        with timer.stage('sampling') if timer is not None else contextlib.nullcontext():
+            out = self.sample(index)
+        with timer.stage('gathering') if timer is not None else contextlib.nullcontext():
             input_type = self.loader.input_data.input_type
             if input_type is None:
                 data = self.homogeneous_data(out)
@@ -148,16 +121,10 @@ class StoreBatches(abc.ABC):
                 return data
             return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
 
-    def _stage(self, name: str):
-        """A StageTimer's stage (StageTimer.instrument times PyG's two stages here too)."""
-        timer = getattr(self.loader, 'stage_timer', None)
-        return timer.stage(name) if timer is not None else contextlib.nullcontext()
-
     @abc.abstractmethod
-    def start_sample(self, index: Tensor, background: bool) -> Pending[Output]:
+    def sample(self, index: Tensor) -> Output:
         """The sampler's output for the seeds at ``index``, its metadata as PyG's
-        ``node_sample`` / ``edge_sample`` leave it, started (``background``: in the
-        background where the sampler can)."""
+        ``node_sample`` / ``edge_sample`` leave it."""
 
     @abc.abstractmethod
     def seed_values(self, out: SamplerOutput) -> Dict[str, Any]:
@@ -264,21 +231,17 @@ class NodeBatches(StoreBatches):
         to = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
         self.seeds, self.input_ids, self.times = to(inputs.node), to(inputs.input_id), to(inputs.time)
 
-    def start_sample(self, index: Tensor, background: bool) -> Pending[Output]:
+    def sample(self, index: Tensor) -> Output:
         seed = self.seeds.index_select(0, index)
         input_id = index if self.input_ids is None else self.input_ids.index_select(0, index)
         seed_time = None if self.times is None else self.times.index_select(0, index)
         node_type = self.loader.input_data.input_type
         if node_type is None:
-            pending = self.sampler._start_sample(seed, seed_time, background)
+            out = self.sampler._sample(seed, seed_time)
         else:  # (as PyG's node_sample keys them)
-            pending = self.sampler._start_sample({node_type: seed}, None if seed_time is None else
-                                                 {node_type: seed_time}, background)
-
-        def with_metadata(out: Output) -> Output:
-            out.metadata = (input_id, seed_time)
-            return out
-        return pending.then(with_metadata)
+            out = self.sampler._sample({node_type: seed}, None if seed_time is None else {node_type: seed_time})
+        out.metadata = (input_id, seed_time)
+        return out
 
     def seed_values(self, out: SamplerOutput) -> Dict[str, Any]:
         values = {}
@@ -302,10 +265,8 @@ class LinkBatches(StoreBatches):
     """A ``LinkNeighborLoader``'s batches: the seed edges indexed and their negatives
     drawn by PyG's ``edge_sample`` (through the sampler), the batch made here."""
 
-    def start_sample(self, index: Tensor, background: bool) -> Pending[Output]:
-        # (PyG's edge_sample draws the negatives and samples in one call: not in the background)
-        return Pending.done(self.sampler.sample_from_edges(self.loader.input_data[index],
-                                                           neg_sampling=self.loader.neg_sampling))
+    def sample(self, index: Tensor) -> Output:
+        return self.sampler.sample_from_edges(self.loader.input_data[index], neg_sampling=self.loader.neg_sampling)
 
     def edge_ids(self, edge: Tensor) -> Tensor:
         return edge  # (PyG's link loader keeps the sampler's dtype)

@@ -1,6 +1,5 @@
 """Typed wrappers over ``torch.ops.pyg_accel.*``: input validation, autograd and fake
 (meta) kernels for ``torch.compile``. One module per op family."""
-from ._background import wait_for_background_ops
 from .gather import gather, host_register, multi_gather, sharded_gather, uva_view
 from .sparse import CooGraph, edge_softmax, sddmm, spmm, spmm_add_
 from .reorder import rcm_order
@@ -12,5 +11,4 @@ from .sampling import (HeteroSampledSubgraph, SampledSubgraph, clear_sampler_cac
 __all__ = ['gather', 'multi_gather', 'sharded_gather', 'uva_view', 'host_register', 'neighbor_sample',
            'SampledSubgraph', 'cuda_sampling_available', 'hetero_neighbor_sample', 'HeteroSampledSubgraph', 'CooGraph',
            'spmm', 'spmm_add_', 'sddmm', 'edge_softmax', 'clear_sampler_cache', 'last_sample_wait_us', 'rcm_order',
-           'sort_columns_by_time', 'columns_sorted_by_time', 'pad_hops', 'pad_hop_rows', 'pad_hop_edges',
-           'wait_for_background_ops']
+           'sort_columns_by_time', 'columns_sorted_by_time', 'pad_hops', 'pad_hop_rows', 'pad_hop_edges']

@@ -8,7 +8,6 @@ import torch
 from torch import Tensor
 
 from .. import _build
-from ._background import Pending, start
 from ._library import check_cuda_built, ops
 from ._marks import record, recorded, version
 
@@ -271,18 +270,6 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     the graph tensors (int64) and the batch size fixed for the fast path. Set
     ``PYG_ACCEL_SAMPLER_CUDA_GRAPHS=0`` to run the kernels without graph capture.
     """
-    return start_neighbor_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_weight,
-                                 node_time, edge_time, seed_time, temporal_strategy).result()
-
-
-def start_neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
-                          replace: bool = False, disjoint: bool = False, random_seed: Optional[int] = None,
-                          edge_weight: Optional[Tensor] = None, node_time: Optional[Tensor] = None,
-                          edge_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
-                          temporal_strategy: str = 'uniform', background: bool = False) -> Pending[SampledSubgraph]:
-    """:func:`neighbor_sample`, started: its arguments checked and, on a GPU with
-    ``background=True``, the op running on a background thread on the current stream
-    (:mod:`pyg_accel.ops._background`); ``.result()`` gives the sample."""
     _check_graph(colptr, row)
     if not isinstance(seed, Tensor) or seed.dtype not in _INDEX_DTYPES or seed.dim() != 1:
         raise TypeError(f'neighbor_sample: seed must be a 1-D int64/int32 tensor, got '
@@ -306,25 +293,11 @@ def start_neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbo
     if node_time is not None or edge_time is not None or seed_time is not None or temporal_strategy != 'uniform':
         node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes,
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
-    background = background and on_gpu
-    args = (_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
-            bool(replace), bool(disjoint), _op_random_seed(random_seed, background),
-            _bias_inputs([edge_weight], [edge_time]), _bias_inputs([node_time]), seed_time, temporal_strategy)
-    # (the overload itself: no resolution per call)
-    return start(ops().neighbor_sample.default, args, lambda out: _subgraph(out, disjoint), background,
-                 torch.cuda.current_stream(device) if background else None)
-
-
-def _op_random_seed(random_seed: Optional[int], background: bool) -> Optional[int]:
-    """The op's ``random_seed``: ``None`` lets the op draw one from torch's default
-    generator, which an op started in the background must not do (it would draw in the
-    worker's order, not the caller's): that one is drawn here, as the op would."""
-    if random_seed is not None:
-        return int(random_seed)
-    return int(ops().draw_random_seed()) if background else None
-
-
-def _subgraph(out, disjoint: bool) -> SampledSubgraph:
+    sample = ops().neighbor_sample.default  # (the overload itself: no resolution per call)
+    # (random_seed None: the op draws one from torch's default generator)
+    out = sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
+                 bool(replace), bool(disjoint), None if random_seed is None else int(random_seed),
+                 _bias_inputs([edge_weight], [edge_time]), _bias_inputs([node_time]), seed_time, temporal_strategy)
     node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
     return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
                            nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
@@ -463,22 +436,6 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
     the counts at the end. Weights are read as given when float32 or float64 (others are
     converted per call).
     """
-    return start_hetero_neighbor_sample(colptr_dict, row_dict, seed_dict, num_neighbors, num_nodes, replace,
-                                        disjoint, random_seed, edge_weight, node_time, edge_time, seed_time,
-                                        temporal_strategy).result()
-
-
-def start_hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[EdgeType, Tensor],
-                                 seed_dict: Dict[str, Tensor], num_neighbors: Dict[EdgeType, Sequence[int]],
-                                 num_nodes: Dict[str, int], replace: bool = False, disjoint: bool = False,
-                                 random_seed: Optional[int] = None,
-                                 edge_weight: Optional[Dict[EdgeType, Tensor]] = None,
-                                 node_time: Optional[Dict[str, Tensor]] = None,
-                                 edge_time: Optional[Dict[EdgeType, Tensor]] = None,
-                                 seed_time: Optional[Dict[str, Tensor]] = None,
-                                 temporal_strategy: str = 'uniform',
-                                 background: bool = False) -> Pending[HeteroSampledSubgraph]:
-    """:func:`hetero_neighbor_sample`, started (see :func:`start_neighbor_sample`)."""
     edge_types = list(colptr_dict)
     if set(row_dict) != set(edge_types) or set(num_neighbors) != set(edge_types):
         raise ValueError('hetero_neighbor_sample: colptr_dict, row_dict and num_neighbors must share edge types')
@@ -544,17 +501,11 @@ def start_hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: 
                 seed_times[i] = node_times[i][seeds[i]]
     elif biased and any(t is not None for t in seed_times):
         raise ValueError('hetero_neighbor_sample: seed_time was given without node_time or edge_time')
-    background = background and device.type == 'cuda'
-    args = ([int(num_nodes[t]) for t in node_types], src_type, dst_type, [_graph_long(c) for c in colptrs],
-            [_graph_long(r) for r in rows], seeds, [k for f in fanouts for k in f], num_hops, bool(replace),
-            bool(disjoint), _op_random_seed(random_seed, background),
-            _bias_inputs(weights, edge_times), _bias_inputs(node_times), seed_times, temporal_strategy)
-    return start(ops().hetero_neighbor_sample.default, args,
-                 lambda out: _hetero_subgraph(out, node_types, edge_types, disjoint), background,
-                 torch.cuda.current_stream(device) if background else None)
-
-
-def _hetero_subgraph(out, node_types: List[str], edge_types: List[EdgeType], disjoint: bool) -> HeteroSampledSubgraph:
+    out = ops().hetero_neighbor_sample(
+        [int(num_nodes[t]) for t in node_types], src_type, dst_type, [_graph_long(c) for c in colptrs],
+        [_graph_long(r) for r in rows], seeds, [k for f in fanouts for k in f], num_hops, bool(replace),
+        bool(disjoint), None if random_seed is None else int(random_seed),
+        _bias_inputs(weights, edge_times), _bias_inputs(node_times), seed_times, temporal_strategy)
     node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
     nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
     # (the op returns the edges of all edge types in one tensor each, type after type)

@@ -29,7 +29,6 @@ from torch import Tensor
 from torch_geometric.data import HeteroData
 
 from ..nn.conv._self_loops import sync_free
-from ..ops._background import wait_for_background_ops
 from ..ops.hops import sampled_hops
 from .padding import (HETERO_HEADROOM_STEPS, HETERO_SLACK_STEPS, Links, PaddedBatch, PaddedHeteroBatch, TypedCounts,
                       bucket_of, bucket_with_headroom, covering_bucket, round_up, typed_bucket_of,
@@ -613,7 +612,6 @@ class TrainStep:
         update = torch.cuda.CUDAGraph() if self._group is not None else None
         self.optimizer.zero_grad(set_to_none=True)
         stream = torch.cuda.current_stream()
-        wait_for_background_ops()  # (a loader's sampling op on another thread would break a 'global' capture)
         try:
             with torch.cuda.graph(step):
                 loss, flat = self._forward_backward(padded.inputs, padded.y, padded, padded.edge_label_index)
