@@ -44,11 +44,8 @@ from common import add_graph_arguments, environment, print_table, pyplot, save_f
 
 from pyg_accel.data import node_order, reorder_data  # noqa: E402
 from pyg_accel.datasets import synthetic_dataset  # noqa: E402
-from pyg_accel.distributed import (ExchangeTimer, PartitionedGNN, new_exchange_group, partition_graph,  # noqa: E402
-                                   setup)
-
-
-EXCHANGE_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
+from pyg_accel.distributed import (EXCHANGE_DTYPES, ExchangeTimer, PartitionedGNN, new_exchange_group,  # noqa: E402
+                                   partition_graph, setup)
 
 
 def median_epoch(step, device, epochs: int, warmup: int = 3, timer: ExchangeTimer = None) -> Dict[str, float]:

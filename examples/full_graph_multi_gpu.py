@@ -37,11 +37,8 @@ from tqdm import tqdm
 
 from pyg_accel.build import ensure_built
 from pyg_accel.datasets import load_dataset
-from pyg_accel.distributed import ExchangeTimer, PartitionedGNN, partition_data, setup, teardown
+from pyg_accel.distributed import EXCHANGE_DTYPES, ExchangeTimer, PartitionedGNN, partition_data, setup, teardown
 from results import accuracy_summary, add_dataset_arguments, format_stages, progress, report_accuracy, stage_columns
-
-
-EXCHANGE_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
 def parse_args(argv=None) -> argparse.Namespace:

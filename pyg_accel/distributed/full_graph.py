@@ -37,7 +37,11 @@ from ..data import hosts
 from ..data.reorder import _check_edge_index, node_order, reorder_data
 
 __all__ = ['GraphPartition', 'ExchangeTimer', 'balanced_bounds', 'partition_graph', 'partition_data',
-           'new_exchange_group']
+           'new_exchange_group', 'EXCHANGE_DTYPES']
+
+# The dtypes halo rows can travel in (GraphPartition.exchange_dtype), by the names the
+# scripts take; 'fp32' leaves the rows in their own dtype.
+EXCHANGE_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
 def balanced_bounds(edge_index: Tensor, num_nodes: int, world_size: int, balance: str = 'edges') -> List[int]:
