@@ -1,7 +1,13 @@
 // Every pyg_accel operator schema, in one place. Kernels register against
 // these names from csrc/cpu (CPU key) and csrc/cuda (CUDA key); fake (meta)
 // kernels and autograd are registered from Python (pyg_accel/ops/).
+// This file is compiled and linked first (pyg_accel/_build.py), so its registrations,
+// the TorchScript classes among them, run before the kernels' (a kernel returning a
+// class needs the class registered).
+#include <torch/custom_class.h>
 #include <torch/library.h>
+
+#include "sampling/started_sample.h"
 
 TORCH_LIBRARY(pyg_accel, m) {
   // Rows of `table` ([N, *]) at `index` ([M], int32/int64) -> [M, *].
@@ -55,6 +61,18 @@ TORCH_LIBRARY(pyg_accel, m) {
   // CUDA neighbor_sample or hetero_neighbor_sample call (0 before any): the call's host
   // time is its wall time minus this.
   m.def("sampler_last_wait_us() -> float");
+  // The same sample, started: on a GPU the op returns once the sample's kernels are
+  // enqueued (the outputs' sizes are not known yet) and the result's finish() waits for
+  // them and returns neighbor_sample's outputs; the caller's host work in between
+  // overlaps the sampling. Started samples of one configuration are read in order: a
+  // start first reads the counts of the previous unfinished one (waiting for it). On the
+  // CPU the sample is made at once. Not for torch.compile (no fake kernel: a class result).
+  m.class_<pyg_accel::StartedNeighborSample>("StartedNeighborSample")
+      .def("finish", &pyg_accel::StartedNeighborSample::finish);
+  m.def("neighbor_sample_start(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, bool replace, "
+        "bool disjoint, int? random_seed, Tensor?[] edge_bias, Tensor?[] node_bias, Tensor? seed_time=None, "
+        "str temporal_strategy='uniform') -> __torch__.torch.classes.pyg_accel.StartedNeighborSample",
+        {at::Tag::nondeterministic_seeded});
   // Heterogeneous version: node types 0..T-1 with num_nodes[t]; edge type r goes from
   // src_type[r] to dst_type[r] with CSC (colptr[r], row[r]); seed[t] per node type;
   // num_neighbors[r * num_hops + h] is edge type r's fanout at hop h. Each hop expands,
@@ -74,6 +92,14 @@ TORCH_LIBRARY(pyg_accel, m) {
         "Tensor?[] edge_bias, Tensor?[] node_bias, Tensor?[] seed_time, str temporal_strategy) -> "
         "(Tensor[] node, Tensor[] batch, Tensor row, Tensor col, Tensor edge, Tensor num_sampled_nodes, "
         "Tensor num_sampled_edges)",
+        {at::Tag::nondeterministic_seeded});
+  // hetero_neighbor_sample, started (as neighbor_sample_start).
+  m.class_<pyg_accel::StartedHeteroSample>("StartedHeteroSample")
+      .def("finish", &pyg_accel::StartedHeteroSample::finish);
+  m.def("hetero_neighbor_sample_start(int[] num_nodes, int[] src_type, int[] dst_type, Tensor[] colptr, "
+        "Tensor[] row, Tensor[] seed, int[] num_neighbors, int num_hops, bool replace, bool disjoint, "
+        "int? random_seed, Tensor?[] edge_bias, Tensor?[] node_bias, Tensor?[] seed_time, str temporal_strategy) "
+        "-> __torch__.torch.classes.pyg_accel.StartedHeteroSample",
         {at::Tag::nondeterministic_seeded});
   // Sparse-dense ops over a graph whose edges are sorted by destination: the edges of
   // destination d are [ptr[d], ptr[d + 1]); dst[e] / src[e] are edge e's endpoints

@@ -56,6 +56,9 @@ class _Pipelined:
     """Mixin: iterate through :func:`prefetch_batches` when batches live on a GPU."""
 
     fast_index = True  # False: draw seed indices through the DataLoader (same batches, more host time)
+    # pipelined NeighborLoaders over our stores start each batch's sample (on the GPU) before handing out the
+    # batch before it, so that building it finds the sample done (False: each batch sampled as it is built)
+    sample_ahead = True
 
     def _setup_pipeline(self, pipeline: bool, on_gpu: bool, sampler) -> None:
         _drop_bound_collate_fn(self)
@@ -77,13 +80,16 @@ class _Pipelined:
         direct = self.fast_index and StoreBatches.applies(self)  # (over our stores: without PyG's layers)
         indices = index_batches(self, StoreBatches.positions_device(self) if direct else None) \
             if self.fast_index else None
+        pipelined = self.pipeline and self._on_gpu
         if indices is None:
             batches = super().__iter__()
+        elif direct:
+            batches = StoreBatches.for_loader(self).batches(indices, ahead=pipelined and self.sample_ahead)
         else:
-            batches = map(StoreBatches.for_loader(self) if direct else self._batch_at, indices)
+            batches = map(self._batch_at, indices)
         if getattr(self, 'transform', None) is None:  # a transform may rewrite what the sampler made
             batches = _trusted(batches, self._dst_sorted, self._by_hop)
-        return prefetch_batches(batches) if self.pipeline and self._on_gpu else batches
+        return prefetch_batches(batches) if pipelined else batches
 
     def _batch_at(self, index: torch.Tensor):
         """What PyG's iterator yields for the seeds at positions ``index``."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
 import torch
 from torch import Tensor
@@ -45,6 +45,7 @@ from torch_geometric.loader.utils import filter_data, filter_hetero_data
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from ..data import FeatureStore, GraphStore
+from ..ops._pending import Pending
 from ..sampler import NeighborSampler
 from .edge_features import attach_edge_features
 
@@ -107,10 +108,35 @@ class StoreBatches(abc.ABC):
         return _sampler_of(loader).device if isinstance(loader, NeighborLoader) else None
 
     def __call__(self, index: Tensor) -> Batch:
-        timer = getattr(self.loader, 'stage_timer', None)  # (StageTimer.instrument: PyG's two stages)
-        with timer.stage('sampling') if timer is not None else contextlib.nullcontext():
-            out = self.sample(index)
-        with timer.stage('gathering') if timer is not None else contextlib.nullcontext():
+        return self.build(self.start(index, started=False))
+
+    def batches(self, indices: Iterable[Tensor], ahead: bool) -> Iterator[Batch]:
+        """The batches of ``indices``, in order. ``ahead``: each batch's sample is started
+        (on a GPU: its kernels enqueued) before the previous batch is handed out, so the
+        GPU samples it while the caller works on that one, and building it later finds
+        the sample done instead of waiting for it."""
+        if not ahead:
+            yield from map(self, indices)
+            return
+        pending: Optional[Pending[Output]] = None
+        for index in indices:
+            batch = None if pending is None else self.build(pending)
+            pending = self.start(index)
+            if batch is not None:
+                yield batch
+        if pending is not None:
+            yield self.build(pending)
+
+    def start(self, index: Tensor, started: bool = True) -> Pending[Output]:
+        """The sample of the seeds at ``index``, started (see :meth:`start_sample`)."""
+        with self._stage('sampling'):
+            return self.start_sample(index, started)
+
+    def build(self, pending: Pending[Output]) -> Batch:
+        """The batch of a started sample (:meth:`start`)."""
+        with self._stage('sampling'):
+            out = pending.result()
+        with self._stage('gathering'):
             input_type = self.loader.input_data.input_type
             if input_type is None:
                 data = self.homogeneous_data(out)
@@ -121,10 +147,16 @@ class StoreBatches(abc.ABC):
                 return data
             return attach_edge_features(data, self.graph_store, self.loader._edge_positions(data, out))
 
+    def _stage(self, name: str):
+        """A StageTimer's stage (StageTimer.instrument times PyG's two stages here too)."""
+        timer = getattr(self.loader, 'stage_timer', None)
+        return timer.stage(name) if timer is not None else contextlib.nullcontext()
+
     @abc.abstractmethod
-    def sample(self, index: Tensor) -> Output:
+    def start_sample(self, index: Tensor, started: bool) -> Pending[Output]:
         """The sampler's output for the seeds at ``index``, its metadata as PyG's
-        ``node_sample`` / ``edge_sample`` leave it."""
+        ``node_sample`` / ``edge_sample`` leave it; ``started``: on a GPU, its sampling
+        op only started where the sampler can (``False``: sampled now)."""
 
     @abc.abstractmethod
     def seed_values(self, out: SamplerOutput) -> Dict[str, Any]:
@@ -231,17 +263,21 @@ class NodeBatches(StoreBatches):
         to = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
         self.seeds, self.input_ids, self.times = to(inputs.node), to(inputs.input_id), to(inputs.time)
 
-    def sample(self, index: Tensor) -> Output:
+    def start_sample(self, index: Tensor, started: bool) -> Pending[Output]:
         seed = self.seeds.index_select(0, index)
         input_id = index if self.input_ids is None else self.input_ids.index_select(0, index)
         seed_time = None if self.times is None else self.times.index_select(0, index)
         node_type = self.loader.input_data.input_type
         if node_type is None:
-            out = self.sampler._sample(seed, seed_time)
+            pending = self.sampler._start_sample(seed, seed_time, started)
         else:  # (as PyG's node_sample keys them)
-            out = self.sampler._sample({node_type: seed}, None if seed_time is None else {node_type: seed_time})
-        out.metadata = (input_id, seed_time)
-        return out
+            pending = self.sampler._start_sample({node_type: seed}, None if seed_time is None else
+                                                 {node_type: seed_time}, started)
+
+        def with_metadata(out: Output) -> Output:
+            out.metadata = (input_id, seed_time)
+            return out
+        return pending.then(with_metadata)
 
     def seed_values(self, out: SamplerOutput) -> Dict[str, Any]:
         values = {}
@@ -265,8 +301,10 @@ class LinkBatches(StoreBatches):
     """A ``LinkNeighborLoader``'s batches: the seed edges indexed and their negatives
     drawn by PyG's ``edge_sample`` (through the sampler), the batch made here."""
 
-    def sample(self, index: Tensor) -> Output:
-        return self.sampler.sample_from_edges(self.loader.input_data[index], neg_sampling=self.loader.neg_sampling)
+    def start_sample(self, index: Tensor, started: bool) -> Pending[Output]:
+        # (PyG's edge_sample draws the negatives and samples in one call: sampled now)
+        return Pending.done(self.sampler.sample_from_edges(self.loader.input_data[index],
+                                                           neg_sampling=self.loader.neg_sampling))
 
     def edge_ids(self, edge: Tensor) -> Tensor:
         return edge  # (PyG's link loader keeps the sampler's dtype)

@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from .. import _build
 from ._library import check_cuda_built, ops
+from ._pending import Pending
 from ._marks import record, recorded, version
 
 __all__ = ['SampledSubgraph', 'HeteroSampledSubgraph', 'neighbor_sample', 'hetero_neighbor_sample',
+           'start_neighbor_sample', 'start_hetero_neighbor_sample',
            'cuda_sampling_available', 'clear_sampler_cache', 'last_sample_wait_us', 'sort_columns_by_time',
            'columns_sorted_by_time']
 
@@ -270,6 +272,32 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     the graph tensors (int64) and the batch size fixed for the fast path. Set
     ``PYG_ACCEL_SAMPLER_CUDA_GRAPHS=0`` to run the kernels without graph capture.
     """
+    args, finish = _neighbor_sample_call(colptr, row, seed, num_neighbors, replace, disjoint, random_seed,
+                                         edge_weight, node_time, edge_time, seed_time, temporal_strategy)
+    return finish(ops().neighbor_sample.default(*args))  # (the overload itself: no resolution per call)
+
+
+def start_neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Sequence[int],
+                          replace: bool = False, disjoint: bool = False, random_seed: Optional[int] = None,
+                          edge_weight: Optional[Tensor] = None, node_time: Optional[Tensor] = None,
+                          edge_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
+                          temporal_strategy: str = 'uniform') -> Pending[SampledSubgraph]:
+    """:func:`neighbor_sample`, started: on a GPU this returns once the sample's kernels
+    are enqueued (its random seed drawn, its arguments checked), and ``.result()`` waits
+    for the per-hop counts that size the outputs and returns the sample. Host work done
+    in between (e.g. enqueueing a training step) overlaps the sampling instead of waiting
+    behind it. Samples of one configuration are finished in the order started (a start
+    first waits for the previous unfinished one). On the CPU the sample is made at once."""
+    args, finish = _neighbor_sample_call(colptr, row, seed, num_neighbors, replace, disjoint, random_seed,
+                                         edge_weight, node_time, edge_time, seed_time, temporal_strategy)
+    started = ops().neighbor_sample_start.default(*args)
+    return Pending(lambda: finish(started.finish()))
+
+
+def _neighbor_sample_call(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_weight, node_time,
+                          edge_time, seed_time, temporal_strategy) -> Tuple[tuple, Callable[[Any], SampledSubgraph]]:
+    """neighbor_sample's arguments checked: the op's arguments, and what makes its outputs a
+    :class:`SampledSubgraph`."""
     _check_graph(colptr, row)
     if not isinstance(seed, Tensor) or seed.dtype not in _INDEX_DTYPES or seed.dim() != 1:
         raise TypeError(f'neighbor_sample: seed must be a 1-D int64/int32 tensor, got '
@@ -293,14 +321,18 @@ def neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbors: Se
     if node_time is not None or edge_time is not None or seed_time is not None or temporal_strategy != 'uniform':
         node_time, edge_time, seed_time = _check_times(node_time, edge_time, seed_time, seed, num_nodes,
                                                        row.numel(), disjoint, temporal_strategy, edge_weight, device)
-    sample = ops().neighbor_sample.default  # (the overload itself: no resolution per call)
     # (random_seed None: the op draws one from torch's default generator)
-    out = sample(_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
-                 bool(replace), bool(disjoint), None if random_seed is None else int(random_seed),
-                 _bias_inputs([edge_weight], [edge_time]), _bias_inputs([node_time]), seed_time, temporal_strategy)
-    node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
-    return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
-                           nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
+    args = (_graph_long(colptr), _graph_long(row), seed if seed.dtype == torch.int64 else seed.long(), fanouts,
+            bool(replace), bool(disjoint), None if random_seed is None else int(random_seed),
+            _bias_inputs([edge_weight], [edge_time]), _bias_inputs([node_time]), seed_time, temporal_strategy)
+
+    def finish(out) -> SampledSubgraph:
+        node, row_out, col_out, edge, batch, nodes_per_hop, edges_per_hop = out
+        return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
+                               nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
+    return args, finish
+
+
 
 
 def _bias_inputs(*per_input: List[Optional[Tensor]]) -> List[Optional[Tensor]]:
@@ -436,6 +468,34 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
     the counts at the end. Weights are read as given when float32 or float64 (others are
     converted per call).
     """
+    args, finish = _hetero_neighbor_sample_call(colptr_dict, row_dict, seed_dict, num_neighbors, num_nodes, replace,
+                                                disjoint, random_seed, edge_weight, node_time, edge_time, seed_time,
+                                                temporal_strategy)
+    return finish(ops().hetero_neighbor_sample.default(*args))
+
+
+def start_hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[EdgeType, Tensor],
+                                 seed_dict: Dict[str, Tensor], num_neighbors: Dict[EdgeType, Sequence[int]],
+                                 num_nodes: Dict[str, int], replace: bool = False, disjoint: bool = False,
+                                 random_seed: Optional[int] = None,
+                                 edge_weight: Optional[Dict[EdgeType, Tensor]] = None,
+                                 node_time: Optional[Dict[str, Tensor]] = None,
+                                 edge_time: Optional[Dict[EdgeType, Tensor]] = None,
+                                 seed_time: Optional[Dict[str, Tensor]] = None,
+                                 temporal_strategy: str = 'uniform') -> Pending[HeteroSampledSubgraph]:
+    """:func:`hetero_neighbor_sample`, started (as :func:`start_neighbor_sample`)."""
+    args, finish = _hetero_neighbor_sample_call(colptr_dict, row_dict, seed_dict, num_neighbors, num_nodes, replace,
+                                                disjoint, random_seed, edge_weight, node_time, edge_time, seed_time,
+                                                temporal_strategy)
+    started = ops().hetero_neighbor_sample_start.default(*args)
+    return Pending(lambda: finish(started.finish()))
+
+
+def _hetero_neighbor_sample_call(colptr_dict, row_dict, seed_dict, num_neighbors, num_nodes, replace, disjoint,
+                                 random_seed, edge_weight, node_time, edge_time, seed_time, temporal_strategy
+                                 ) -> Tuple[tuple, Callable[[Any], HeteroSampledSubgraph]]:
+    """hetero_neighbor_sample's arguments checked: the op's arguments, and what makes its
+    outputs a :class:`HeteroSampledSubgraph`."""
     edge_types = list(colptr_dict)
     if set(row_dict) != set(edge_types) or set(num_neighbors) != set(edge_types):
         raise ValueError('hetero_neighbor_sample: colptr_dict, row_dict and num_neighbors must share edge types')
@@ -501,18 +561,20 @@ def hetero_neighbor_sample(colptr_dict: Dict[EdgeType, Tensor], row_dict: Dict[E
                 seed_times[i] = node_times[i][seeds[i]]
     elif biased and any(t is not None for t in seed_times):
         raise ValueError('hetero_neighbor_sample: seed_time was given without node_time or edge_time')
-    out = ops().hetero_neighbor_sample(
-        [int(num_nodes[t]) for t in node_types], src_type, dst_type, [_graph_long(c) for c in colptrs],
-        [_graph_long(r) for r in rows], seeds, [k for f in fanouts for k in f], num_hops, bool(replace),
-        bool(disjoint), None if random_seed is None else int(random_seed),
-        _bias_inputs(weights, edge_times), _bias_inputs(node_times), seed_times, temporal_strategy)
-    node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
-    nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
-    # (the op returns the edges of all edge types in one tensor each, type after type)
-    edges_per_type = [sum(counts) for counts in edges_per_hop]
-    # (split_with_sizes: the binding itself, half Tensor.split's host time)
-    row, col, edge = (dict(zip(edge_types, t.split_with_sizes(edges_per_type))) for t in (row, col, edge))
-    return HeteroSampledSubgraph(
-        dict(zip(node_types, node)), row, col, edge,
-        dict(zip(node_types, batch)) if disjoint else None,
-        dict(zip(node_types, nodes_per_hop)), dict(zip(edge_types, edges_per_hop)))
+    args = ([int(num_nodes[t]) for t in node_types], src_type, dst_type, [_graph_long(c) for c in colptrs],
+            [_graph_long(r) for r in rows], seeds, [k for f in fanouts for k in f], num_hops, bool(replace),
+            bool(disjoint), None if random_seed is None else int(random_seed),
+            _bias_inputs(weights, edge_times), _bias_inputs(node_times), seed_times, temporal_strategy)
+
+    def finish(out) -> HeteroSampledSubgraph:
+        node, batch, row, col, edge, nodes_per_hop, edges_per_hop = out
+        nodes_per_hop, edges_per_hop = nodes_per_hop.tolist(), edges_per_hop.tolist()
+        # (the op returns the edges of all edge types in one tensor each, type after type)
+        edges_per_type = [sum(counts) for counts in edges_per_hop]
+        # (split_with_sizes: the binding itself, half Tensor.split's host time)
+        row, col, edge = (dict(zip(edge_types, t.split_with_sizes(edges_per_type))) for t in (row, col, edge))
+        return HeteroSampledSubgraph(
+            dict(zip(node_types, node)), row, col, edge,
+            dict(zip(node_types, batch)) if disjoint else None,
+            dict(zip(node_types, nodes_per_hop)), dict(zip(edge_types, edges_per_hop)))
+    return args, finish

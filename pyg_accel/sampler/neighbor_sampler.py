@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -32,7 +32,9 @@ from ..data.convert import put_hetero_edges
 from ..data.graph_store import GraphStore, _ids_to_ptr, _ptr_to_ids
 from ..data.host_memory import pinned_copy
 from ..ops.gather import trust_index, uva_view
-from ..ops.sampling import cuda_sampling_available, hetero_neighbor_sample, neighbor_sample, sort_columns_by_time
+from ..ops._pending import Pending
+from ..ops.sampling import (HeteroSampledSubgraph, SampledSubgraph, cuda_sampling_available, hetero_neighbor_sample,
+                            neighbor_sample, sort_columns_by_time, start_hetero_neighbor_sample, start_neighbor_sample)
 from .induced import hetero_induced_edges, induced_edges
 
 EdgeType = Tuple[str, str, str]
@@ -542,16 +544,26 @@ class NeighborSampler(BaseSampler):
         return out
 
     def _sample(self, seed, seed_time=None, **kwargs):
+        return self._start_sample(seed, seed_time, started=False).result()
+
+    def _start_sample(self, seed, seed_time=None,
+                      started: bool = True) -> Pending[Union[SamplerOutput, HeteroSamplerOutput]]:
+        """:meth:`_sample`, started: on a GPU the sampling op returns once its kernels are
+        enqueued, and ``.result()`` waits for it and finishes the output
+        (:func:`~pyg_accel.ops.start_neighbor_sample`); ``started=False`` samples now."""
         if self.hetero is not None:
-            return self._sample_hetero(seed, seed_time)
+            return self._start_hetero(seed, seed_time, started)
         if isinstance(seed, dict):
             raise ValueError('NeighborSampler: heterogeneous seeds for a homogeneous graph')
         if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
         seed_time = None if seed_time is None else seed_time.to(self.device, non_blocking=True)
-        out = neighbor_sample(self.colptr, self.row, seed.to(self.device, non_blocking=True), self.fanouts,
-                              self.replace, self.disjoint, self._random_seed(), self.edge_weight, self.node_time,
-                              self.edge_time, seed_time, self.temporal_strategy)
+        sample = start_neighbor_sample if started else _made_now(neighbor_sample)
+        return sample(self.colptr, self.row, seed.to(self.device, non_blocking=True), self.fanouts, self.replace,
+                      self.disjoint, self._random_seed(), self.edge_weight, self.node_time, self.edge_time, seed_time,
+                      self.temporal_strategy).then(self._homogeneous_output)
+
+    def _homogeneous_output(self, out: SampledSubgraph) -> SamplerOutput:
         trust_index(out.node, self.num_nodes)  # feature gathers by these ids skip the bounds check's sync
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             row, col, edge = induced_edges(self.colptr, self.row, out.node, out.node)
@@ -564,17 +576,20 @@ class NeighborSampler(BaseSampler):
             result = result.to_bidirectional()
         return result
 
-    def _sample_hetero(self, seed: Dict[str, Tensor], seed_time=None) -> HeteroSamplerOutput:
+    def _start_hetero(self, seed: Dict[str, Tensor], seed_time, started: bool) -> Pending[HeteroSamplerOutput]:
         if not isinstance(seed, dict):
             raise ValueError("NeighborSampler: a heterogeneous graph needs seeds keyed by node type (pass "
                              "input_nodes=('node_type', ids))")
         if seed_time is not None and not self.is_temporal:
             raise ValueError('NeighborSampler: seed times were given but the sampler has no time_attr')
         graph = self._hetero_kernel
-        colptr, row = graph.colptr, graph.row
-        out = hetero_neighbor_sample(colptr, row, seed, self.fanouts_dict, self.hetero.num_nodes, self.replace,
-                                     self.disjoint, self._random_seed(), graph.edge_weight, graph.node_time,
-                                     graph.edge_time, seed_time, self.temporal_strategy)
+        sample = start_hetero_neighbor_sample if started else _made_now(hetero_neighbor_sample)
+        return sample(graph.colptr, graph.row, seed, self.fanouts_dict, self.hetero.num_nodes, self.replace,
+                      self.disjoint, self._random_seed(), graph.edge_weight, graph.node_time, graph.edge_time,
+                      seed_time, self.temporal_strategy).then(self._hetero_output)
+
+    def _hetero_output(self, out: HeteroSampledSubgraph) -> HeteroSamplerOutput:
+        colptr, row = self._hetero_kernel.colptr, self._hetero_kernel.row
         if self.subgraph_type == SubgraphType.induced:  # every edge among the sampled nodes
             induced_row, induced_col, induced_edge = hetero_induced_edges(colptr, row, out.node)
             out = out._replace(row=induced_row, col=induced_col, edge=induced_edge, num_sampled_edges=None)
@@ -589,3 +604,8 @@ class NeighborSampler(BaseSampler):
         if self.subgraph_type == SubgraphType.bidirectional:
             result = result.to_bidirectional()
         return result
+
+
+def _made_now(sample: Callable[..., Any]) -> Callable[..., Pending[Any]]:
+    """``sample``, its result returned as a :class:`Pending` already made."""
+    return lambda *args: Pending.done(sample(*args))

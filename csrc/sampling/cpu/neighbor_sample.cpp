@@ -22,6 +22,7 @@
 #include "../sampler_inputs.h"
 #include "../sampling_rng.h"
 #include "../sampling_seed.h"
+#include "../started_sample.h"
 #include "../node_draw.h"
 #include "flat_map.h"
 
@@ -74,10 +75,6 @@ inline void check_hop_size(int64_t draws, int64_t hop, const char* op) {
   TORCH_CHECK_VALUE(draws <= kMaxHopDraws, op, ": hop ", std::to_string(hop), " would draw more than ",
                     std::to_string(kMaxHopDraws), " neighbours (fanout x frontier); use smaller fanouts or batches");
 }
-
-using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor, at::Tensor,
-                                at::Tensor, at::Tensor>;
-using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // The per-edge-type vectors, one after another, in one tensor.
 at::Tensor concatenated(const std::vector<std::vector<int64_t>>& parts) {
@@ -243,6 +240,8 @@ HeteroOutput hetero_neighbor_sample_cpu(at::IntArrayRef num_nodes, at::IntArrayR
 TORCH_LIBRARY_IMPL(pyg_accel, CPU, m) {
   m.impl("neighbor_sample", &neighbor_sample_cpu);
   m.impl("hetero_neighbor_sample", &hetero_neighbor_sample_cpu);
+  m.impl("neighbor_sample_start", &StartNow<&neighbor_sample_cpu>::call);
+  m.impl("hetero_neighbor_sample_start", &StartNow<&hetero_neighbor_sample_cpu>::call);
 }
 
 }  // namespace pyg_accel

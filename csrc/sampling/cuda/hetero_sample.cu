@@ -47,6 +47,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <cub/cub.cuh>
@@ -54,6 +55,7 @@
 #include "../../common/tensor_id.h"
 #include "../sampler_inputs.h"
 #include "../sampling_seed.h"
+#include "../started_sample.h"
 #include "sample_engine.cuh"
 #include "sample_launch.cuh"
 #include "sample_plan.h"
@@ -271,9 +273,6 @@ void launch(void (*kernel)(Params...), int64_t n, cudaStream_t stream, Args... a
 int64_t address(const at::Tensor& t) { return t.defined() ? reinterpret_cast<int64_t>(t.data_ptr()) : 0; }
 int64_t* long_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; }
 
-using HeteroOutput = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor, at::Tensor, at::Tensor,
-                                at::Tensor, at::Tensor>;
-
 // Everything one configuration needs on the GPU (see the top of the file).
 class HeteroPlan {
  public:
@@ -431,12 +430,22 @@ class HeteroPlan {
 
   const PlanKey& key() const { return key_; }
 
-  // One sample of `seeds` (one int64 tensor per node type, as many as the key says):
-  // outputs at their upper bounds, returned as views of their used prefixes.
-  HeteroOutput run(const std::vector<at::Tensor>& seeds, const std::vector<at::Tensor>& seed_times,
-                   int64_t random_seed) {
+  // A sample's state between its start and its finish.
+  struct Started {
+    std::vector<at::Tensor> node, batch;  // per node type, at their upper bounds until finished
+    at::Tensor row, col, edge;
+    std::vector<at::Tensor> seeds, seed_times;  // (held until the kernels have read them)
+    std::shared_ptr<SampleCounts> counts;
+  };
+
+  // One sample of `seeds` (one int64 tensor per node type, as many as the key says),
+  // started: its kernels enqueued on the current stream (after the counts of this plan's
+  // previous sample are read, if they were not) into fresh outputs at their upper bounds.
+  Started start(const std::vector<at::Tensor>& seeds, const std::vector<at::Tensor>& seed_times,
+                int64_t random_seed) {
     const WaitMode wait = wait_mode();  // (a bad setting raises before anything is enqueued)
     std::lock_guard<std::mutex> lock(mutex_);
+    wait_.read_unread();
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const int64_t epoch = epoch_.next([&] {
       state_.narrow(0, 0, 2 * (table_.mask + 1)).zero_();
@@ -446,36 +455,43 @@ class HeteroPlan {
     auto fresh = [&](int64_t len) {
       return at::Tensor(at::detail::empty_cuda({len}, at::kLong, device, std::nullopt));
     };
-    std::vector<at::Tensor> node(T_), batch(key_.disjoint ? T_ : 0);
+    Started started{std::vector<at::Tensor>(T_), std::vector<at::Tensor>(key_.disjoint ? T_ : 0)};
+    started.seeds = seeds;
+    started.seed_times = seed_times;
     HeteroCall& call = seed_args_.call;
     call = HeteroCall{};
     for (int64_t t = 0; t < T_; ++t) {
-      node[t] = fresh(node_bound_[t]);
-      call.node_out[t] = long_ptr(node[t]);
+      started.node[t] = fresh(node_bound_[t]);
+      call.node_out[t] = long_ptr(started.node[t]);
       if (key_.disjoint) {
-        batch[t] = fresh(node_bound_[t]);
-        call.batch_out[t] = long_ptr(batch[t]);
+        started.batch[t] = fresh(node_bound_[t]);
+        call.batch_out[t] = long_ptr(started.batch[t]);
       }
       call.seed[t] = long_ptr(seeds[t]);
       call.seed_time[t] = temporal_ && seeds[t].numel() > 0 ? long_ptr(seed_times[t]) : nullptr;
     }
-    at::Tensor row = fresh(edge_out_len_), col = fresh(edge_out_len_), edge = fresh(edge_out_len_);
-    call.row_out = long_ptr(row), call.col_out = long_ptr(col), call.edge_out = long_ptr(edge);
+    started.row = fresh(edge_out_len_), started.col = fresh(edge_out_len_), started.edge = fresh(edge_out_len_);
+    call.row_out = long_ptr(started.row), call.col_out = long_ptr(started.col), call.edge_out = long_ptr(started.edge);
     call.random_seed = random_seed;
     call.epoch = epoch;
     const auto enqueue_on = [this](cudaStream_t s) { enqueue(s); };
     void* args[] = {&seed_args_};
     replay_.prepare({reinterpret_cast<const void*>(&seed_kernel<ManyTypes>)}, args, enqueue_on);
     replay_.launch(stream, enqueue_on);
-    wait_.record(stream, wait);
-    wait_.wait();
+    started.counts = wait_.record(stream, wait, host_counts_);
+    return started;
+  }
 
-    // The counters, as the last kernel published them.
-    const int64_t* host = host_counts_.data_ptr<int64_t>();
-    const Counters hc = Counters::at(const_cast<int64_t*>(host), T_, R_, H_);
+  // A started sample's outputs (waiting for its counts if they are unread), returned as
+  // views of their used prefixes.
+  HeteroOutput finish(Started& started) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const SampleCounts& counts = wait_.counts(started.counts);
+    const Counters hc = Counters::at(const_cast<int64_t*>(counts.words.data()), T_, R_, H_);
     const auto type_of_seed = [&](int64_t p) {
       return std::upper_bound(seed_start_.begin(), seed_start_.end(), p) - seed_start_.begin() - 1;
     };
+    const std::vector<at::Tensor>& seeds = started.seeds;
     raise_bad_input(
         hc.bad, false, 0, 0,
         [&](int64_t p) { return seeds[type_of_seed(p)][p - seed_start_[type_of_seed(p)]].item<int64_t>(); },
@@ -484,16 +500,16 @@ class HeteroPlan {
     for (int64_t t = 0; t < T_; ++t) {
       int64_t n = 0;
       for (int64_t l = 0; l <= H_; ++l) n += hc.level_count[t * (H_ + 1) + l];
-      shrink_to(node[t], n);
-      if (key_.disjoint) shrink_to(batch[t], n);
+      shrink_to(started.node[t], n);
+      if (key_.disjoint) shrink_to(started.batch[t], n);
     }
     int64_t total_edges = 0;
     for (int64_t i = 0; i < R_ * H_; ++i) total_edges += hc.edge_count[i];
-    for (const at::Tensor* t : {&row, &col, &edge}) shrink_to(*t, total_edges);
+    for (const at::Tensor* t : {&started.row, &started.col, &started.edge}) shrink_to(*t, total_edges);
     at::Tensor nodes_per_hop = at::empty({T_, H_ + 1}, at::kLong), edges_per_hop = at::empty({R_, H_}, at::kLong);
     std::memcpy(nodes_per_hop.data_ptr<int64_t>(), hc.level_count, T_ * (H_ + 1) * sizeof(int64_t));
     std::memcpy(edges_per_hop.data_ptr<int64_t>(), hc.edge_count, R_ * H_ * sizeof(int64_t));
-    return {node, batch, row, col, edge, nodes_per_hop, edges_per_hop};
+    return {started.node, started.batch, started.row, started.col, started.edge, nodes_per_hop, edges_per_hop};
   }
 
  private:
@@ -606,12 +622,12 @@ class HeteroPlan {
   SampleWait wait_;
 };
 
-HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
-                                         at::TensorList colptr_list, at::TensorList row_list,
-                                         at::TensorList seed_list, at::IntArrayRef num_neighbors, int64_t num_hops,
-                                         bool replace, bool disjoint, std::optional<int64_t> random_seed,
-                                         const OptionalTensors& edge_bias, const OptionalTensors& node_bias,
-                                         const OptionalTensors& seed_time_list, c10::string_view temporal_strategy) {
+// A hetero_neighbor_sample call's sample, started, and its plan (made on first use).
+std::pair<std::shared_ptr<HeteroPlan>, HeteroPlan::Started> start_sample(
+    at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type, at::TensorList colptr_list,
+    at::TensorList row_list, at::TensorList seed_list, at::IntArrayRef num_neighbors, int64_t num_hops, bool replace,
+    bool disjoint, std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+    const OptionalTensors& node_bias, const OptionalTensors& seed_time_list, c10::string_view temporal_strategy) {
   const int64_t T = static_cast<int64_t>(num_nodes.size()), R = static_cast<int64_t>(src_type.size());
   TORCH_CHECK(T > 0, "hetero_neighbor_sample: no node types");
   TORCH_CHECK(T <= kMaxTypes && R <= kMaxTypes, "hetero_neighbor_sample: the CUDA kernel takes up to ",
@@ -641,13 +657,44 @@ HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArray
     return std::make_shared<HeteroPlan>(std::move(k), in, colptr_list,
                                         conversion_copies(in, colptr_list, row_list, edge_bias, node_bias));
   });
-  return plan->run(seeds, in.seed_times, resolve_random_seed(random_seed));
+  HeteroPlan::Started started = plan->start(seeds, in.seed_times, resolve_random_seed(random_seed));
+  return {std::move(plan), std::move(started)};
+}
+
+
+HeteroOutput hetero_neighbor_sample_cuda(at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type,
+                                         at::TensorList colptr_list, at::TensorList row_list,
+                                         at::TensorList seed_list, at::IntArrayRef num_neighbors, int64_t num_hops,
+                                         bool replace, bool disjoint, std::optional<int64_t> random_seed,
+                                         const OptionalTensors& edge_bias, const OptionalTensors& node_bias,
+                                         const OptionalTensors& seed_time_list, c10::string_view temporal_strategy) {
+  auto [plan, started] = start_sample(num_nodes, src_type, dst_type, colptr_list, row_list, seed_list, num_neighbors,
+                                      num_hops, replace, disjoint, random_seed, edge_bias, node_bias, seed_time_list,
+                                      temporal_strategy);
+  return plan->finish(started);
+}
+
+c10::intrusive_ptr<StartedHeteroSample> hetero_neighbor_sample_start_cuda(
+    at::IntArrayRef num_nodes, at::IntArrayRef src_type, at::IntArrayRef dst_type, at::TensorList colptr_list,
+    at::TensorList row_list, at::TensorList seed_list, at::IntArrayRef num_neighbors, int64_t num_hops, bool replace,
+    bool disjoint, std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+    const OptionalTensors& node_bias, const OptionalTensors& seed_time_list, c10::string_view temporal_strategy) {
+  auto [plan, started] = start_sample(num_nodes, src_type, dst_type, colptr_list, row_list, seed_list, num_neighbors,
+                                      num_hops, replace, disjoint, random_seed, edge_bias, node_bias, seed_time_list,
+                                      temporal_strategy);
+  return c10::make_intrusive<StartedHeteroSample>(
+      [plan = std::move(plan), started = std::make_shared<HeteroPlan::Started>(std::move(started))] {
+        return plan->finish(*started);
+      });
 }
 
 }  // namespace
 
 int64_t clear_hetero_sampler_plans() { return PlanCache<HeteroPlan>::instance().clear(); }
 
-TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) { m.impl("hetero_neighbor_sample", &hetero_neighbor_sample_cuda); }
+TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
+  m.impl("hetero_neighbor_sample", &hetero_neighbor_sample_cuda);
+  m.impl("hetero_neighbor_sample_start", &hetero_neighbor_sample_start_cuda);
+}
 
 }  // namespace pyg_accel

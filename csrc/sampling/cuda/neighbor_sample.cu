@@ -43,6 +43,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -54,10 +55,12 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../sampler_inputs.h"
 #include "../sampling_seed.h"
+#include "../started_sample.h"
 #include "sample_kernels.cuh"
 #include "sample_table.cuh"
 #include "sample_plan.h"
@@ -70,8 +73,6 @@ namespace {
 // Wall-clock microseconds this thread waited for the GPU in its last sample, of either
 // sampler (SampleWait notes it).
 thread_local double last_wait_us = 0.0;
-
-using SampleOutput = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // Everything one sampling configuration needs on the GPU: validated graph tensors,
 // buffers sized by upper bounds, the hash table, and (after its second use) the
@@ -184,38 +185,50 @@ class SamplePlan {
 
   const PlanKey& key() const { return key_; }
 
-  // One sample: outputs are allocated at their upper bounds and returned as views of
-  // the first N / E entries (PyG's loaders copy row/col/edge into new tensors, so only
-  // the node (and batch) buffers outlive a batch; clone() them to compact).
-  // `entry`: when the op was entered (for the trace).
-  SampleOutput run(const at::Tensor& seed, const std::optional<at::Tensor>& seed_time, int64_t random_seed,
-                   std::chrono::steady_clock::time_point entry) {
+  // A sample's state between its start and its finish.
+  struct Started {
+    at::Tensor node, batch, row, col, edge;  // at their upper bounds until finished
+    at::Tensor seed, seed_time;  // (held until the kernels have read them)
+    std::shared_ptr<SampleCounts> counts;
+    std::array<std::chrono::steady_clock::time_point, 6> marks;  // the trace's: entry .. next outputs
+  };
+
+  // One sample, started: its kernels enqueued on the current stream (after the counts
+  // of this plan's previous sample are read, if they were not) into fresh outputs at
+  // their upper bounds. `entry`: when the op was entered (for the trace).
+  Started start(const at::Tensor& seed, const std::optional<at::Tensor>& seed_time, int64_t random_seed,
+                std::chrono::steady_clock::time_point entry) {
     const WaitMode wait = wait_mode();  // (a bad setting raises before anything is enqueued)
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto t0 = std::chrono::steady_clock::now();
+    wait_.read_unread();
+    Started started;
+    auto& marks = started.marks;
+    marks[0] = entry;
+    marks[1] = std::chrono::steady_clock::now();
     cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const int64_t epoch = epoch_.next([&] {
       table_slots_.zero_();
       status_.zero_();
     });
-    // This call's outputs: the spare set allocated during the previous call's wait, if
-    // it was allocated on this stream (the caching allocator ties a block to its
+    // This call's outputs: the spare set allocated after the previous call was enqueued,
+    // if it was allocated on this stream (the caching allocator ties a block to its
     // allocation stream), else a fresh one.
     const c10::Device device = seed.device();
     OutputSet outputs = spare_.allocated && spare_.stream == stream ? std::move(spare_)
                                                                     : allocate_outputs(device, stream);
     spare_ = OutputSet{};
-    at::Tensor &node = outputs.node, &batch = outputs.batch, &row = outputs.row, &col = outputs.col,
-               &edge = outputs.edge;
-    const auto t_alloc = std::chrono::steady_clock::now();
-    at::Tensor seed_time_l = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
-    seed_args_.call = OneCall{{node.data_ptr<int64_t>()},
-                              {key_.disjoint ? batch.data_ptr<int64_t>() : nullptr},
+    started.node = outputs.node, started.batch = outputs.batch, started.row = outputs.row;
+    started.col = outputs.col, started.edge = outputs.edge;
+    marks[2] = std::chrono::steady_clock::now();
+    started.seed = seed;
+    started.seed_time = seed_time.has_value() ? seed_time->to(at::kLong).contiguous() : at::Tensor();
+    seed_args_.call = OneCall{{started.node.data_ptr<int64_t>()},
+                              {key_.disjoint ? started.batch.data_ptr<int64_t>() : nullptr},
                               {seed.data_ptr<int64_t>()},
-                              {seed_time_l.defined() ? seed_time_l.data_ptr<int64_t>() : nullptr},
-                              row.data_ptr<int64_t>(),
-                              col.data_ptr<int64_t>(),
-                              edge.data_ptr<int64_t>(),
+                              {started.seed_time.defined() ? started.seed_time.data_ptr<int64_t>() : nullptr},
+                              started.row.data_ptr<int64_t>(),
+                              started.col.data_ptr<int64_t>(),
+                              started.edge.data_ptr<int64_t>(),
                               random_seed,
                               epoch};
     const auto enqueue_on = [this](cudaStream_t s) { enqueue(s); };
@@ -224,47 +237,59 @@ class SamplePlan {
                      reinterpret_cast<const void*>(&seed_number_kernel<false>),
                      reinterpret_cast<const void*>(&seed_number_kernel<true>)},
                     args, enqueue_on);
-    const auto t_params = std::chrono::steady_clock::now();
+    marks[3] = std::chrono::steady_clock::now();
     if (trace_enabled()) record_trace_event(trace_start_, stream);
     replay_.launch(stream, enqueue_on);
-    const auto t_graph = std::chrono::steady_clock::now();
+    marks[4] = std::chrono::steady_clock::now();
     if (trace_enabled()) record_trace_event(trace_end_, stream);
-    wait_.record(stream, wait);
+    started.counts = wait_.record(stream, wait, host_counts_);
     spare_ = allocate_outputs(device, stream);  // the next call's, while the GPU samples
+    marks[5] = std::chrono::steady_clock::now();
+    return started;
+  }
+
+  // A started sample's outputs (waiting for its counts if they are unread), shrunk to
+  // the entries used: views of the first N / E entries (PyG's loaders copy row/col/edge
+  // into new tensors, so only the node (and batch) buffers outlive a batch; clone() them
+  // to compact).
+  SampleOutput finish(Started& started) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool was_read = started.counts->read;
     const auto t1 = std::chrono::steady_clock::now();
     const double cpu1 = trace_enabled() ? thread_cpu_us() : 0.0;
-    const int polls = wait_.wait();
+    const SampleCounts& counts = wait_.counts(started.counts);
     const auto t2 = std::chrono::steady_clock::now();
     const double wait_cpu = trace_enabled() ? thread_cpu_us() - cpu1 : 0.0;
-    const int64_t* host = host_counts_.data_ptr<int64_t>();
-    const Counters c = Counters::at(const_cast<int64_t*>(host), 1, 1, hops_);
+    const Counters c = Counters::at(const_cast<int64_t*>(counts.words.data()), 1, 1, hops_);
     raise_bad_input(
-        c.bad, true, num_nodes_, num_edges_, [&](int64_t p) { return seed[p].item<int64_t>(); },
+        c.bad, true, num_nodes_, num_edges_, [&](int64_t p) { return started.seed[p].item<int64_t>(); },
         [](int64_t) { return int64_t{0}; });
     int64_t num_out_nodes = 0, num_out_edges = 0;
     for (int64_t l = 0; l <= hops_; ++l) num_out_nodes += c.level_count[l];
     for (int64_t h = 0; h < hops_; ++h) num_out_edges += c.edge_count[h];
     // The fresh outputs, shrunk to their used prefixes.
-    shrink_to(node, num_out_nodes);
-    for (const at::Tensor* t : {&row, &col, &edge}) shrink_to(*t, num_out_edges);
-    if (key_.disjoint) shrink_to(batch, num_out_nodes);
+    shrink_to(started.node, num_out_nodes);
+    for (const at::Tensor* t : {&started.row, &started.col, &started.edge}) shrink_to(*t, num_out_edges);
+    if (key_.disjoint) shrink_to(started.batch, num_out_nodes);
     at::Tensor nodes_per_hop = at::empty({hops_ + 1}, at::kLong), edges_per_hop = at::empty({hops_}, at::kLong);
     std::memcpy(nodes_per_hop.data_ptr<int64_t>(), c.level_count, (hops_ + 1) * sizeof(int64_t));
     std::memcpy(edges_per_hop.data_ptr<int64_t>(), c.edge_count, hops_ * sizeof(int64_t));
     if (trace_enabled()) {
       const auto t3 = std::chrono::steady_clock::now();
+      const auto& m = started.marks;
       auto us = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::micro>(b - a).count()); };
       float gpu_ms = 0.0f;  // from the stream reaching the launch to the sample's end
       C10_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, trace_start_, trace_end_));
       std::fprintf(stderr,
-                   "pyg_accel sampler trace: lookup %s alloc %s params %s launch %s record+next outputs %s wait %s finish %s us "
-                   "(wait: cpu %.1f us, polls %d; GPU from launch to end %.1f us)%s\n",
-                   us(entry, t0).c_str(), us(t0, t_alloc).c_str(), us(t_alloc, t_params).c_str(),
-                   us(t_params, t_graph).c_str(),
-                   us(t_graph, t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(), wait_cpu, polls, 1e3 * gpu_ms,
+                   "pyg_accel sampler trace: lookup %s alloc %s params %s launch %s record+next outputs %s "
+                   "until finish %s wait %s finish %s us (wait: cpu %.1f us, polls %d%s; GPU from launch to end "
+                   "%.1f us)%s\n",
+                   us(m[0], m[1]).c_str(), us(m[1], m[2]).c_str(), us(m[2], m[3]).c_str(), us(m[3], m[4]).c_str(),
+                   us(m[4], m[5]).c_str(), us(m[5], t1).c_str(), us(t1, t2).c_str(), us(t2, t3).c_str(), wait_cpu,
+                   counts.polls, was_read ? ", read before finish" : "", 1e3 * gpu_ms,
                    replay_.replays() ? " (graph)" : "");
     }
-    return {node, row, col, edge, batch, nodes_per_hop, edges_per_hop};
+    return {started.node, started.row, started.col, started.edge, started.batch, nodes_per_hop, edges_per_hop};
   }
 
  private:
@@ -327,7 +352,7 @@ class SamplePlan {
                         status + number_tiles(level), level < hops_, hop_args(level),
                         draw_scan_.data_ptr<int64_t>()};
     };
-    // (seed_args_.call is set by run())
+    // (seed_args_.call is set by start())
     seed_args_.dev = call;
     seed_args_.g = hop_args(0).g;
     seed_args_.c = c;
@@ -435,11 +460,11 @@ class SamplePlan {
   cudaEvent_t trace_start_ = nullptr, trace_end_ = nullptr;  // PYG_ACCEL_SAMPLER_TRACE's GPU timing
 };
 
-SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t,
-                                  at::IntArrayRef num_neighbors, bool replace, bool disjoint,
-                                  std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
-                                  const OptionalTensors& node_bias, const std::optional<at::Tensor>& seed_time,
-                                  c10::string_view temporal_strategy) {
+// A neighbor_sample call's sample, started, and its plan (made on first use).
+std::pair<std::shared_ptr<SamplePlan>, SamplePlan::Started> start_sample(
+    const at::Tensor& colptr_t, const at::Tensor& row_t, const at::Tensor& seed_t, at::IntArrayRef num_neighbors,
+    bool replace, bool disjoint, std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+    const OptionalTensors& node_bias, const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
   const auto entry = std::chrono::steady_clock::now();
   TORCH_CHECK(colptr_t.is_cuda(), "neighbor_sample: colptr, row and seed must be on one GPU");
   const Bias bias = check_neighbor_sample_inputs(colptr_t, row_t, seed_t, edge_bias, node_bias, seed_time, disjoint,
@@ -453,7 +478,30 @@ SampleOutput neighbor_sample_cuda(const at::Tensor& colptr_t, const at::Tensor& 
   auto plan = PlanCache<SamplePlan>::instance().get(std::move(key), [&](PlanKey k) {
     return std::make_shared<SamplePlan>(std::move(k), bias, colptr, row, edge_bias, node_bias);
   });
-  return plan->run(seed, seed_time, resolve_random_seed(random_seed), entry);
+  SamplePlan::Started started = plan->start(seed, seed_time, resolve_random_seed(random_seed), entry);
+  return {std::move(plan), std::move(started)};
+}
+
+SampleOutput neighbor_sample_cuda(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
+                                  at::IntArrayRef num_neighbors, bool replace, bool disjoint,
+                                  std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+                                  const OptionalTensors& node_bias, const std::optional<at::Tensor>& seed_time,
+                                  c10::string_view temporal_strategy) {
+  auto [plan, started] = start_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_bias,
+                                      node_bias, seed_time, temporal_strategy);
+  return plan->finish(started);
+}
+
+c10::intrusive_ptr<StartedNeighborSample> neighbor_sample_start_cuda(
+    const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed, at::IntArrayRef num_neighbors,
+    bool replace, bool disjoint, std::optional<int64_t> random_seed, const OptionalTensors& edge_bias,
+    const OptionalTensors& node_bias, const std::optional<at::Tensor>& seed_time, c10::string_view temporal_strategy) {
+  auto [plan, started] = start_sample(colptr, row, seed, num_neighbors, replace, disjoint, random_seed, edge_bias,
+                                      node_bias, seed_time, temporal_strategy);
+  return c10::make_intrusive<StartedNeighborSample>(
+      [plan = std::move(plan), started = std::make_shared<SamplePlan::Started>(std::move(started))] {
+        return plan->finish(*started);
+      });
 }
 
 }  // namespace
@@ -472,7 +520,10 @@ void note_sample_wait_us(double us) { last_wait_us = us; }
 
 double sampler_last_wait_us() { return last_wait_us; }
 
-TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) { m.impl("neighbor_sample", &neighbor_sample_cuda); }
+TORCH_LIBRARY_IMPL(pyg_accel, CUDA, m) {
+  m.impl("neighbor_sample", &neighbor_sample_cuda);
+  m.impl("neighbor_sample_start", &neighbor_sample_start_cuda);
+}
 
 TORCH_LIBRARY_IMPL(pyg_accel, CompositeExplicitAutograd, m) {
   m.impl("clear_sampler_plans", &clear_sampler_plans);

@@ -145,8 +145,18 @@ class SampleReplay {
   cudaKernelNodeParams first_params_{};
 };
 
-// The host's wait for a sample's end (PYG_ACCEL_SAMPLER_WAIT, sample_wait.h): record()
-// after the sample is enqueued, wait() once the host has nothing else to do.
+// The per-hop counts of a started sample, as its last kernel published them to its
+// plan's pinned buffer, copied out by the host (SampleWait).
+struct SampleCounts {
+  std::vector<int64_t> words;
+  bool read = false;
+  int polls = -1;  // how many polls found the sample running (sleep mode), else -1
+};
+
+// The host's wait for a plan's samples (PYG_ACCEL_SAMPLER_WAIT, sample_wait.h). A sample
+// is started by record() after its kernels are enqueued; its counts are read (waiting
+// for it) when its finish needs them, or before the plan enqueues its next sample, which
+// overwrites the pinned buffer: read_unread().
 class SampleWait {
  public:
   SampleWait() {
@@ -160,15 +170,22 @@ class SampleWait {
     cudaEventDestroy(done_blocking_);
   }
 
-  void record(cudaStream_t stream, WaitMode mode) {
+  // After a sample is enqueued on `stream` (its last kernel writes `host`, the plan's
+  // pinned counts): the sample's counts, unread. The previous ones must have been read.
+  std::shared_ptr<SampleCounts> record(cudaStream_t stream, WaitMode mode, const at::Tensor& host) {
+    TORCH_INTERNAL_ASSERT(unread_ == nullptr, "a sample was enqueued before the previous one's counts were read");
     mode_ = mode;
     C10_CUDA_CHECK(cudaEventRecord(mode == WaitMode::kBlock ? done_blocking_ : done_, stream));
+    host_ = host;
+    unread_ = std::make_shared<SampleCounts>();
+    return unread_;
   }
 
-  // Waits for the recorded end; returns how many polls found it running (sleep mode), else -1.
-  // (A host synchronisation, which PyTorch's sync debug mode reports.)
-  // The wait's wall time is noted for sampler_last_wait_us.
-  int wait() {
+  // Reads the unread counts, if any, waiting for their sample: a host synchronisation
+  // (which PyTorch's sync debug mode reports), whose wall time is noted for
+  // sampler_last_wait_us.
+  void read_unread() {
+    if (unread_ == nullptr) return;
     c10::cuda::warn_or_error_on_sync();
     const auto start = std::chrono::steady_clock::now();
     int polls = -1;
@@ -178,13 +195,28 @@ class SampleWait {
       C10_CUDA_CHECK(cudaEventSynchronize(mode_ == WaitMode::kBlock ? done_blocking_ : done_));
     }
     note_sample_wait_us(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-    return polls;
+    const int64_t* host = host_.data_ptr<int64_t>();
+    unread_->words.assign(host, host + host_.numel());
+    unread_->polls = polls;
+    unread_->read = true;
+    unread_.reset();
+  }
+
+  // The counts of a started sample of this plan, read now if they were not.
+  const SampleCounts& counts(const std::shared_ptr<SampleCounts>& counts) {
+    if (!counts->read) {
+      TORCH_INTERNAL_ASSERT(counts == unread_, "a started sample's counts were lost");
+      read_unread();
+    }
+    return *counts;
   }
 
  private:
   cudaEvent_t done_ = nullptr, done_blocking_ = nullptr;
   WaitMode mode_ = WaitMode::kSpin;
   Napper napper_;
+  at::Tensor host_;                       // the pinned counts the unread sample writes
+  std::shared_ptr<SampleCounts> unread_;  // the last recorded sample's, until read
 };
 
 // The epoch of a plan's samples: the tag of the dedup table's slots and of the scans'
