@@ -255,8 +255,9 @@ def trace_epoch(step, loader, folder: str, rank: int) -> None:
 
 # (module, attribute path) of the functions --host times, outermost first
 HOST_FUNCTIONS = (
-    ('pyg_accel.loader.store_batches', 'StoreBatches.__call__'),  # batches made over our stores
-    ('pyg_accel.loader.store_batches', 'NodeBatches.sample'),
+    ('pyg_accel.loader.store_batches', 'StoreBatches.start'),  # batches made over our stores: sampling started
+    ('pyg_accel.loader.store_batches', 'StoreBatches.build'),  # ... and finished, the batch built
+    ('pyg_accel.sampler.neighbor_sampler', 'start_neighbor_sample'),
     ('pyg_accel.loader.store_batches', 'StoreBatches.values'),
     ('pyg_accel.loader.store_batches', 'attach_edge_features'),
     ('pyg_accel.loader', '_Pipelined._batch_at'),  # batches through PyG's layers

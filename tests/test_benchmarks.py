@@ -383,3 +383,21 @@ def test_hetero_end_to_end_benchmark_times_stock_pyg_tuned(tmp_path):
     rows = {r['config']: r for r in result['rows']}
     assert rows['pyg']['workers'] == 1 and rows['pyg']['vs pyg'] == 1
     assert rows['accel']['vs pyg'] == pytest.approx(rows['pyg']['epoch s'] / rows['accel']['epoch s'])
+
+
+def test_sample_ahead_ab_alternates_the_modes_in_one_process():
+    """scripts/sample_ahead_ab.py's comparison on a CPU loader and an eager step: half of
+    the timed epochs each way, the mode restored per epoch, one row per mode."""
+    import sample_ahead_ab
+    from pyg_accel.data import from_data
+    from pyg_accel.loader import NeighborLoader
+    from conftest import community_data
+    loader = NeighborLoader(from_data(community_data(), 'cpu'), [3, 2], input_nodes=torch.arange(64), batch_size=16)
+    modes = []
+
+    def step(batch):
+        modes.append(loader.sample_ahead)
+    rows = sample_ahead_ab.compare('tiny', loader, step, torch.device('cpu'), epochs=4)
+    assert modes == [True] * 4 + [False] * 4 + [True] * 4 + [False] * 4 + [True] * 4 + [False] * 4
+    assert [r['sample ahead'] for r in rows] == [True, False] and rows[0]['inline / ahead'] > 0
+    assert all(r['batches/epoch'] == 4 and len(r['epochs s'].split()) == 2 and r['loader ms/batch'] > 0 for r in rows)
