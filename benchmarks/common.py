@@ -9,7 +9,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -66,6 +66,31 @@ def run_batches(step, loader, device, limit: int, host: Optional[List[float]] = 
             break
     sync(device)
     return count
+
+
+def timed_pass(step, loader, device, on_batch: Optional[Callable[[], None]] = None
+               ) -> Tuple[float, List[float], List[float]]:
+    """One pass of ``step`` over ``loader``: its wall seconds (the device synchronised at
+    both ends) and, per batch, the host seconds inside the call for the next batch and
+    inside the step call. ``on_batch`` is called as each batch arrives, before its step."""
+    loading: List[float] = []
+    stepping: List[float] = []
+    sync(device)
+    start = time.perf_counter()
+    batches = iter(loader)
+    while True:
+        asked = time.perf_counter()
+        batch = next(batches, None)
+        if batch is None:
+            break
+        if on_batch is not None:
+            on_batch()
+        called = time.perf_counter()
+        step(batch)
+        stepping.append(time.perf_counter() - called)
+        loading.append(called - asked)
+    sync(device)
+    return time.perf_counter() - start, loading, stepping
 
 
 def gpu_time(step, loader, device, batches: int) -> float:

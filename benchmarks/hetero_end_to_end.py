@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -54,7 +53,7 @@ import torch_geometric.transforms as T
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
 from common import (default_workers, environment, gpu_time, print_table, pyplot, save_figure, save_json,  # noqa: E402
-                    sync)
+                    timed_pass)
 import hetero_node_classification as example  # noqa: E402
 
 import pyg_accel.nn  # noqa: E402
@@ -170,21 +169,11 @@ def time_config(name: str, args, dataset, data_cpu, device: torch.device) -> Dic
     host: List[float] = []  # (inside each step call)
     loading: List[float] = []  # (inside each call for the next batch)
     for epoch in range(args.epochs + 1):
-        sync(device)
-        start = time.perf_counter()
-        batches = iter(loader)
-        while True:
-            asked = time.perf_counter()
-            batch = next(batches, None)
-            if batch is None:
-                break
-            called = time.perf_counter()
-            step(batch)
-            if epoch > 0:
-                host.append(time.perf_counter() - called)
-                loading.append(called - asked)
-        sync(device)
-        epochs.append(time.perf_counter() - start)
+        seconds, epoch_loading, epoch_host = timed_pass(step, loader, device)
+        epochs.append(seconds)
+        if epoch > 0:
+            host += epoch_host
+            loading += epoch_loading
     row = {'config': name, 'epoch s': statistics.median(epochs[1:]), 'first epoch s': epochs[0],
            'host ms/step': statistics.median(host) * 1e3, 'loader ms/batch': statistics.median(loading) * 1e3,
            'steps/epoch': len(loader)}

@@ -16,7 +16,6 @@ size, [10, 10], batch 512, over pyg_accel's stores.
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -25,7 +24,7 @@ import torch_geometric.transforms as T
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'examples'))
-from common import environment, print_table, save_json, sync  # noqa: E402
+from common import environment, print_table, save_json, timed_pass  # noqa: E402
 import hetero_node_classification as hetero_example  # noqa: E402
 from results import prepare  # noqa: E402
 
@@ -74,23 +73,8 @@ def hetero_setting(device: torch.device):
 def epoch(loader, step, device) -> Dict[str, float]:
     """One epoch's wall time and per-batch medians (wait µs, loader ms, step ms)."""
     waits: List[float] = []
-    loading: List[float] = []
-    stepping: List[float] = []
-    sync(device)
-    start = time.perf_counter()
-    batches = iter(loader)
-    while True:
-        asked = time.perf_counter()
-        batch = next(batches, None)
-        if batch is None:
-            break
-        called = time.perf_counter()
-        waits.append(last_sample_wait_us())
-        step(batch)
-        stepping.append(time.perf_counter() - called)
-        loading.append(called - asked)
-    sync(device)
-    return {'epoch s': time.perf_counter() - start, 'wait us': statistics.median(waits),
+    seconds, loading, stepping = timed_pass(step, loader, device, lambda: waits.append(last_sample_wait_us()))
+    return {'epoch s': seconds, 'wait us': statistics.median(waits),
             'loader ms/batch': statistics.median(loading) * 1e3, 'host ms/step': statistics.median(stepping) * 1e3}
 
 
