@@ -182,13 +182,28 @@ def print_phases(model, opt, batches, device, steps: int) -> None:
                                                       for name, v in phases.items()), flush=True)
 
 
+class Pipelined:
+    """``loader``'s own pipelined batches, as the examples iterate it (the next batch made
+    on a side stream, its sample started ahead), from a loader made with
+    ``pipeline=False`` for the unpipelined loops."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        self.loader.pipeline = True
+        try:
+            yield from self.loader
+        finally:
+            self.loader.pipeline = False
+
+
 def time_loops(step, loader, batches, args, group=None) -> None:
     """Milliseconds per batch (medians of 3 runs of ``4 * steps`` batches) of: the step
     over batches made beforehand (the GPU-bound pace), the loader alone, and loading and
     training together, pipelined and not. Pipelined loading that keeps up gives the
     step's pace; one that does not overlap gives the sum. Under torchrun every rank
     times the same loops (in step, barriers between runs) and the first prints all."""
-    from pyg_accel.loader import PrefetchLoader
     count = 4 * args.steps
     made = [next(batches) for _ in range(count)]
     for batch in loader:  # a whole epoch: every batch shape seen (and captured) before timing
@@ -217,7 +232,7 @@ def time_loops(step, loader, batches, args, group=None) -> None:
 
     rows = {'step alone (batches made beforehand)': pace(loop(made, True)),
             'loader alone': pace(loop(loader, False)),
-            'both, pipelined (one batch ahead)': pace(loop(PrefetchLoader(loader), True)),
+            'both, pipelined (one batch ahead)': pace(loop(Pipelined(loader), True)),
             'both, not pipelined': pace(loop(loader, True))}
     everyone = [rows]
     if group is not None:
@@ -239,10 +254,9 @@ def trace_epoch(step, loader, folder: str, rank: int) -> None:
     import shutil
     from torch.profiler import ProfilerActivity, profile
 
-    from pyg_accel.loader import PrefetchLoader
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for batch in PrefetchLoader(loader):
+        for batch in Pipelined(loader):
             step(batch)
         torch.cuda.synchronize()
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -287,7 +301,6 @@ def host_split(step, loader, epochs: int = 2) -> None:
     import functools
     import importlib
     from collections import defaultdict
-    from pyg_accel.loader import PrefetchLoader
     spent = defaultdict(float)
     patched = []
     for module_name, path in HOST_FUNCTIONS:
@@ -306,14 +319,14 @@ def host_split(step, loader, epochs: int = 2) -> None:
         setattr(owner, name, functools.wraps(original)(timed))
         patched.append((owner, name, original))
     try:
-        for batch in PrefetchLoader(loader):  # every batch shape warmed up and captured
+        for batch in Pipelined(loader):  # every batch shape warmed up and captured
             step(batch)
         spent.clear()
         batches = 0
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(epochs):
-            for batch in PrefetchLoader(loader):
+            for batch in Pipelined(loader):
                 step(batch)
                 batches += 1
         torch.cuda.synchronize()
