@@ -131,11 +131,11 @@ def _seeded_build_dir(env: dict, recompile: tuple = ()) -> Path:
     return build_dir
 
 
-@pytest.mark.slow  # compiles one C++ file and links (every op if the tests' cache has no CPU build yet)
+@pytest.mark.slow  # links the C++ ops (compiles them from scratch if the tests' cache has no CPU build yet)
 def test_concurrent_first_use_builds_once(tmp_path):
-    """Two processes import and use the ops at once on a cache without the library
-    (only the tests' compiled objects, gather_common.cpp's left to compile: the quickest to
-    compile): both succeed, one library is built."""
+    """Two processes import and use the ops at once on a cache without the library (the
+    tests' compiled objects copied in, so the build links them): both succeed, one library
+    is built."""
     script = textwrap.dedent('''
         import torch
         from pyg_accel.ops import gather
@@ -144,7 +144,7 @@ def test_concurrent_first_use_builds_once(tmp_path):
         print('ok')
     ''')
     env = {**os.environ, 'PYG_ACCEL_CACHE_DIR': str(tmp_path), 'PYG_ACCEL_BUILD_CUDA': '0'}
-    _seeded_build_dir(env, recompile=('gather_common.o',))
+    _seeded_build_dir(env)
     procs = [subprocess.Popen([sys.executable, '-c', script], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=900) for p in procs]

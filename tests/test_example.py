@@ -174,7 +174,7 @@ def test_multi_process_example_generates_a_large_dataset_into_sharded_stores(tmp
     """--large --bf16: each process generates the synthetic graph and keeps only its block
     of the features, stored in bfloat16 and trained under bfloat16 autocast."""
     metrics = run_two_processes('multi_gpu.py', tmp_path, '--dataset', 'synthetic-products', '--scale', '0.01',
-                                '--large', '--bf16', '--batch-size', '128', '--epochs', '4')
+                                '--large', '--bf16', '--batch-size', '128', '--epochs', '2')
     assert metrics['args']['large'] and metrics['args']['bf16']
 
 
