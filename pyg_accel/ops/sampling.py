@@ -286,8 +286,9 @@ def start_neighbor_sample(colptr: Tensor, row: Tensor, seed: Tensor, num_neighbo
     are enqueued (its random seed drawn, its arguments checked), and ``.result()`` waits
     for the per-hop counts that size the outputs and returns the sample. Host work done
     in between (e.g. enqueueing a training step) overlaps the sampling instead of waiting
-    behind it. Samples of one configuration are finished in the order started (a start
-    first waits for the previous unfinished one). On the CPU the sample is made at once."""
+    behind it. Started samples may be read in any order; a start on the configuration
+    (graph, batch size, fanouts, options) of an unread one first waits for that one. On
+    the CPU the sample is made at once."""
     args, finish = _neighbor_sample_call(colptr, row, seed, num_neighbors, replace, disjoint, random_seed,
                                          edge_weight, node_time, edge_time, seed_time, temporal_strategy)
     started = ops().neighbor_sample_start.default(*args)
@@ -331,8 +332,6 @@ def _neighbor_sample_call(colptr, row, seed, num_neighbors, replace, disjoint, r
         return SampledSubgraph(node, row_out, col_out, edge, batch if disjoint else None,
                                nodes_per_hop.tolist(), edges_per_hop.tolist())  # one host read, after all hops
     return args, finish
-
-
 
 
 def _bias_inputs(*per_input: List[Optional[Tensor]]) -> List[Optional[Tensor]]:
